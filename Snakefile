@@ -1,0 +1,35 @@
+"""accelbench: does the GPU pay off for this workload, and by how much?
+
+This file only wires things: configuration and its validation, the rule files,
+and the default target. The logic lives in the accelbench package (src/).
+"""
+
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+# The workflow always uses the package of its own checkout.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/kernels.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.tidy.output,
+        rules.tables.output,
+        rules.figures.output,

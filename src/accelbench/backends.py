@@ -1,0 +1,76 @@
+"""Backends: the implementation families a kernel can be written in.
+
+A backend knows which device kinds it runs on and whether it can run here. A
+backend that is not present yields a clear reason, which becomes an
+"unavailable" record rather than a crash or a missing cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from accelbench.devices import Device, cuda_unavailable_reason
+
+
+def _numba_reason(device: Device) -> str | None:
+    try:
+        import numba  # noqa: F401
+    except ImportError as err:
+        return f"Numba is not installed ({err})"
+    return None
+
+
+def _cupy_reason(device: Device) -> str | None:
+    try:
+        import cupy
+    except ImportError as err:
+        return f"CuPy is not installed ({err})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:  # CUDARuntimeError or a missing driver library
+        return f"CuPy finds no usable CUDA device ({type(err).__name__}: {err})"
+    if count < device.count:
+        return f"CuPy sees {count} GPUs, {device.name} needs {device.count}"
+    return None
+
+
+def _numba_cuda_reason(device: Device) -> str | None:
+    try:
+        from numba import cuda
+    except ImportError as err:
+        return f"Numba's CUDA target is not installed ({err})"
+    if not cuda.is_available():
+        return "Numba CUDA finds no CUDA driver or device on this host"
+    if len(cuda.gpus) < device.count:
+        return f"Numba CUDA sees {len(cuda.gpus)} GPUs, {device.name} needs {device.count}"
+    return None
+
+
+def _torch_reason(device: Device) -> str | None:
+    return cuda_unavailable_reason(device)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    device_kinds: tuple[str, ...]
+    timer: str  # "torch" (torch.utils.benchmark), "cupy" (cupyx.profiler), "cuda-events"
+    _reason: Callable[[Device], str | None]
+
+    def unavailable_reason(self, device: Device) -> str | None:
+        """Why this backend cannot run on `device` here, or None if it can."""
+        return self._reason(device)
+
+
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend("numpy", ("cpu",), "torch", lambda device: None),
+        Backend("numba", ("cpu",), "torch", _numba_reason),
+        Backend("numba-parallel", ("cpu",), "torch", _numba_reason),
+        Backend("torch", ("cpu", "cuda"), "torch", _torch_reason),
+        Backend("cupy", ("cuda",), "cupy", _cupy_reason),
+        Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
+    )
+}

@@ -1,0 +1,232 @@
+"""Experiment ids <-> wildcards <-> result paths, grid expansion and validity rules.
+
+The result path is the interface: it is fully determined by an experiment's
+parameters and parses back into them. Combinations that make no sense are
+excluded from the grid with a stated reason, and naming such a path as a
+target fails before any job starts with that same reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from accelbench.devices import DeviceError, parse_device
+
+RESULTS_DIR = "results"
+KERNEL_PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
+TRAIN_PATTERN = (
+    RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
+)
+# One path segment per wildcard; the values are checked by parse_* so that a bad
+# target gets a message naming the wrong part, not "no rule to produce".
+WILDCARD_CONSTRAINT = r"[^/]+"
+
+KERNEL_DTYPES = ("float64", "float32")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
+STRATEGIES = ("single",)
+POSITIVE_INT = re.compile(r"^[1-9][0-9]*$")
+
+
+class GridError(ValueError):
+    """An experiment (from config or from a target path) that is invalid or excluded."""
+
+
+@dataclass(frozen=True)
+class KernelExperiment:
+    kernel: str
+    device: str
+    backend: str
+    dtype: str
+    size: int
+
+    family = "kernel"
+
+    @property
+    def path(self) -> str:
+        return KERNEL_PATTERN.format(**asdict(self))
+
+    @property
+    def id(self) -> str:
+        return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
+@dataclass(frozen=True)
+class TrainExperiment:
+    model: str
+    device: str
+    precision: str
+    strategy: str
+    batch: int
+
+    family = "train"
+
+    @property
+    def path(self) -> str:
+        return TRAIN_PATTERN.format(**asdict(self))
+
+    @property
+    def id(self) -> str:
+        return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
+def kernel_names() -> list[str]:
+    from accelbench.kernels import kernels
+
+    return list(kernels())
+
+
+def model_names() -> list[str]:
+    from accelbench.train.models import models
+
+    return list(models())
+
+
+def _choice(part: str, value: str, allowed: list[str] | tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise GridError(f"{part} {value!r} is not known; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _positive_int(part: str, value: str | int) -> int:
+    if not POSITIVE_INT.match(str(value)):
+        raise GridError(f"{part} {value!r} must be a positive integer")
+    return int(value)
+
+
+def _device(value: str) -> str:
+    try:
+        return parse_device(value).name
+    except DeviceError as err:
+        raise GridError(str(err)) from None
+
+
+def kernel_exclusion(exp: KernelExperiment) -> str | None:
+    """Why this kernel experiment makes no sense, or None if it does."""
+    from accelbench.backends import BACKENDS
+    from accelbench.kernels import kernels
+
+    device = parse_device(exp.device)
+    backend = BACKENDS[exp.backend]
+    if device.kind not in backend.device_kinds:
+        return (
+            f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
+            f"not on {exp.device}"
+        )
+    if device.is_gpu and device.count != 1:
+        return f"kernels run on one GPU; {exp.device} asks for {device.count}"
+    if exp.backend not in kernels()[exp.kernel].implementations:
+        return f"kernel {exp.kernel!r} has no {exp.backend!r} implementation"
+    return None
+
+
+def train_exclusion(exp: TrainExperiment) -> str | None:
+    """Why this training experiment makes no sense, or None if it does."""
+    device = parse_device(exp.device)
+    if exp.precision == "tf32" and not device.is_gpu:
+        return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
+    if exp.strategy == "single" and device.is_gpu and device.count != 1:
+        return f"strategy 'single' uses one GPU; {exp.device} asks for {device.count}"
+    return None
+
+
+def parse_kernel(wildcards: dict[str, Any]) -> KernelExperiment:
+    """Wildcards of a kernel result path -> experiment; GridError says which part is wrong."""
+    from accelbench.backends import BACKENDS
+
+    exp = KernelExperiment(
+        kernel=_choice("kernel", wildcards["kernel"], kernel_names()),
+        device=_device(wildcards["device"]),
+        backend=_choice("backend", wildcards["backend"], list(BACKENDS)),
+        dtype=_choice("dtype", wildcards["dtype"], KERNEL_DTYPES),
+        size=_positive_int("size", wildcards["size"]),
+    )
+    _raise_if_excluded(exp, kernel_exclusion(exp))
+    return exp
+
+
+def parse_train(wildcards: dict[str, Any]) -> TrainExperiment:
+    """Wildcards of a training result path -> experiment; GridError says which part is wrong."""
+    exp = TrainExperiment(
+        model=_choice("model", wildcards["model"], model_names()),
+        device=_device(wildcards["device"]),
+        precision=_choice("precision", wildcards["precision"], PRECISIONS),
+        strategy=_choice("strategy", wildcards["strategy"], STRATEGIES),
+        batch=_positive_int("batch size", wildcards["batch"]),
+    )
+    _raise_if_excluded(exp, train_exclusion(exp))
+    return exp
+
+
+def _raise_if_excluded(exp: KernelExperiment | TrainExperiment, reason: str | None) -> None:
+    if reason:
+        raise GridError(f"{exp.path} is excluded from the grid: {reason}")
+
+
+@dataclass(frozen=True)
+class Grid:
+    experiments: tuple[KernelExperiment | TrainExperiment, ...]
+    excluded: tuple[tuple[KernelExperiment | TrainExperiment, str], ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [exp.path for exp in self.experiments]
+
+
+def expand(config: dict[str, Any]) -> Grid:
+    """Every experiment the config asks for, split into runnable and excluded-with-reason."""
+    candidates: list[KernelExperiment | TrainExperiment] = []
+    kernels_cfg = config["kernels"]
+    for kernel, sizes in kernels_cfg["sizes"].items():
+        for device, backend, dtype, size in itertools.product(
+            kernels_cfg["devices"], kernels_cfg["backends"], kernels_cfg["dtypes"], sizes
+        ):
+            candidates.append(KernelExperiment(kernel, device, backend, dtype, int(size)))
+    train_cfg = config["train"]
+    for model, batches in train_cfg["batch_sizes"].items():
+        for device, precision, strategy, batch in itertools.product(
+            train_cfg["devices"], train_cfg["precisions"], train_cfg["strategies"], batches
+        ):
+            candidates.append(TrainExperiment(model, device, precision, strategy, int(batch)))
+    kept, excluded = [], []
+    for exp in candidates:
+        reason = (
+            kernel_exclusion(exp) if isinstance(exp, KernelExperiment) else train_exclusion(exp)
+        )
+        if reason:
+            excluded.append((exp, reason))
+        else:
+            kept.append(exp)
+    return Grid(tuple(kept), tuple(excluded))
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    """Names the schema cannot know (registered kernels, backends, models) and device strings.
+
+    Runs when the Snakefile is parsed, so a bad name stops the run before any job.
+    """
+    from accelbench.backends import BACKENDS
+
+    kernels_cfg, train_cfg = config["kernels"], config["train"]
+    for kernel in kernels_cfg["sizes"]:
+        _named_choice("kernels.sizes", kernel, "kernel", kernel_names())
+    for backend in kernels_cfg["backends"]:
+        _named_choice("kernels.backends", backend, "backend", list(BACKENDS))
+    for model in train_cfg["batch_sizes"]:
+        _named_choice("train.batch_sizes", model, "model", model_names())
+    for key, devices in (("kernels.devices", kernels_cfg["devices"]),
+                         ("train.devices", train_cfg["devices"])):
+        for device in devices:
+            try:
+                parse_device(device)
+            except DeviceError as err:
+                raise GridError(f"config key {key}: {err}") from None
+
+
+def _named_choice(key: str, value: str, what: str, allowed: list[str]) -> None:
+    if value not in allowed:
+        raise GridError(
+            f"config key {key}: unknown {what} {value!r}; allowed: {', '.join(allowed)}"
+        )

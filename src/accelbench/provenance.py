@@ -1,0 +1,130 @@
+"""Where and with what a record was measured: machine, accelerator, software, run context.
+
+A number without its provenance cannot be compared with another one, so every
+record carries the host, CPU and GPU models, library versions, git commit,
+config hash and, under Slurm, the job id, partition and node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+from accelbench.devices import usable_cpus
+
+LIBRARIES = ("numpy", "numba", "torch", "torchvision", "cupy-cuda12x", "pandas", "snakemake")
+SLURM_VARIABLES = {
+    "job_id": "SLURM_JOB_ID",
+    "partition": "SLURM_JOB_PARTITION",
+    "node": "SLURMD_NODENAME",
+    "cpus_per_task": "SLURM_CPUS_PER_TASK",
+    "job_gpus": "SLURM_JOB_GPUS",
+    "ntasks": "SLURM_NTASKS",
+    "mem_per_node_mb": "SLURM_MEM_PER_NODE",
+}
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """Stable short hash of the configuration a record was made under."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def library_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(directory: str = ".") -> dict[str, Any]:
+    """Commit and whether the tree had uncommitted changes (a dirty tree is not reproducible)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=directory, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPU models, driver and CUDA versions as PyTorch sees them; empty lists without a GPU."""
+    import torch
+
+    info: dict[str, Any] = {
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "gpus": [],
+        "driver": None,
+    }
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        try:
+            done = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20,
+            )
+            info["driver"] = done.stdout.splitlines()[0].strip() if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            info["driver"] = None
+    return info
+
+
+def slurm_context() -> dict[str, Any] | None:
+    """The Slurm job this process runs in, or None outside Slurm."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    return {key: os.environ.get(variable) for key, variable in SLURM_VARIABLES.items()}
+
+
+def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
+    """Everything about the run context; called once the measurement is over."""
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
+        "python": platform.python_version(),
+        "libraries": library_versions(),
+        "accelerator": gpu_info(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "git": git_state(),
+        "config_hash": config_digest,
+        "slurm": slurm_context(),
+        "seed": seed,
+        "started": started,
+        "finished": now(),
+    }

@@ -1,0 +1,121 @@
+"""The result record: one JSON file per experiment, written atomically.
+
+Every experiment yields a record, including the ones that could not run, so a
+table never loses a cell silently. A crash mid-write never leaves a file that
+looks valid: the record is written to a temporary file in the same directory
+and renamed over the target only once it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "unavailable", "oom", "failed")
+REQUIRED_KEYS = ("schema_version", "experiment", "id", "status", "reason", "params", "metrics",
+                 "check", "provenance")
+
+
+class RecordError(ValueError):
+    """A file that is not a valid result record; the message names the file and the defect."""
+
+
+def make_record(
+    *,
+    experiment: str,
+    experiment_id: str,
+    status: str,
+    params: dict[str, Any],
+    provenance: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
+    check: dict[str, Any] | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """Assemble a record and validate it, so an invalid one is never written."""
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": experiment,
+        "id": experiment_id,
+        "status": status,
+        "reason": reason,
+        "params": params,
+        "metrics": metrics or {},
+        "check": check,
+        "provenance": provenance,
+    }
+    validate_record(record)
+    return record
+
+
+def validate_record(record: Any, source: str = "record") -> None:
+    """Raise RecordError if `record` breaks the record contract."""
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: expected a JSON object, got {type(record).__name__}")
+    missing = [key for key in REQUIRED_KEYS if key not in record]
+    if missing:
+        raise RecordError(f"{source}: missing keys {missing}")
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise RecordError(
+            f"{source}: schema_version {record['schema_version']!r}, expected {SCHEMA_VERSION}"
+        )
+    status = record["status"]
+    if status not in STATUSES:
+        raise RecordError(f"{source}: status {status!r} is not one of {list(STATUSES)}")
+    if status == "ok":
+        if not record["metrics"]:
+            raise RecordError(f"{source}: status 'ok' but no metrics")
+    elif not record["reason"]:
+        raise RecordError(f"{source}: status {status!r} needs a reason")
+    for key in ("params", "metrics", "provenance"):
+        if not isinstance(record[key], dict):
+            raise RecordError(f"{source}: {key!r} must be an object")
+    for name, metric in record["metrics"].items():
+        if not isinstance(metric, dict) or "unit" not in metric:
+            raise RecordError(f"{source}: metric {name!r} must be an object with a 'unit'")
+        if "median" not in metric and "value" not in metric:
+            raise RecordError(f"{source}: metric {name!r} has neither 'median' nor 'value'")
+
+
+def _finite_or_none(obj: Any) -> Any:
+    """JSON has no NaN/Infinity; store them as null so every reader can parse the file."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {key: _finite_or_none(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite_or_none(value) for value in obj]
+    return obj
+
+
+def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
+    """Validate and write `record` to `path` atomically (temp file, fsync, rename)."""
+    validate_record(record, str(path))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_finite_or_none(record), indent=2, sort_keys=True, allow_nan=False)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate one record; RecordError names the file and what is wrong."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}: not valid JSON ({err})") from err
+    validate_record(record, str(path))
+    return record

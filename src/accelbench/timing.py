@@ -1,0 +1,164 @@
+"""Measurement: the library timers, and the statistics every metric carries.
+
+Timing itself is delegated to torch.utils.benchmark (CPU and PyTorch) and, on a
+GPU, to cupyx.profiler.benchmark or CUDA events; this module only adapts their
+results into plain per-run samples and summarises them. The summary is the
+median with a distribution-free 95% confidence interval (order statistics of a
+binomial), because benchmark times are skewed and the mean is not robust.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+CI_LEVEL = 0.95
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(Binomial(n, 1/2) <= k), exact, computed in log space so large n does not overflow."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    log_half_n = n * math.log(0.5)
+    return sum(
+        math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
+        for i in range(k + 1)
+    )
+
+
+def median_ci(sorted_samples: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Order-statistic confidence interval for the median.
+
+    Returns (low, high, achieved_level). With too few samples for the requested
+    level the widest interval (min, max) is returned with the level it really has,
+    so a reader never sees a 95% claim that the data cannot support.
+    """
+    n = len(sorted_samples)
+    if n == 0:
+        raise ValueError("no samples")
+    if n == 1:
+        return sorted_samples[0], sorted_samples[0], 0.0
+    alpha = 1.0 - level
+    # Largest k (1-based) with P(B <= k-1) <= alpha/2: interval [x_k, x_{n-k+1}].
+    k = 1
+    while k + 1 <= n // 2 and _binomial_cdf(k, n) <= alpha / 2:
+        k += 1
+    achieved = 1.0 - 2.0 * _binomial_cdf(k - 1, n)
+    return sorted_samples[k - 1], sorted_samples[n - k], achieved
+
+
+def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
+    """The statistics stored for a measured quantity: n, median, quartiles, IQR, 95% CI, spread."""
+    values = sorted(float(sample) for sample in samples)
+    if not values:
+        raise ValueError("cannot summarise an empty sample")
+    if len(values) >= 2:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    else:
+        q1 = q3 = values[0]
+    low, high, level = median_ci(values)
+    return {
+        "unit": unit,
+        "n": len(values),
+        "median": statistics.median(values),
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_level": level,
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) >= 2 else 0.0,
+        "min": values[0],
+        "max": values[-1],
+    }
+
+
+def rate_from_time(time_stats: dict[str, Any], amount: float, unit: str) -> dict[str, Any]:
+    """Turn time statistics into a rate (amount per second), e.g. GFLOP/s or samples/s.
+
+    A rate is a decreasing function of time, so quantiles map across with the
+    interval ends swapped; n and the confidence level carry over unchanged.
+    """
+
+    def rate(seconds: float) -> float:
+        return amount / seconds if seconds > 0 else math.inf
+
+    return {
+        "unit": unit,
+        "n": time_stats["n"],
+        "median": rate(time_stats["median"]),
+        "q1": rate(time_stats["q3"]),
+        "q3": rate(time_stats["q1"]),
+        "iqr": rate(time_stats["q1"]) - rate(time_stats["q3"]),
+        "ci_low": rate(time_stats["ci_high"]),
+        "ci_high": rate(time_stats["ci_low"]),
+        "ci_level": time_stats["ci_level"],
+        "min": rate(time_stats["max"]),
+        "max": rate(time_stats["min"]),
+    }
+
+
+def value(amount: float, unit: str) -> dict[str, Any]:
+    """A metric that is a single number, not a distribution (peak memory, a loss)."""
+    return {"unit": unit, "value": amount}
+
+
+def torch_timer_samples(
+    fn: Callable[[], object], *, num_threads: int, min_run_time: float, samples: int, label: str
+) -> list[float]:
+    """`samples` per-run times (s) of `fn`, each from one torch.utils.benchmark.Timer block.
+
+    The block length (runs per sample) is chosen so that all samples together
+    last about `min_run_time`; each `Timer.timeit` call warms up before its block,
+    pins torch's thread count and synchronises CUDA around the block.
+    blocked_autorange is not used because it grows blocks by factors of ten and
+    can return as few as two samples, too few for a confidence interval.
+    """
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads, label=label)
+    per_run = timer.timeit(1).times[0]
+    number = max(1, int(min_run_time / (samples * per_run)))
+    return [timer.timeit(number).times[0] for _ in range(samples)]
+
+
+def cupy_samples(fn: Callable[[], object], *, min_run_time: float, n_warmup: int = 3) -> list[float]:
+    """Per-run GPU times (s) of `fn` from cupyx.profiler.benchmark (CUDA events, synchronised)."""
+    from cupyx.profiler import benchmark
+
+    result = benchmark(fn, n_repeat=10_000, n_warmup=n_warmup, max_duration=min_run_time)
+    return [float(t) for t in result.gpu_times[0]]
+
+
+def cuda_event_samples(
+    fn: Callable[[], object], *, min_run_time: float, n_warmup: int = 3, max_repeat: int = 10_000
+) -> list[float]:
+    """Per-launch GPU times (s) of a Numba CUDA launch, read from CUDA events.
+
+    Numba has no benchmark helper, so this follows cupyx.profiler.benchmark's
+    method: warm-up launches first, then one event pair around each launch,
+    repeating until `min_run_time` of wall time is spent (the events, not the
+    wall clock, give the samples).
+    """
+    import time
+
+    from numba import cuda
+
+    for _ in range(n_warmup):
+        fn()
+    cuda.synchronize()
+    samples: list[float] = []
+    deadline = time.perf_counter() + min_run_time
+    while len(samples) < max_repeat and (len(samples) < 3 or time.perf_counter() < deadline):
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3)
+    return samples

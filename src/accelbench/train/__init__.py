@@ -1,0 +1,1 @@
+"""Training benchmarks: registered models trained for a fixed number of steps."""

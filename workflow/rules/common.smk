@@ -1,0 +1,66 @@
+# Helpers that turn config and wildcards into inputs, params and resources.
+# They only call the accelbench package, where the logic is tested.
+
+from accelbench import cluster, grid
+from accelbench.devices import parse_device
+
+grid.validate_config(config)
+GRID = grid.expand(config)
+
+
+wildcard_constraints:
+    kernel=grid.WILDCARD_CONSTRAINT,
+    device=grid.WILDCARD_CONSTRAINT,
+    backend=grid.WILDCARD_CONSTRAINT,
+    dtype=grid.WILDCARD_CONSTRAINT,
+    size=grid.WILDCARD_CONSTRAINT,
+    model=grid.WILDCARD_CONSTRAINT,
+    precision=grid.WILDCARD_CONSTRAINT,
+    strategy=grid.WILDCARD_CONSTRAINT,
+    batch=grid.WILDCARD_CONSTRAINT,
+
+
+def check_kernel_target(wildcards):
+    """Parse the target path; a wrong part stops the run before any job, naming it."""
+    grid.parse_kernel(wildcards)
+    return []
+
+
+def check_train_target(wildcards):
+    """Parse the target path; a wrong part stops the run before any job, naming it."""
+    grid.parse_train(wildcards)
+    return []
+
+
+def experiment_resources(family):
+    """Scheduler resources of one experiment, from its device wildcard and the config."""
+    device = lambda wildcards: parse_device(wildcards.device)
+    resources = {
+        "slurm_partition": lambda wc: cluster.partition(device(wc), config),
+        "cpus_per_task": lambda wc: cluster.cpus_per_task(device(wc), config),
+        "gpu": lambda wc: cluster.gpus(device(wc)),
+        "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
+        "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
+        # Local runs take this slot so that no two benchmarks share the machine.
+        "benchmark_slots": 1,
+    }
+    if config["slurm"]["account"]:
+        resources["slurm_account"] = config["slurm"]["account"]
+    return resources
+
+
+def experiment_threads(wildcards):
+    return cluster.local_threads(parse_device(wildcards.device))
+
+
+KERNEL_SETTINGS = {
+    "seed": config["seed"],
+    "min_run_time": config["kernels"]["min_run_time"],
+    "samples": config["kernels"]["samples"],
+}
+TRAIN_SETTINGS = {
+    "seed": config["seed"],
+    "steps": config["train"]["steps"],
+    "warmup_steps": config["train"]["warmup_steps"],
+    "image_size": config["train"]["image_size"],
+}
