@@ -4,24 +4,30 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from accelbench.analysis import tidy  # noqa: E402
+from accelbench.analysis import tidy
 
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 log = logging.getLogger("tidy")
 
-frame, problems = tidy.collect(snakemake.input)  # noqa: F821
-tidy.write(frame, snakemake.output.parquet, snakemake.output.csv)  # noqa: F821
+frame, problems = tidy.collect(snakemake.input)
+tidy.write(frame, snakemake.output.parquet, snakemake.output.csv)
 pd.DataFrame(problems, columns=["path", "problem"]).to_csv(
-    snakemake.output.problems, index=False  # noqa: F821
+    snakemake.output.problems,
+    index=False,
 )
-pd.DataFrame(snakemake.params.excluded, columns=["path", "reason"]).to_csv(  # noqa: F821
-    snakemake.output.excluded, index=False  # noqa: F821
+pd.DataFrame(snakemake.params.excluded, columns=["path", "reason"]).to_csv(
+    snakemake.output.excluded,
+    index=False,
 )
 for path, problem in problems:
     log.warning("invalid record %s: %s", path, problem)
-log.info("%d records, %d invalid, status counts: %s", len(frame), len(problems),
-         frame["status"].value_counts().to_dict() if len(frame) else {})
+log.info(
+    "%d records, %d invalid, status counts: %s",
+    len(frame),
+    len(problems),
+    frame["status"].value_counts().to_dict() if len(frame) else {},
+)

@@ -17,9 +17,7 @@ from accelbench.devices import DeviceError, parse_device
 
 RESULTS_DIR = "results"
 KERNEL_PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
-TRAIN_PATTERN = (
-    RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
-)
+TRAIN_PATTERN = RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
 # One path segment per wildcard; the values are checked by parse_* so that a bad
 # target gets a message naming the wrong part, not "no rule to produce".
 WILDCARD_CONSTRAINT = r"[^/]+"
@@ -216,8 +214,10 @@ def validate_config(config: dict[str, Any]) -> None:
         _named_choice("kernels.backends", backend, "backend", list(BACKENDS))
     for model in train_cfg["batch_sizes"]:
         _named_choice("train.batch_sizes", model, "model", model_names())
-    for key, devices in (("kernels.devices", kernels_cfg["devices"]),
-                         ("train.devices", train_cfg["devices"])):
+    for key, devices in (
+        ("kernels.devices", kernels_cfg["devices"]),
+        ("train.devices", train_cfg["devices"]),
+    ):
         for device in devices:
             try:
                 parse_device(device)

@@ -94,7 +94,9 @@ def gpu_info() -> dict[str, Any]:
         try:
             done = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20,
+                capture_output=True,
+                text=True,
+                timeout=20,
             )
             info["driver"] = done.stdout.splitlines()[0].strip() if done.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired, IndexError):

@@ -17,8 +17,17 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "unavailable", "oom", "failed")
-REQUIRED_KEYS = ("schema_version", "experiment", "id", "status", "reason", "params", "metrics",
-                 "check", "provenance")
+REQUIRED_KEYS = (
+    "schema_version",
+    "experiment",
+    "id",
+    "status",
+    "reason",
+    "params",
+    "metrics",
+    "check",
+    "provenance",
+)
 
 
 class RecordError(ValueError):

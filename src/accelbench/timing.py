@@ -30,7 +30,9 @@ def _binomial_cdf(k: int, n: int) -> float:
     )
 
 
-def median_ci(sorted_samples: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+def median_ci(
+    sorted_samples: Sequence[float], level: float = CI_LEVEL
+) -> tuple[float, float, float]:
     """Order-statistic confidence interval for the median.
 
     Returns (low, high, achieved_level). With too few samples for the requested
@@ -127,7 +129,9 @@ def torch_timer_samples(
     return [timer.timeit(number).times[0] for _ in range(samples)]
 
 
-def cupy_samples(fn: Callable[[], object], *, min_run_time: float, n_warmup: int = 3) -> list[float]:
+def cupy_samples(
+    fn: Callable[[], object], *, min_run_time: float, n_warmup: int = 3
+) -> list[float]:
     """Per-run GPU times (s) of `fn` from cupyx.profiler.benchmark (CUDA events, synchronised)."""
     from cupyx.profiler import benchmark
 

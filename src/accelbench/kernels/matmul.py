@@ -68,6 +68,7 @@ def prepare_torch(inputs, device: Device) -> Prepared:
 @cache
 def _numba_loops(parallel: bool):
     """i-p-j loop order: the inner loop streams rows of B and C, so LLVM vectorises it."""
+
     @numba.njit(parallel=parallel, cache=True)
     def matmul_loops(a, b, out):
         n, k = a.shape

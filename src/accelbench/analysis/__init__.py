@@ -1,0 +1,1 @@
+"""From result records to paper-ready output: tidy table, comparison tables, figures."""
