@@ -29,6 +29,7 @@ SLURM_VARIABLES = {
     "ntasks": "SLURM_NTASKS",
     "mem_per_node_mb": "SLURM_MEM_PER_NODE",
 }
+SLURM_INTEGERS = {"cpus_per_task", "ntasks", "mem_per_node_mb"}
 
 
 def now() -> str:
@@ -108,7 +109,11 @@ def slurm_context() -> dict[str, Any] | None:
     """The Slurm job this process runs in, or None outside Slurm."""
     if "SLURM_JOB_ID" not in os.environ:
         return None
-    return {key: os.environ.get(variable) for key, variable in SLURM_VARIABLES.items()}
+    context: dict[str, Any] = {}
+    for key, variable in SLURM_VARIABLES.items():
+        text = os.environ.get(variable)
+        context[key] = int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
+    return context
 
 
 def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:

@@ -88,6 +88,9 @@ def validate_record(record: Any, source: str = "record") -> None:
             raise RecordError(f"{source}: metric {name!r} must be an object with a 'unit'")
         if "median" not in metric and "value" not in metric:
             raise RecordError(f"{source}: metric {name!r} has neither 'median' nor 'value'")
+        for stat, number in metric.items():
+            if stat != "unit" and number is not None and not isinstance(number, int | float):
+                raise RecordError(f"{source}: metric {name}.{stat} is not a number: {number!r}")
 
 
 def _finite_or_none(obj: Any) -> Any:

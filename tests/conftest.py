@@ -1,0 +1,64 @@
+"""Shared fixtures: a private copy of the workflow per test, and a tiny grid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
+
+# The smallest grid that still has every stage: two kernel cells, one training cell.
+TINY_CONFIG = """\
+kernels:
+  devices: [cpu1]
+  backends: [numpy, torch]
+  dtypes: [float64]
+  sizes:
+    matmul: [32]
+  min_run_time: 0.02
+  samples: 5
+train:
+  devices: [cpu1]
+  precisions: [fp32]
+  batch_sizes:
+    resnet18: [2]
+  steps: 3
+  warmup_steps: 1
+  image_size: 32
+slurm:
+  cpus_per_gpu: 1
+"""
+
+
+@pytest.fixture
+def workflow_dir(tmp_path: Path) -> Path:
+    """A copy of the workflow (no results) with config/tiny.yaml, so tests never touch results/."""
+    for part in WORKFLOW_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tmp_path / part)
+    (tmp_path / "config" / "tiny.yaml").write_text(TINY_CONFIG)
+    return tmp_path
+
+
+def snakemake(
+    directory: Path, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run this environment's Snakemake in `directory`; output merged for assertions."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,179 @@
+"""Result paths <-> experiments, exclusion rules, grid expansion, config name checks."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from conftest import REPO_ROOT
+
+from accelbench import cluster, grid
+from accelbench.devices import DeviceError, parse_device
+
+
+@pytest.fixture
+def config():
+    return yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+
+
+def test_kernel_path_round_trips():
+    exp = grid.KernelExperiment("matmul", "cpu4", "numba-parallel", "float32", 512)
+    assert exp.path == "results/kernels/matmul/cpu4/numba-parallel/float32/n512.json"
+    assert exp.id == "kernels/matmul/cpu4/numba-parallel/float32/n512"
+    wildcards = {
+        "kernel": "matmul",
+        "device": "cpu4",
+        "backend": "numba-parallel",
+        "dtype": "float32",
+        "size": "512",
+    }
+    assert grid.parse_kernel(wildcards) == exp
+
+
+def test_train_path_round_trips():
+    exp = grid.TrainExperiment("resnet18", "cuda1", "bf16", "single", 64)
+    assert exp.path == "results/train/resnet18/cuda1/bf16/single/bs64.json"
+    wildcards = {
+        "model": "resnet18",
+        "device": "cuda1",
+        "precision": "bf16",
+        "strategy": "single",
+        "batch": "64",
+    }
+    assert grid.parse_train(wildcards) == exp
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kernel": "gemm"}, "kernel 'gemm' is not known; allowed: matmul"),
+        ({"device": "gpu1"}, "device 'gpu1' is malformed: expected cpuN"),
+        ({"device": "cpu0"}, "device 'cpu0' is malformed"),
+        ({"backend": "jax"}, "backend 'jax' is not known; allowed: numpy, numba"),
+        ({"dtype": "int8"}, "dtype 'int8' is not known; allowed: float64, float32"),
+        ({"size": "012"}, "size '012' must be a positive integer"),
+        ({"device": "cuda1"}, "backend 'numpy' runs on cpu devices, not on cuda1"),
+        ({"device": "cuda2", "backend": "cupy"}, "kernels run on one GPU; cuda2 asks for 2"),
+        ({"device": "cpu2", "backend": "cupy"}, "backend 'cupy' runs on cuda devices"),
+    ],
+)
+def test_bad_kernel_wildcards_name_the_part(change, message):
+    wildcards = {
+        "kernel": "matmul",
+        "device": "cpu1",
+        "backend": "numpy",
+        "dtype": "float64",
+        "size": "64",
+        **change,
+    }
+    with pytest.raises(grid.GridError) as err:
+        grid.parse_kernel(wildcards)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: resnet18"),
+        ({"precision": "fp8"}, "precision 'fp8' is not known"),
+        ({"strategy": "magic"}, "strategy 'magic' is not known; allowed: single"),
+        ({"batch": "-4"}, "batch size '-4' must be a positive integer"),
+        ({"precision": "tf32"}, "tf32 is a CUDA tensor-core mode"),
+        ({"device": "cuda4"}, "strategy 'single' uses one GPU; cuda4 asks for 4"),
+    ],
+)
+def test_bad_train_wildcards_name_the_part(change, message):
+    wildcards = {
+        "model": "resnet18",
+        "device": "cpu1",
+        "precision": "fp32",
+        "strategy": "single",
+        "batch": "16",
+        **change,
+    }
+    with pytest.raises(grid.GridError) as err:
+        grid.parse_train(wildcards)
+    assert message in str(err.value)
+
+
+def test_default_grid_is_cpu_only_and_complete(config):
+    expanded = grid.expand(config)
+    assert len(expanded.experiments) == 2 * 4 * 2 * 2 + 2
+    assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
+    assert expanded.excluded == ()
+    assert len(set(expanded.paths)) == len(expanded.paths)
+
+
+def test_excluded_cells_keep_their_reason(config):
+    config = copy.deepcopy(config)
+    config["kernels"]["devices"] = ["cpu1", "cuda1"]
+    config["kernels"]["backends"] = ["numpy", "cupy"]
+    config["train"]["devices"] = ["cpu1", "cuda1"]
+    config["train"]["precisions"] = ["fp32", "tf32"]
+    expanded = grid.expand(config)
+    excluded = {exp.path: reason for exp, reason in expanded.excluded}
+    assert (
+        "backend 'numpy' runs on cpu devices, not on cuda1"
+        in excluded["results/kernels/matmul/cuda1/numpy/float64/n128.json"]
+    )
+    assert (
+        "backend 'cupy' runs on cuda devices"
+        in excluded["results/kernels/matmul/cpu1/cupy/float32/n512.json"]
+    )
+    assert "tf32" in excluded["results/train/resnet18/cpu1/tf32/single/bs16.json"]
+    kept = set(expanded.paths)
+    assert "results/kernels/matmul/cuda1/cupy/float64/n128.json" in kept
+    assert "results/train/resnet18/cuda1/tf32/single/bs16.json" in kept
+    assert kept.isdisjoint(excluded)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            ("kernels", "backends"),
+            ["numpy", "opencl"],
+            "config key kernels.backends: unknown backend 'opencl'; allowed:",
+        ),
+        (
+            ("kernels", "sizes"),
+            {"saxpyy": [4]},
+            "config key kernels.sizes: unknown kernel 'saxpyy'",
+        ),
+        (
+            ("train", "batch_sizes"),
+            {"vgg": [4]},
+            "config key train.batch_sizes: unknown model 'vgg'",
+        ),
+        (("train", "devices"), ["tpu1"], "config key train.devices: device 'tpu1' is malformed"),
+    ],
+)
+def test_validate_config_names_key_and_allowed_values(config, key, value, message):
+    config[key[0]][key[1]] = value
+    with pytest.raises(grid.GridError) as err:
+        grid.validate_config(config)
+    assert message in str(err.value)
+
+
+def test_device_grammar():
+    assert parse_device("cpu16").count == 16
+    assert parse_device("cuda2").is_gpu
+    for bad in ("cpu", "cuda0", "CPU1", "2x4cuda", "cpu1 "):
+        with pytest.raises(DeviceError, match="expected cpuN"):
+            parse_device(bad)
+
+
+def test_slurm_resources_follow_the_device(config):
+    cpu8, cuda2 = parse_device("cpu8"), parse_device("cuda2")
+    config["slurm"].update(cpu_partition="short", gpu_partition="a100", cpus_per_gpu=6)
+    assert cluster.partition(cpu8, config) == "short"
+    assert cluster.partition(cuda2, config) == "a100"
+    assert cluster.cpus_per_task(cpu8, config) == 8
+    assert cluster.cpus_per_task(cuda2, config) == 12
+    assert (cluster.gpus(cpu8), cluster.gpus(cuda2)) == (0, 2)
+    assert (cluster.local_threads(cpu8), cluster.local_threads(cuda2)) == (8, 1)
+    assert (
+        cluster.scaled(config, "train", "mem_mb", attempt=2)
+        == 2 * config["resources"]["train"]["mem_mb"]
+    )

@@ -1,0 +1,141 @@
+"""The Snakemake workflow itself: planning, bad input, and a real local run of a tiny grid."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from conftest import snakemake
+
+pytestmark = pytest.mark.workflow
+
+KERNEL_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
+TRAIN_TARGET = "results/train/resnet18/cpu1/fp32/single/bs2.json"
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run as {rule: count}."""
+    stats = output.split("Job stats:", 1)[1]
+    return {
+        name: int(count)
+        for name, count in re.findall(r"^(\w+)\s+(\d+)$", stats, flags=re.MULTILINE)
+    }
+
+
+def test_default_grid_plans_every_cell(workflow_dir):
+    done = snakemake(workflow_dir, "-n")
+    assert done.returncode == 0, done.stderr
+    jobs = planned_jobs(done.stdout + done.stderr)
+    # config/config.yaml: 2 devices x 4 backends x 2 dtypes x 2 sizes; 2 devices x 1 model.
+    assert jobs["kernel_benchmark"] == 32
+    assert jobs["train_benchmark"] == 2
+    assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == 1
+
+
+@pytest.mark.parametrize(
+    "target", [KERNEL_TARGET, TRAIN_TARGET, "results/kernels/matmul/cuda1/cupy/float32/n4096.json"]
+)
+def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
+    done = snakemake(workflow_dir, "-n", target)
+    assert done.returncode == 0, done.stderr
+    jobs = planned_jobs(done.stdout + done.stderr)
+    assert jobs.pop("total") == 1
+    assert sum(jobs.values()) == 1
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("results/kernels/matmul/gpu3/numpy/float64/n64.json", "device 'gpu3' is malformed"),
+        (
+            "results/kernels/matmull/cpu1/numpy/float64/n64.json",
+            "kernel 'matmull' is not known; allowed: matmul",
+        ),
+        ("results/kernels/matmul/cpu1/numpi/float64/n64.json", "backend 'numpi' is not known"),
+        ("results/kernels/matmul/cpu1/numpy/float16/n64.json", "dtype 'float16' is not known"),
+        ("results/kernels/matmul/cpu1/numpy/float64/n6x4.json", "size '6x4' must be a positive"),
+        (
+            "results/kernels/matmul/cuda1/numpy/float64/n64.json",
+            "excluded from the grid: backend 'numpy' runs on cpu devices",
+        ),
+        ("results/train/resnet18/cpu1/tf32/single/bs16.json", "tf32 is a CUDA tensor-core mode"),
+        ("results/train/resnet18/cpu1/fp32/single/bs0.json", "batch size '0' must be a positive"),
+    ],
+)
+def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
+    done = snakemake(workflow_dir, "-n", target)
+    assert done.returncode != 0
+    assert message in done.stdout + done.stderr
+    assert not (workflow_dir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            "kernls: {}\n",
+            "'kernls' is not one of ['seed', 'kernels', 'train', 'resources', 'slurm']",
+        ),
+        ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
+        (
+            "kernels:\n  backends: [numpy, cuda-magic]\n",
+            "config key kernels.backends: unknown backend 'cuda-magic'; allowed: numpy, numba",
+        ),
+        (
+            "train:\n  batch_sizes:\n    vgg99: [8]\n",
+            "config key train.batch_sizes: unknown model 'vgg99'; allowed: resnet18",
+        ),
+        ("kernels:\n  devices: [gpu0]\n", "'gpu0' does not match"),
+        ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),
+    ],
+)
+def test_bad_config_stops_before_any_job(workflow_dir, config, message):
+    (workflow_dir / "config" / "bad.yaml").write_text(config)
+    done = snakemake(workflow_dir, "-n", "--configfile", "config/bad.yaml")
+    assert done.returncode != 0
+    assert message in done.stdout + done.stderr
+
+
+def test_lint_is_clean(workflow_dir):
+    done = snakemake(workflow_dir, "--lint")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Congratulations, your workflow is in a good condition!" in done.stdout + done.stderr
+
+
+def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
+    done = snakemake(
+        workflow_dir,
+        "--workflow-profile",
+        "profiles/local",
+        "--cores",
+        "2",
+        "--configfile",
+        "config/tiny.yaml",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = workflow_dir / "results"
+    records = sorted(results.glob("kernels/**/*.json")) + sorted(results.glob("train/**/*.json"))
+    assert len(records) == 3
+    for path in records:
+        record = json.loads(path.read_text())
+        assert record["status"] == "ok", (path, record["reason"])
+        assert record["provenance"]["config_hash"]
+
+    tidy = pd.read_parquet(results / "tidy.parquet")
+    assert sorted(tidy["id"]) == sorted(
+        str(p.relative_to(results)).removesuffix(".json") for p in records
+    )
+    assert len(pd.read_csv(results / "tidy.csv")) == 3
+
+    table = (results / "tables" / "train_time_per_batch.md").read_text()
+    assert "| resnet18 |" in table and "cpu1" in table
+    assert "\\toprule" in (results / "tables" / "kernel_time.tex").read_text()
+    for stem in ("train_time_per_batch", "kernel_throughput"):
+        assert (results / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+        assert (results / "figures" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+
+    again = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
