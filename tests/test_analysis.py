@@ -19,51 +19,109 @@ OOM = "OutOfMemoryError: CUDA out of memory"
 
 def provenance(gpus=(), slurm=None):
     return {
-        "host": "node01", "platform": "Linux", "cpu_model": "Test CPU", "cpu_count": 16,
-        "usable_cpus": 16, "python": "3.11.9", "libraries": {"torch": "2.5.0"},
+        "host": "node01",
+        "platform": "Linux",
+        "cpu_model": "Test CPU",
+        "cpu_count": 16,
+        "usable_cpus": 16,
+        "python": "3.11.9",
+        "libraries": {"torch": "2.5.0"},
         "accelerator": {"cuda_runtime": None, "cudnn": None, "gpus": list(gpus), "driver": None},
-        "cuda_visible_devices": None, "git": {"commit": "abc123", "dirty": False},
-        "config_hash": "0123456789abcdef", "slurm": slurm, "seed": 0,
-        "started": "2024-05-01T12:00:00.000+00:00", "finished": "2024-05-01T12:00:05.000+00:00",
+        "cuda_visible_devices": None,
+        "git": {"commit": "abc123", "dirty": False},
+        "config_hash": "0123456789abcdef",
+        "slurm": slurm,
+        "seed": 0,
+        "started": "2024-05-01T12:00:00.000+00:00",
+        "finished": "2024-05-01T12:00:05.000+00:00",
     }
 
 
 def train_record(model, device, status="ok", samples=None, reason=None):
     exp_id = f"train/{model}/{device}/fp32/single/bs16"
-    params = {"model": model, "device": device, "precision": "fp32", "strategy": "single",
-              "batch": 16, "steps": len(samples or []), "warmup_steps": 3, "image_size": 64,
-              "seed": 0}
+    params = {
+        "model": model,
+        "device": device,
+        "precision": "fp32",
+        "strategy": "single",
+        "batch": 16,
+        "steps": len(samples or []),
+        "warmup_steps": 3,
+        "image_size": 64,
+        "seed": 0,
+    }
     metrics = None
     if status == "ok":
         time = summarize(samples, "s")
-        metrics = {"time_per_batch": time, "throughput": rate_from_time(time, 16, "samples/s"),
-                   "peak_memory": value(123456789, "bytes"), "loss_first": value(2.5, "loss"),
-                   "loss_last": value(2.1, "loss"), "parameters": value(11_000_000, "count")}
-    slurm = {"job_id": "42", "partition": "medium", "node": "node01", "cpus_per_task": "16",
-             "job_gpus": None, "ntasks": "1", "mem_per_node_mb": "4000"}
-    return exp_id, make_record(experiment="train", experiment_id=exp_id, status=status,
-                               params=params, provenance=provenance(slurm=slurm),
-                               metrics=metrics, reason=reason)
+        metrics = {
+            "time_per_batch": time,
+            "throughput": rate_from_time(time, 16, "samples/s"),
+            "peak_memory": value(123456789, "bytes"),
+            "loss_first": value(2.5, "loss"),
+            "loss_last": value(2.1, "loss"),
+            "parameters": value(11_000_000, "count"),
+        }
+    slurm = {
+        "job_id": "42",
+        "partition": "medium",
+        "node": "node01",
+        "cpus_per_task": "16",
+        "job_gpus": None,
+        "ntasks": "1",
+        "mem_per_node_mb": "4000",
+    }
+    return exp_id, make_record(
+        experiment="train",
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(slurm=slurm),
+        metrics=metrics,
+        reason=reason,
+    )
 
 
 def kernel_record(backend, device, size, status="ok", samples=None, reason=None):
     exp_id = f"kernels/matmul/{device}/{backend}/float32/n{size}"
-    params = {"kernel": "matmul", "device": device, "backend": backend, "dtype": "float32",
-              "size": size, "seed": 0, "min_run_time": 0.3, "samples": 10}
+    params = {
+        "kernel": "matmul",
+        "device": device,
+        "backend": backend,
+        "dtype": "float32",
+        "size": size,
+        "seed": 0,
+        "min_run_time": 0.3,
+        "samples": 10,
+    }
     metrics = check = None
     if status == "ok":
         time = summarize(samples, "s")
         flops = 2 * size**3
-        metrics = {"time": time, "gflops": rate_from_time(time, flops / 1e9, "GFLOP/s"),
-                   "bandwidth": rate_from_time(time, 12 * size**2 / 1e9, "GB/s"),
-                   "arithmetic_intensity": value(flops / (12 * size**2), "flop/byte"),
-                   "first_call_time": value(0.01, "s"), "threads": value(1, "threads")}
-        check = {"passed": True, "relative_error": 1e-7, "tolerance": 1e-4,
-                 "reference": "numpy float64"}
+        metrics = {
+            "time": time,
+            "gflops": rate_from_time(time, flops / 1e9, "GFLOP/s"),
+            "bandwidth": rate_from_time(time, 12 * size**2 / 1e9, "GB/s"),
+            "arithmetic_intensity": value(flops / (12 * size**2), "flop/byte"),
+            "first_call_time": value(0.01, "s"),
+            "threads": value(1, "threads"),
+        }
+        check = {
+            "passed": True,
+            "relative_error": 1e-7,
+            "tolerance": 1e-4,
+            "reference": "numpy float64",
+        }
     gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
-    return exp_id, make_record(experiment="kernel", experiment_id=exp_id, status=status,
-                               params=params, provenance=provenance(gpus), metrics=metrics,
-                               check=check, reason=reason)
+    return exp_id, make_record(
+        experiment="kernel",
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(gpus),
+        metrics=metrics,
+        check=check,
+        reason=reason,
+    )
 
 
 def steps(start, stride, count=10):
@@ -71,10 +129,14 @@ def steps(start, stride, count=10):
 
 
 TRAIN = [
-    train_record("resnet18", "cpu1", samples=[0.50, 0.51, 0.52, 0.53, 0.54,
-                                              0.56, 0.57, 0.58, 0.59, 0.60]),
-    train_record("resnet18", "cpu2", samples=[0.300, 0.305, 0.310, 0.315, 0.320,
-                                              0.330, 0.335, 0.340, 0.345, 0.350]),
+    train_record(
+        "resnet18", "cpu1", samples=[0.50, 0.51, 0.52, 0.53, 0.54, 0.56, 0.57, 0.58, 0.59, 0.60]
+    ),
+    train_record(
+        "resnet18",
+        "cpu2",
+        samples=[0.300, 0.305, 0.310, 0.315, 0.320, 0.330, 0.335, 0.340, 0.345, 0.350],
+    ),
     train_record("resnet18", "cpu16", samples=steps(0.100, 0.001)),
     train_record("resnet18", "cuda1", "unavailable", reason=NO_GPU),
     train_record("resnet50", "cpu1", samples=[0.8, 0.9, 1.0, 1.1, 1.2]),
@@ -130,21 +192,47 @@ def test_collect_reports_bad_files_and_keeps_the_rest(record_files):
     assert "missing keys ['check']" in problems[1][1]
     assert len(collected) == len(TRAIN) + len(KERNELS)
     assert list(collected["id"]) == sorted(exp_id for exp_id, _ in TRAIN + KERNELS)
-    assert collected["status"].value_counts().to_dict() == {"ok": 9, "unavailable": 4,
-                                                           "failed": 1, "oom": 1}
+    assert collected["status"].value_counts().to_dict() == {
+        "ok": 9,
+        "unavailable": 4,
+        "failed": 1,
+        "oom": 1,
+    }
 
 
 def test_collect_columns_dtypes_and_units(frame):
     columns = list(frame.columns)
     assert columns[:4] == ["id", "experiment", "status", "reason"]
-    assert columns[4:13] == ["kernel", "model", "device", "backend", "dtype", "size",
-                             "precision", "strategy", "batch"]
-    assert columns[-12:] == ["check_passed", "check_relative_error", "host", "cpu_model", "gpu",
-                             "git_commit", "config_hash", "slurm_job_id", "slurm_partition",
-                             "slurm_node", "started", "finished"]
+    assert columns[4:13] == [
+        "kernel",
+        "model",
+        "device",
+        "backend",
+        "dtype",
+        "size",
+        "precision",
+        "strategy",
+        "batch",
+    ]
+    assert columns[-12:] == [
+        "check_passed",
+        "check_relative_error",
+        "host",
+        "cpu_model",
+        "gpu",
+        "git_commit",
+        "config_hash",
+        "slurm_job_id",
+        "slurm_partition",
+        "slurm_node",
+        "started",
+        "finished",
+    ]
     start = columns.index("time_per_batch_median")
-    assert columns[start:start + 7] == [f"time_per_batch_{field}" for field in (
-        "median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")]
+    assert columns[start : start + 7] == [
+        f"time_per_batch_{field}"
+        for field in ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
+    ]
     assert str(frame["size"].dtype) == "Int64"
     assert str(frame["batch"].dtype) == "Int64"
     assert str(frame["time_median"].dtype) == "float64"
@@ -199,8 +287,9 @@ def test_tidy_round_trips_through_parquet_and_csv(frame, tmp_path):
     text = pd.read_csv(csv)
     assert list(text.columns) == list(frame.columns)
     assert list(text["id"]) == list(frame["id"])
-    pd.testing.assert_series_equal(text["time_per_batch_median"],
-                                   frame["time_per_batch_median"], check_dtype=False)
+    pd.testing.assert_series_equal(
+        text["time_per_batch_median"], frame["time_per_batch_median"], check_dtype=False
+    )
 
 
 def test_collect_of_nothing_is_an_empty_table():
@@ -211,24 +300,32 @@ def test_collect_of_nothing_is_an_empty_table():
 
 def test_natural_device_order():
     assert tidy.natural_devices(["cuda2", "cpu16", "cuda1", "cpu2", "cpu1", "cpu2"]) == [
-        "cpu1", "cpu2", "cpu16", "cuda1", "cuda2"]
+        "cpu1",
+        "cpu2",
+        "cpu16",
+        "cuda1",
+        "cuda2",
+    ]
 
 
 # --- tables -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("numbers", "expected"), [
-    ((0.1672, 0.1421, 0.1783), "0.167 [0.142, 0.178]"),
-    ((0.55, 0.51, 0.59), "0.550 [0.510, 0.590]"),
-    ((1.5, 1.5, 1.5), "1.5 [1.5, 1.5]"),
-    ((2.0, 1.0, 3.0), "2.0 [1.0, 3.0]"),
-    ((1.0, 0.1, 10.0), "1.0 [0.1, 10.0]"),
-    ((123.456789, 123.4, 123.5), "123.457 [123.400, 123.500]"),
-    ((12345.6, 11890.0, 12710.0), "12350 [11890, 12710]"),
-    ((1.234e-6, 1.2e-6, 1.27e-6), "1.234e-06 [1.200e-06, 1.270e-06]"),
-    ((2.5e7, 2.4e7, 2.6e7), "2.50e+07 [2.40e+07, 2.60e+07]"),
-    ((float("nan"), 1.0, 2.0), "–"),
-])
+@pytest.mark.parametrize(
+    ("numbers", "expected"),
+    [
+        ((0.1672, 0.1421, 0.1783), "0.167 [0.142, 0.178]"),
+        ((0.55, 0.51, 0.59), "0.550 [0.510, 0.590]"),
+        ((1.5, 1.5, 1.5), "1.5 [1.5, 1.5]"),
+        ((2.0, 1.0, 3.0), "2.0 [1.0, 3.0]"),
+        ((1.0, 0.1, 10.0), "1.0 [0.1, 10.0]"),
+        ((123.456789, 123.4, 123.5), "123.457 [123.400, 123.500]"),
+        ((12345.6, 11890.0, 12710.0), "12350 [11890, 12710]"),
+        ((1.234e-6, 1.2e-6, 1.27e-6), "1.234e-06 [1.200e-06, 1.270e-06]"),
+        ((2.5e7, 2.4e7, 2.6e7), "2.50e+07 [2.40e+07, 2.60e+07]"),
+        ((float("nan"), 1.0, 2.0), "–"),
+    ],
+)
 def test_format_with_ci(numbers, expected):
     assert tables.format_with_ci(*numbers) == expected
 
@@ -238,7 +335,8 @@ def test_a_row_shares_one_power_of_ten():
     assert tables.shared_exponent([1.645e-3, 9.45e-4]) == -3
     assert tables.shared_exponent([3e6, 5e5]) == 6
     assert tables.format_with_ci(9.45e-4, 9.1e-4, 9.8e-4, exponent=-3) == (
-        "0.945e-03 [0.910e-03, 0.980e-03]")
+        "0.945e-03 [0.910e-03, 0.980e-03]"
+    )
 
 
 def test_train_table_golden(frame):
@@ -246,15 +344,23 @@ def test_train_table_golden(frame):
     assert list(table.columns) == ["cpu1", "cpu2", "cpu16", "cuda1"]
     assert list(table.index) == ["resnet18", "resnet50", "vgg11"]
     assert table.to_dict("index") == {
-        "resnet18": {"cpu1": "0.550 [0.510, 0.590]", "cpu2": "0.325 [0.305, 0.345]",
-                     "cpu16": "0.1045 [0.1010, 0.1080]", "cuda1": "n/a (a)"},
-        "resnet50": {"cpu1": "1.00 [0.80, 1.20]", "cpu2": "–", "cpu16": "–",
-                     "cuda1": "n/a (a)"},
-        "vgg11": {"cpu1": "1.45 [1.10, 1.80]", "cpu2": "failed (b)", "cpu16": "–",
-                  "cuda1": "OOM (c)"},
+        "resnet18": {
+            "cpu1": "0.550 [0.510, 0.590]",
+            "cpu2": "0.325 [0.305, 0.345]",
+            "cpu16": "0.1045 [0.1010, 0.1080]",
+            "cuda1": "n/a (a)",
+        },
+        "resnet50": {"cpu1": "1.00 [0.80, 1.20]", "cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
+        "vgg11": {
+            "cpu1": "1.45 [1.10, 1.80]",
+            "cpu2": "failed (b)",
+            "cpu16": "–",
+            "cuda1": "OOM (c)",
+        },
     }
     assert table.attrs["caption"] == (
-        "Time per mini-batch (s), median [95% CI]; fp32, single, batch 16")
+        "Time per mini-batch (s), median [95% CI]; fp32, single, batch 16"
+    )
     assert table.attrs["best"] == [["resnet18", "cpu16"], ["resnet50", "cpu1"], ["vgg11", "cpu1"]]
     assert footnotes == [
         f"(a) n/a: {NO_GPU} [resnet18 on cuda1; resnet50 on cuda1]",
@@ -268,8 +374,7 @@ def test_train_table_golden(frame):
 def test_train_table_writers(frame, tmp_path):
     table, footnotes = tables.comparison_table(frame, experiment="train")
     paths = tables.write_table(table, footnotes, tmp_path / "tables" / "train_time")
-    assert [path.name for path in paths] == ["train_time.md", "train_time.tex",
-                                             "train_time.csv"]
+    assert [path.name for path in paths] == ["train_time.md", "train_time.tex", "train_time.csv"]
     markdown = paths[0].read_text(encoding="utf-8")
     assert markdown.splitlines()[:7] == [
         "Table: Time per mini-batch (s), median [95% CI]; fp32, single, batch 16",
@@ -284,10 +389,15 @@ def test_train_table_writers(frame, tmp_path):
     assert "(b) failed: RuntimeError: 100% of threads\\_busy [vgg11 on cpu2]" in markdown
 
     latex = paths[1].read_text(encoding="utf-8")
-    for line in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lrrrr}",
-                 r"\caption{Time per mini-batch (s), median [95\% CI]; fp32, single, batch 16}",
-                 r"Model & cpu1 & cpu2 & cpu16 & cuda1 \\",
-                 r"resnet50 & \textbf{1.00 [0.80, 1.20]} & -- & -- & n/a (a) \\"):
+    for line in (
+        r"\toprule",
+        r"\midrule",
+        r"\bottomrule",
+        r"\begin{tabular}{lrrrr}",
+        r"\caption{Time per mini-batch (s), median [95\% CI]; fp32, single, batch 16}",
+        r"Model & cpu1 & cpu2 & cpu16 & cuda1 \\",
+        r"resnet50 & \textbf{1.00 [0.80, 1.20]} & -- & -- & n/a (a) \\",
+    ):
         assert line in latex.splitlines()
     assert r"RuntimeError: 100\% of threads\_busy" in latex
     assert "CUDA\\_VISIBLE\\_DEVICES=''" in latex
@@ -298,29 +408,45 @@ def test_train_table_writers(frame, tmp_path):
     best = cells[(cells["row"] == "resnet18") & (cells["device"] == "cpu16")].iloc[0]
     assert best["status"] == "ok" and bool(best["best"]) and best["unit"] == "s"
     assert (best["median"], best["ci_low"], best["ci_high"]) == pytest.approx(
-        (0.1045, 0.101, 0.108))
+        (0.1045, 0.101, 0.108)
+    )
     oom = cells[(cells["row"] == "vgg11") & (cells["device"] == "cuda1")].iloc[0]
     assert oom["status"] == "oom" and oom["reason"] == OOM and pd.isna(oom["median"])
-    assert cells.loc[(cells["row"] == "vgg11") & (cells["device"] == "cpu16"),
-                     "status"].item() == "missing"
+    assert (
+        cells.loc[(cells["row"] == "vgg11") & (cells["device"] == "cpu16"), "status"].item()
+        == "missing"
+    )
 
 
 def test_kernel_table(frame):
     table, footnotes = tables.comparison_table(frame, experiment="kernel")
     assert list(table.columns) == ["cpu1", "cpu2", "cuda1"]
     assert table.index.name == "Kernel"
-    assert list(table.index) == ["matmul, numba, n=256", "matmul, numba, n=512",
-                                 "matmul, torch, n=256", "matmul, torch, n=512"]
+    assert list(table.index) == [
+        "matmul, numba, n=256",
+        "matmul, numba, n=512",
+        "matmul, torch, n=256",
+        "matmul, torch, n=512",
+    ]
     assert table.attrs["caption"] == "Kernel time (s), median [95% CI]; float32"
     assert table.loc["matmul, torch, n=256"].tolist() == [
-        "2.045e-04 [2.010e-04, 2.080e-04]", "1.145e-04 [1.110e-04, 1.180e-04]", "–"]
+        "2.045e-04 [2.010e-04, 2.080e-04]",
+        "1.145e-04 [1.110e-04, 1.180e-04]",
+        "–",
+    ]
     assert table.loc["matmul, torch, n=512"].tolist() == [
-        "1.645e-03 [1.610e-03, 1.680e-03]", "0.945e-03 [0.910e-03, 0.980e-03]", "–"]
+        "1.645e-03 [1.610e-03, 1.680e-03]",
+        "0.945e-03 [0.910e-03, 0.980e-03]",
+        "–",
+    ]
     assert table.loc["matmul, numba, n=512"].tolist() == ["–", "–", "n/a (a)"]
-    assert table.attrs["best"] == [["matmul, torch, n=256", "cpu2"],
-                                   ["matmul, torch, n=512", "cpu2"]]
+    assert table.attrs["best"] == [
+        ["matmul, torch, n=256", "cpu2"],
+        ["matmul, torch, n=512", "cpu2"],
+    ]
     assert footnotes == [
-        f"(a) n/a: {NO_GPU} [matmul, numba, n=256 on cuda1; matmul, numba, n=512 on cuda1]"]
+        f"(a) n/a: {NO_GPU} [matmul, numba, n=256 on cuda1; matmul, numba, n=512 on cuda1]"
+    ]
 
 
 def test_tables_of_nothing_and_of_only_failures(tmp_path):
@@ -359,19 +485,26 @@ def test_time_per_batch_figure(frame, tmp_path):
     ax = fig.axes[0]
     assert ax.get_ylabel() == "Time per mini-batch (s)"
     assert ax.get_yscale() == "linear"
-    assert [label.get_text() for label in ax.get_xticklabels()] == ["resnet18", "resnet50",
-                                                                    "vgg11"]
-    assert sum(len(container) for container in ax.containers
-               if hasattr(container, "patches")) == 5
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["resnet18", "resnet50", "vgg11"]
+    assert sum(len(container) for container in ax.containers if hasattr(container, "patches")) == 5
     assert sorted(texts(fig)) == ["OOM", "failed", "n/a", "n/a"]
-    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["cpu1", "cpu2", "cpu16",
-                                                                        "cuda1"]
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == [
+        "cpu1",
+        "cpu2",
+        "cpu16",
+        "cuda1",
+    ]
     assert_saved(fig, tmp_path / "figs" / "train")
 
 
 def test_time_per_batch_figure_switches_to_log_scale(tmp_path):
-    paths = write_records(tmp_path, [train_record("resnet18", "cpu1", samples=steps(10.0, 0.1)),
-                                     train_record("resnet18", "cuda1", samples=steps(0.01, 1e-4))])
+    paths = write_records(
+        tmp_path,
+        [
+            train_record("resnet18", "cpu1", samples=steps(10.0, 0.1)),
+            train_record("resnet18", "cuda1", samples=steps(0.01, 1e-4)),
+        ],
+    )
     collected, _ = tidy.collect(paths)
     assert figures.time_per_batch_by_device(collected).axes[0].get_yscale() == "log"
 
@@ -384,14 +517,12 @@ def test_kernel_figure(frame, tmp_path):
     assert visible[0].get_xlabel() == "Problem size n"
     assert (visible[0].get_xscale(), visible[0].get_yscale()) == ("log", "log")
     assert texts(fig) == ["n/a", "n/a"]
-    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["numba", "torch",
-                                                                        "float32"]
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["numba", "torch", "float32"]
     assert_saved(fig, tmp_path / "kernel")
 
 
 def test_figures_of_only_failures_and_of_nothing(tmp_path):
-    paths = write_records(tmp_path / "results", [TRAIN[3], TRAIN[7], TRAIN[8]]
-                          + KERNELS[4:])
+    paths = write_records(tmp_path / "results", [TRAIN[3], TRAIN[7], TRAIN[8]] + KERNELS[4:])
     failures, _ = tidy.collect(paths)
     fig = figures.time_per_batch_by_device(failures)
     assert sorted(texts(fig)) == ["OOM", "failed", "n/a"]
@@ -402,8 +533,10 @@ def test_figures_of_only_failures_and_of_nothing(tmp_path):
     assert_saved(fig, tmp_path / "fail_kernel")
 
     empty, _ = tidy.collect([])
-    for function, message in ((figures.time_per_batch_by_device, "no training records"),
-                              (figures.kernel_throughput_by_size, "no kernel records")):
+    for function, message in (
+        (figures.time_per_batch_by_device, "no training records"),
+        (figures.kernel_throughput_by_size, "no kernel records"),
+    ):
         fig = function(empty)
         assert texts(fig) == [message]
         assert_saved(fig, tmp_path / function.__name__)

@@ -40,8 +40,9 @@ def _no_data(fig: Figure, ax, message: str) -> Figure:
 def _with_metric(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """`rows` with the metric's columns, added as NaN where no record has them (none ran)."""
     needed = [f"{metric}_{field}" for field in ("median", "ci_low", "ci_high")]
-    return rows.reindex(columns=[*rows.columns, *(name for name in needed
-                                                  if name not in rows.columns)])
+    return rows.reindex(
+        columns=[*rows.columns, *(name for name in needed if name not in rows.columns)]
+    )
 
 
 def _measured(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -67,8 +68,16 @@ def _spans_decades(values: np.ndarray) -> bool:
 
 def _annotate(ax, x: float, status: str, *, height: float, rotation: float, color) -> None:
     """Status text at data position x, at a fixed height in the axes (works on any y scale)."""
-    ax.text(x, height, tidy.STATUS_TEXT[status], transform=ax.get_xaxis_transform(),
-            ha="center", va="bottom", rotation=rotation, color=color)
+    ax.text(
+        x,
+        height,
+        tidy.STATUS_TEXT[status],
+        transform=ax.get_xaxis_transform(),
+        ha="center",
+        va="bottom",
+        rotation=rotation,
+        color=color,
+    )
 
 
 def time_per_batch_by_device(frame: pd.DataFrame) -> Figure:
@@ -98,10 +107,21 @@ def time_per_batch_by_device(frame: pd.DataFrame) -> Figure:
         x += (index - (len(devices) - 1) / 2) * bar_width
         ok = here.index.isin(measured.index)
         done = here[ok]
-        ax.bar(x[ok], done[f"{metric}_median"].to_numpy(float), bar_width,
-               color=palette[device], log=log)
-        ax.errorbar(x[ok], done[f"{metric}_median"].to_numpy(float), yerr=_yerr(done, metric),
-                    fmt="none", ecolor="black", elinewidth=0.6)
+        ax.bar(
+            x[ok],
+            done[f"{metric}_median"].to_numpy(float),
+            bar_width,
+            color=palette[device],
+            log=log,
+        )
+        ax.errorbar(
+            x[ok],
+            done[f"{metric}_median"].to_numpy(float),
+            yerr=_yerr(done, metric),
+            fmt="none",
+            ecolor="black",
+            elinewidth=0.6,
+        )
         for position, status in zip(x[~ok], here.loc[~ok, "status"], strict=True):
             if status in tidy.STATUS_TEXT:
                 _annotate(ax, position, status, height=0.03, rotation=90, color="black")
@@ -115,8 +135,11 @@ def time_per_batch_by_device(frame: pd.DataFrame) -> Figure:
         for text in ax.get_xticklabels():
             text.set_horizontalalignment("right")
     ax.set_xlim(-0.5, len(labels) - 0.5)
-    fig.legend(handles=[Patch(color=palette[device], label=device) for device in devices],
-               loc="outside upper center", ncols=min(len(devices), 5))
+    fig.legend(
+        handles=[Patch(color=palette[device], label=device) for device in devices],
+        loc="outside upper center",
+        ncols=min(len(devices), 5),
+    )
     return fig
 
 
@@ -127,22 +150,32 @@ def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
     metric = "gflops"
     rows, _ = tidy.experiment_rows(frame, "kernel")
     rows = _with_metric(rows, metric)
-    panels = [(kernel, device) for kernel in sorted(set(rows.get("kernel", [])))
-              for device in tidy.natural_devices(rows.loc[rows["kernel"] == kernel, "device"])]
+    panels = [
+        (kernel, device)
+        for kernel in sorted(set(rows.get("kernel", [])))
+        for device in tidy.natural_devices(rows.loc[rows["kernel"] == kernel, "device"])
+    ]
     if not panels:
         fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
         return _no_data(fig, fig.add_subplot(), "no kernel records")
 
     ncols = min(len(panels), 4)
     nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(figsize=(style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN,
-                          style.PANEL_HEIGHT * nrows + 0.4), layout="constrained")
+    fig = Figure(
+        figsize=(
+            style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN,
+            style.PANEL_HEIGHT * nrows + 0.4,
+        ),
+        layout="constrained",
+    )
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).flatten()
     backends = sorted(set(rows["backend"].dropna()))
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
-    looks = {dtype: (MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)])
-             for i, dtype in enumerate(dtypes)}
+    looks = {
+        dtype: (MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)])
+        for i, dtype in enumerate(dtypes)
+    }
     series = [(backend, dtype) for backend in backends for dtype in dtypes]
     measured = _measured(rows, metric)
     single_kernel = len({kernel for kernel, _ in panels}) == 1
@@ -155,21 +188,33 @@ def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
             done = line[line.index.isin(measured.index)]
             marker, linestyle = looks[dtype]
             if not done.empty:
-                ax.errorbar(done["size"].to_numpy(float), done[f"{metric}_median"].to_numpy(float),
-                            yerr=_yerr(done, metric), color=palette[backend], marker=marker,
-                            linestyle=linestyle)
-            for size, status in line.loc[~line.index.isin(measured.index),
-                                         ["size", "status"]].itertuples(index=False):
+                ax.errorbar(
+                    done["size"].to_numpy(float),
+                    done[f"{metric}_median"].to_numpy(float),
+                    yerr=_yerr(done, metric),
+                    color=palette[backend],
+                    marker=marker,
+                    linestyle=linestyle,
+                )
+            for size, status in line.loc[
+                ~line.index.isin(measured.index), ["size", "status"]
+            ].itertuples(index=False):
                 if status in tidy.STATUS_TEXT:
-                    _annotate(ax, float(size), status, height=0.03 + 0.08 * (slot % 10),
-                              rotation=0, color=palette[backend])
+                    _annotate(
+                        ax,
+                        float(size),
+                        status,
+                        height=0.03 + 0.08 * (slot % 10),
+                        rotation=0,
+                        color=palette[backend],
+                    )
         ax.set_title(device if single_kernel else f"{kernel}, {device}")
         # Sizes under every panel with no panel below it, throughput left of each row.
         bottom, left = index + ncols >= len(panels), index % ncols == 0
         ax.tick_params(labelbottom=bottom, labelleft=left)
         ax.set_xlabel("Problem size n" if bottom else "")
         ax.set_ylabel(_axis_label("Throughput", frame, f"{metric}_median") if left else "")
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
 
     sizes = sorted(set(rows["size"].dropna().astype(int)))
@@ -184,7 +229,11 @@ def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
     else:
         first.set_yscale("log")
     handles = [Line2D([], [], color=palette[backend], label=backend) for backend in backends]
-    handles += [Line2D([], [], color="black", marker=looks[dtype][0], linestyle=looks[dtype][1],
-                       label=dtype) for dtype in dtypes]
+    handles += [
+        Line2D(
+            [], [], color="black", marker=looks[dtype][0], linestyle=looks[dtype][1], label=dtype
+        )
+        for dtype in dtypes
+    ]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
     return fig

@@ -93,21 +93,33 @@ def _marker(index: int) -> str:
     return letters
 
 
-def _cells(rows: pd.DataFrame, devices: list[str], metric: str,
-           unit: str | None) -> list[dict[str, Any]]:
+def _cells(
+    rows: pd.DataFrame, devices: list[str], metric: str, unit: str | None
+) -> list[dict[str, Any]]:
     """One dict per (row label, device), row-major: status, reason and the metric's numbers."""
     if rows.empty:
         return []
     by_cell = rows.set_index(["label", "device"])
     if not by_cell.index.is_unique:
-        raise ValueError("records with the same row label and device: "
-                         f"{sorted(set(by_cell.index[by_cell.index.duplicated()]))}")
+        raise ValueError(
+            "records with the same row label and device: "
+            f"{sorted(set(by_cell.index[by_cell.index.duplicated()]))}"
+        )
     cells = []
     for label in dict.fromkeys(rows["label"]):
         for device in devices:
-            cell = {"row": label, "device": device, "status": "missing", "median": math.nan,
-                    "ci_low": math.nan, "ci_high": math.nan, "ci_level": math.nan,
-                    "unit": unit, "best": False, "reason": None}
+            cell = {
+                "row": label,
+                "device": device,
+                "status": "missing",
+                "median": math.nan,
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "ci_level": math.nan,
+                "unit": unit,
+                "best": False,
+                "reason": None,
+            }
             if (label, device) in by_cell.index:
                 record = by_cell.loc[(label, device)]
                 cell["status"], cell["reason"] = record["status"], record["reason"]
@@ -148,13 +160,18 @@ def comparison_table(
 
     markers: dict[tuple[str, str], str] = {}
     places: dict[tuple[str, str], list[str]] = {}
-    text = pd.DataFrame(MISSING, index=pd.Index(labels, name=spec.row_header, dtype="str"),
-                        columns=pd.Index(devices, name="device", dtype="str"), dtype="str")
+    text = pd.DataFrame(
+        MISSING,
+        index=pd.Index(labels, name=spec.row_header, dtype="str"),
+        columns=pd.Index(devices, name="device", dtype="str"),
+        dtype="str",
+    )
     for cell in cells:
         row, device, status = cell["row"], cell["device"], cell["status"]
         if status == "ok":
-            text.loc[row, device] = format_with_ci(cell["median"], cell["ci_low"],
-                                                   cell["ci_high"], exponents[row])
+            text.loc[row, device] = format_with_ci(
+                cell["median"], cell["ci_low"], cell["ci_high"], exponents[row]
+            )
         elif status in tidy.STATUS_TEXT:
             key = (status, " ".join(str(cell["reason"]).split()))
             marker = markers.setdefault(key, _marker(len(markers)))
@@ -165,11 +182,16 @@ def comparison_table(
         f"({marker}) {tidy.STATUS_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
         for (status, reason), marker in markers.items()
     ]
-    weak = [f"{cell['row']} on {cell['device']} ({cell['ci_level']:.0%})" for cell in cells
-            if cell["ci_level"] < CI_LEVEL]
+    weak = [
+        f"{cell['row']} on {cell['device']} ({cell['ci_level']:.0%})"
+        for cell in cells
+        if cell["ci_level"] < CI_LEVEL
+    ]
     if weak:
-        footnotes.append("Too few samples for a 95% interval; the interval shown is "
-                         f"[min, max] at the level in parentheses: {'; '.join(weak)}")
+        footnotes.append(
+            "Too few samples for a 95% interval; the interval shown is "
+            f"[min, max] at the level in parentheses: {'; '.join(weak)}"
+        )
     text.attrs = {
         "caption": caption,
         "best": [[cell["row"], cell["device"]] for cell in cells if cell["best"]],
@@ -178,9 +200,20 @@ def comparison_table(
     return text, footnotes
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}", "–": "--", "—": "---"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "–": "--",
+    "—": "---",
+}
 _LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
 _MARKDOWN_PATTERN = re.compile(r"([\\|*_])")
 
@@ -206,12 +239,18 @@ def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
         return f"**{text}**" if (row, device) in bold else text
 
     header = [markdown_escape(str(table.index.name)), *map(markdown_escape, table.columns)]
-    lines = [f"Table: {markdown_escape(table.attrs.get('caption', ''))}", "",
-             "| " + " | ".join(header) + " |",
-             "|:---|" + "---:|" * len(table.columns)]
-    lines += ["| " + " | ".join([markdown_escape(row)] + [cell(row, device)
-                                                          for device in table.columns]) + " |"
-              for row in table.index]
+    lines = [
+        f"Table: {markdown_escape(table.attrs.get('caption', ''))}",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|:---|" + "---:|" * len(table.columns),
+    ]
+    lines += [
+        "| "
+        + " | ".join([markdown_escape(row)] + [cell(row, device) for device in table.columns])
+        + " |"
+        for row in table.index
+    ]
     for note in footnotes:
         lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
@@ -226,23 +265,35 @@ def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
         return rf"\textbf{{{text}}}" if (row, device) in bold else text
 
     header = [latex_escape(str(table.index.name)), *map(latex_escape, table.columns)]
-    lines = [r"\begin{table}[htbp]", r"\centering",
-             rf"\caption{{{latex_escape(table.attrs.get('caption', ''))}}}",
-             rf"\label{{tab:{label}}}",
-             rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
-             " & ".join(header) + r" \\", r"\midrule"]
-    lines += [" & ".join([latex_escape(row)] + [cell(row, device) for device in table.columns])
-              + r" \\" for row in table.index]
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        rf"\caption{{{latex_escape(table.attrs.get('caption', ''))}}}",
+        rf"\label{{tab:{label}}}",
+        rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+    ]
+    lines += [
+        " & ".join([latex_escape(row)] + [cell(row, device) for device in table.columns]) + r" \\"
+        for row in table.index
+    ]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if footnotes:
-        lines += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
-                  " \\\\\n".join(latex_escape(note) for note in footnotes), r"\end{minipage}"]
+        lines += [
+            r"\par\smallskip",
+            r"\begin{minipage}{\linewidth}\footnotesize",
+            " \\\\\n".join(latex_escape(note) for note in footnotes),
+            r"\end{minipage}",
+        ]
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 
-def write_table(table: pd.DataFrame, footnotes: list[str],
-                stem: str | os.PathLike[str]) -> list[Path]:
+def write_table(
+    table: pd.DataFrame, footnotes: list[str], stem: str | os.PathLike[str]
+) -> list[Path]:
     """Write `<stem>.md`, `<stem>.tex` and `<stem>.csv`; returns the paths.
 
     The CSV is long form, one line per cell with the columns in CSV_COLUMNS:
@@ -255,5 +306,6 @@ def write_table(table: pd.DataFrame, footnotes: list[str],
     paths[0].write_text(to_markdown(table, footnotes), encoding="utf-8")
     paths[1].write_text(to_latex(table, footnotes, stem.name), encoding="utf-8")
     pd.DataFrame(table.attrs.get("cells", []), columns=list(CSV_COLUMNS)).to_csv(
-        paths[2], index=False)
+        paths[2], index=False
+    )
     return paths

@@ -22,12 +22,31 @@ from accelbench.results import RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
 # Grid parameters first, in the order of the result paths; other params follow sorted.
-PARAM_ORDER = ("kernel", "model", "device", "backend", "dtype", "size",
-               "precision", "strategy", "batch")
+PARAM_ORDER = (
+    "kernel",
+    "model",
+    "device",
+    "backend",
+    "dtype",
+    "size",
+    "precision",
+    "strategy",
+    "batch",
+)
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
-PROVENANCE_COLUMNS = ("host", "cpu_model", "gpu", "git_commit", "config_hash", "slurm_job_id",
-                      "slurm_partition", "slurm_node", "started", "finished")
+PROVENANCE_COLUMNS = (
+    "host",
+    "cpu_model",
+    "gpu",
+    "git_commit",
+    "config_hash",
+    "slurm_job_id",
+    "slurm_partition",
+    "slurm_node",
+    "started",
+    "finished",
+)
 TIMESTAMP_COLUMNS = ("started", "finished")
 STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed"}
 
@@ -46,8 +65,11 @@ def _metric_columns(name: str, metric: dict[str, Any]) -> dict[str, Any]:
 
 def _metric_units(name: str, metric: dict[str, Any]) -> dict[str, str]:
     if "median" in metric:
-        return {f"{name}_{field}": metric["unit"] for field in DISTRIBUTION_FIELDS
-                if field not in ("n", "ci_level")}
+        return {
+            f"{name}_{field}": metric["unit"]
+            for field in DISTRIBUTION_FIELDS
+            if field not in ("n", "ci_level")
+        }
     return {name: metric["unit"]}
 
 
@@ -68,8 +90,9 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _flatten(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any],
-                                               dict[str, dict[str, Any]], dict[str, str]]:
+def _flatten(
+    record: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
     """One record's (record/check/provenance columns, params, metric columns by metric, units)."""
     row = {key: record[key] for key in RECORD_COLUMNS}
     check = record["check"] or {}
@@ -86,21 +109,25 @@ def _flatten(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any],
 def _coerce(name: str, values: list[Any]) -> pd.Series:
     """Pick a dtype from the values: nullable ints and booleans, floats, timestamps, text."""
     if name in TIMESTAMP_COLUMNS:
-        return pd.to_datetime(pd.Series(values, dtype="str"), utc=True, format="ISO8601",
-                              errors="coerce")
+        return pd.to_datetime(
+            pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
+        )
     present = [value for value in values if value is not None]
     if present and all(isinstance(value, bool) for value in present):
         return pd.Series(values, dtype="boolean")
-    if present and all(isinstance(value, int) and not isinstance(value, bool)
-                       for value in present):
+    if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
         return pd.Series(values, dtype="Int64")
-    if present and all(isinstance(value, int | float) and not isinstance(value, bool)
-                       for value in present):
-        return pd.Series([float("nan") if value is None else value for value in values],
-                         dtype="float64")
+    if present and all(
+        isinstance(value, int | float) and not isinstance(value, bool) for value in present
+    ):
+        return pd.Series(
+            [float("nan") if value is None else value for value in values], dtype="float64"
+        )
     return pd.Series(
-        [value if value is None or isinstance(value, str) else json.dumps(value)
-         for value in values],
+        [
+            value if value is None or isinstance(value, str) else json.dumps(value)
+            for value in values
+        ],
         dtype="str",
     )
 
@@ -138,17 +165,21 @@ def collect(
         except (AttributeError, KeyError, TypeError) as err:
             problems.append((path, f"{path}: malformed record ({type(err).__name__}: {err})"))
             continue
-        measured = {column: value for columns in metrics.values()
-                    for column, value in columns.items()}
+        measured = {
+            column: value for columns in metrics.values() for column, value in columns.items()
+        }
         clash = sorted((set(params) & (set(row) | set(measured))) | (set(measured) & set(row)))
-        conflicts = [f"{column} in {unit!r}, earlier records use {units[column]!r}"
-                     for column, unit in record_units.items()
-                     if units.get(column, unit) != unit]
+        conflicts = [
+            f"{column} in {unit!r}, earlier records use {units[column]!r}"
+            for column, unit in record_units.items()
+            if units.get(column, unit) != unit
+        ]
         if row["id"] in seen:
             problems.append((path, f"{path}: id {row['id']!r} already read from {seen[row['id']]}"))
         elif clash:
-            problems.append((path, f"{path}: columns {clash} named twice (params, metrics, "
-                                   "record fields)"))
+            problems.append(
+                (path, f"{path}: columns {clash} named twice (params, metrics, record fields)")
+            )
         elif conflicts:
             problems.append((path, f"{path}: unit mismatch: {'; '.join(conflicts)}"))
         else:
@@ -160,14 +191,14 @@ def collect(
             rows.append({**row, **params, **measured})
     columns = _column_order(param_names, metric_columns)
     rows.sort(key=lambda row: row["id"])
-    frame = pd.DataFrame({name: _coerce(name, [row.get(name) for row in rows])
-                          for name in columns})
+    frame = pd.DataFrame({name: _coerce(name, [row.get(name) for row in rows]) for name in columns})
     frame.attrs["units"] = {column: units[column] for column in columns if column in units}
     return frame, problems
 
 
-def write(frame: pd.DataFrame, parquet_path: str | os.PathLike[str],
-          csv_path: str | os.PathLike[str]) -> None:
+def write(
+    frame: pd.DataFrame, parquet_path: str | os.PathLike[str], csv_path: str | os.PathLike[str]
+) -> None:
     """Parquet for the analysis (keeps dtypes and units), CSV for reading by eye or elsewhere."""
     for path in (parquet_path, csv_path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -200,16 +231,22 @@ def experiment_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame,
     primary = PRIMARY[experiment]
     secondary = [name for name in SECONDARY[experiment] if name in rows.columns]
     varying = [name for name in secondary if rows[name].nunique(dropna=False) > 1]
-    constants = [LABEL_FORMATS.get(name, "{}").format(rows[name].iloc[0])
-                 for name in secondary if name not in varying and rows[name].notna().any()]
+    constants = [
+        LABEL_FORMATS.get(name, "{}").format(rows[name].iloc[0])
+        for name in secondary
+        if name not in varying and rows[name].notna().any()
+    ]
     if rows.empty:
         return rows.assign(label=pd.Series(dtype="str")), constants
     rows = rows.sort_values([primary, *varying], kind="stable", na_position="last")
 
     def label(row: pd.Series) -> str:
         parts = [str(row[primary])]
-        parts += [LABEL_FORMATS.get(name, "{}").format(row[name])
-                  for name in varying if pd.notna(row[name])]
+        parts += [
+            LABEL_FORMATS.get(name, "{}").format(row[name])
+            for name in varying
+            if pd.notna(row[name])
+        ]
         return ", ".join(parts)
 
     return rows.assign(label=rows.apply(label, axis=1).astype("str")), constants

@@ -60,7 +60,7 @@ def prepare_torch(inputs, device: Device) -> Prepared:
     out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=target)
     return Prepared(
         run=lambda: torch.matmul(a, b, out=out),
-        fetch=lambda: out.cpu().numpy(),
+        fetch=lambda: out.cpu().numpy().copy(),
         poison=lambda: out.fill_(float("nan")),
     )
 

@@ -42,6 +42,19 @@ def _autocast(precision: str, device_type: str):
     return contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def _tensor_cores(allow_tf32: bool):
+    """TF32 on or off for this experiment only; the process-wide flags are restored after."""
+    import torch
+
+    previous = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow_tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
+
+
 def _peak_memory(is_gpu: bool) -> dict[str, Any]:
     import torch
 
@@ -66,12 +79,10 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     spec = models()[exp.model]
     device_type = "cuda" if device.is_gpu else "cpu"
     target = torch.device("cuda:0" if device.is_gpu else "cpu")
-    torch.backends.cuda.matmul.allow_tf32 = exp.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = exp.precision == "tf32"
     options = {"image_size": settings["image_size"]}
     synchronize = torch.cuda.synchronize if device.is_gpu else (lambda: None)
 
-    with cpu_threads(device):
+    with cpu_threads(device), _tensor_cores(exp.precision == "tf32"):
         torch.manual_seed(settings["seed"])
         model = spec.build(options).to(target)
         generator = torch.Generator().manual_seed(settings["seed"])

@@ -1,0 +1,414 @@
+"""One experiment -> one complete record (ok, unavailable, oom or failed), written atomically."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+import numpy as np
+import pytest
+import torch
+
+from accelbench import experiment, results, timing
+from accelbench.backends import BACKENDS
+from accelbench.experiment import Outcome, is_out_of_memory, measure_kernel
+from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.kernels import Prepared, kernels
+from accelbench.kernels.matmul import prepare_numpy
+from accelbench.results import load_record, make_record, write_record
+
+HAS_GPU = torch.cuda.is_available()
+SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 5, "config_hash": "test"}
+TRAIN_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+CPU_BACKENDS = [name for name, backend in BACKENDS.items() if "cpu" in backend.device_kinds]
+GPU_ONLY_BACKENDS = ["cupy", "numba-cuda"]
+SIZE = 32
+TIMED_METRICS = ("time", "gflops", "bandwidth")
+
+
+def run_record(exp, tmp_path, settings=SETTINGS):
+    output = tmp_path / "record.json"
+    status = experiment.run(exp, settings, str(output))
+    record = load_record(output)
+    assert record["status"] == status
+    return record
+
+
+def assert_distribution(metric, n):
+    assert metric["n"] == n
+    for key in ("median", "q1", "q3", "ci_low", "ci_high", "min", "max"):
+        assert np.isfinite(metric[key]) and metric[key] > 0, key
+    assert metric["ci_low"] <= metric["median"] <= metric["ci_high"]
+    assert metric["min"] <= metric["q1"] <= metric["median"] <= metric["q3"] <= metric["max"]
+    assert 0.0 < metric["ci_level"] <= 1.0
+
+
+def assert_provenance(record, settings):
+    prov = record["provenance"]
+    for key in ("host", "git", "config_hash", "seed", "started", "finished"):
+        assert key in prov, key
+    assert prov["host"]
+    assert set(prov["git"]) >= {"commit", "dirty"}
+    assert prov["config_hash"] == settings["config_hash"]
+    assert prov["seed"] == settings["seed"]
+    started = datetime.fromisoformat(prov["started"])
+    finished = datetime.fromisoformat(prov["finished"])
+    assert started.tzinfo is not None
+    assert started <= finished
+
+
+def assert_params(record, exp, settings):
+    params = record["params"]
+    for key, value in settings.items():
+        if key != "config_hash":
+            assert params[key] == value, key
+    assert "config_hash" not in params
+    for key in exp.__dataclass_fields__:
+        assert params[key] == getattr(exp, key)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_cpu_kernel_record(backend, dtype, tmp_path):
+    exp = KernelExperiment("matmul", "cpu1", backend, dtype, SIZE)
+    record = run_record(exp, tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    assert record["reason"] is None
+    assert record["experiment"] == "kernel"
+    assert record["id"] == exp.id == f"kernels/matmul/cpu1/{backend}/{dtype}/n{SIZE}"
+
+    check = record["check"]
+    assert check["passed"] is True
+    assert 0.0 <= check["relative_error"] <= check["tolerance"]
+    assert check["tolerance"] == pytest.approx(4.0 * SIZE * float(np.finfo(dtype).eps))
+
+    metrics = record["metrics"]
+    for name in TIMED_METRICS:
+        assert_distribution(metrics[name], SETTINGS["samples"])
+    assert metrics["time"]["unit"] == "s"
+    assert metrics["gflops"]["unit"] == "GFLOP/s"
+    assert metrics["bandwidth"]["unit"] == "GB/s"
+    spec = kernels()["matmul"]
+    flops = spec.flops(SIZE)
+    nbytes = spec.bytes_moved(SIZE, np.dtype(dtype).itemsize)
+    time_median = metrics["time"]["median"]
+    assert metrics["gflops"]["median"] == pytest.approx(flops / time_median / 1e9)
+    assert metrics["bandwidth"]["median"] == pytest.approx(nbytes / time_median / 1e9)
+    # A rate is a decreasing function of time: the interval ends swap.
+    assert metrics["gflops"]["ci_low"] == pytest.approx(flops / metrics["time"]["ci_high"] / 1e9)
+    assert metrics["arithmetic_intensity"]["value"] == pytest.approx(flops / nbytes)
+    assert metrics["threads"]["value"] == 1
+    assert metrics["first_call_time"]["value"] > 0
+
+    assert_params(record, exp, SETTINGS)
+    assert_provenance(record, SETTINGS)
+
+
+def test_cpu2_kernel_uses_two_threads_and_restores(tmp_path):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        record = run_record(KernelExperiment("matmul", "cpu2", "torch", "float64", SIZE), tmp_path)
+        assert record["status"] == "ok", record["reason"]
+        assert record["metrics"]["threads"]["value"] == 2
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("backend", [*GPU_ONLY_BACKENDS, "torch"])
+def test_gpu_kernel_record(backend, tmp_path):
+    exp = KernelExperiment("matmul", "cuda1", backend, "float32", SIZE)
+    record = run_record(exp, tmp_path)
+    assert_params(record, exp, SETTINGS)
+    assert_provenance(record, SETTINGS)
+    if HAS_GPU:
+        assert record["status"] == "ok", record["reason"]
+        assert record["check"]["passed"] is True
+        for name in TIMED_METRICS:
+            assert record["metrics"][name]["n"] >= 3
+    else:
+        assert record["status"] == "unavailable"
+        assert isinstance(record["reason"], str) and record["reason"].strip()
+        assert "CUDA" in record["reason"] or "GPU" in record["reason"]
+        assert record["metrics"] == {}
+        assert record["check"] is None
+
+
+def test_gpu_train_record(tmp_path):
+    exp = TrainExperiment("resnet18", "cuda1", "fp32", "single", 4)
+    record = run_record(exp, tmp_path, TRAIN_SETTINGS)
+    assert record["experiment"] == "train"
+    assert_params(record, exp, TRAIN_SETTINGS)
+    if HAS_GPU:
+        assert record["status"] == "ok", record["reason"]
+        assert record["metrics"]["time_per_batch"]["n"] == TRAIN_SETTINGS["steps"]
+    else:
+        assert record["status"] == "unavailable"
+        assert "CUDA" in record["reason"]
+        assert record["metrics"] == {}
+
+
+def test_too_many_gpus_is_unavailable():
+    count = torch.cuda.device_count() if HAS_GPU else 0
+    exp = KernelExperiment("matmul", f"cuda{count + 1}", "torch", "float32", SIZE)
+    outcome = measure_kernel(exp, SETTINGS)
+    assert outcome.status == "unavailable"
+    assert outcome.reason
+    assert outcome.metrics == {}
+
+
+# --- wrong results, errors and out-of-memory --------------------------------------------------
+
+
+@pytest.fixture
+def timer_calls(monkeypatch):
+    """Replace the CPU timer: record calls and raise, so a test sees whether timing happened."""
+    calls = []
+
+    def forbidden(fn, **kwargs):
+        calls.append(kwargs)
+        raise AssertionError("the timer must not be called")
+
+    monkeypatch.setattr(timing, "torch_timer_samples", forbidden)
+    return calls
+
+
+def replace_numpy(monkeypatch, prepare):
+    monkeypatch.setitem(kernels()["matmul"].implementations, "numpy", prepare)
+
+
+def wrong_prepare(inputs, device) -> Prepared:
+    """Computes A @ B^T: plausible numbers, wrong answer."""
+    a, b = inputs
+    out = np.empty_like(a)
+    return Prepared(
+        run=lambda: np.matmul(a, b.T, out=out),
+        fetch=lambda: out.copy(),
+        poison=lambda: out.fill(np.nan),
+    )
+
+
+def noop_prepare(inputs, device) -> Prepared:
+    out = np.empty_like(inputs[0])
+    return Prepared(run=lambda: None, fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan))
+
+
+NUMPY_EXP = KernelExperiment("matmul", "cpu1", "numpy", "float64", SIZE)
+
+
+def test_wrong_result_fails_without_timing(monkeypatch, timer_calls, tmp_path):
+    replace_numpy(monkeypatch, wrong_prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "failed"
+    assert "reference" in record["reason"]
+    assert "timer" not in record["reason"]
+    assert timer_calls == []
+    assert record["check"]["passed"] is False
+    assert record["check"]["relative_error"] > record["check"]["tolerance"]
+    assert record["metrics"] == {}
+    for name in TIMED_METRICS:
+        assert name not in record["metrics"]
+
+
+def test_noop_run_fails_and_infinite_error_is_stored_as_null(monkeypatch, timer_calls, tmp_path):
+    replace_numpy(monkeypatch, noop_prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "failed"
+    assert "reference" in record["reason"]
+    assert timer_calls == []
+    assert record["check"]["passed"] is False
+    assert record["check"]["relative_error"] is None  # inf has no JSON form
+    assert record["metrics"] == {}
+
+
+def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
+    """The check after timing catches code that was right once and then wrong."""
+    calls = {"run": 0}
+
+    def degrading_prepare(inputs, device) -> Prepared:
+        good = prepare_numpy(inputs, device)
+
+        def run():
+            calls["run"] += 1
+            good.run()
+            if calls["run"] > 1:
+                good.poison()
+
+        return Prepared(run=run, fetch=good.fetch, poison=good.poison)
+
+    def fake_timer(fn, **kwargs):
+        fn()
+        return [1e-3] * kwargs["samples"]
+
+    replace_numpy(monkeypatch, degrading_prepare)
+    monkeypatch.setattr(timing, "torch_timer_samples", fake_timer)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "failed"
+    assert record["reason"].startswith("after timing")
+    assert "reference" in record["reason"]
+    assert record["check"]["passed"] is False
+    assert record["metrics"] == {}
+
+
+def test_memory_error_gives_oom(monkeypatch, timer_calls, tmp_path):
+    def prepare(inputs, device):
+        raise MemoryError("Unable to allocate 8.00 TiB for an array")
+
+    replace_numpy(monkeypatch, prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "oom"
+    assert "MemoryError" in record["reason"]
+    assert "8.00 TiB" in record["reason"]
+    assert record["metrics"] == {}
+    assert timer_calls == []
+
+
+def test_runtime_error_gives_failed_with_message(monkeypatch, timer_calls, tmp_path):
+    def prepare(inputs, device):
+        raise RuntimeError("kernel exploded at tile 3")
+
+    replace_numpy(monkeypatch, prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "failed"
+    assert "RuntimeError" in record["reason"]
+    assert "kernel exploded at tile 3" in record["reason"]
+    assert record["metrics"] == {}
+    assert record["check"] is None
+
+
+def test_error_during_run_gives_failed(monkeypatch, timer_calls, tmp_path):
+    def prepare(inputs, device):
+        def run():
+            raise ValueError("operands could not be broadcast")
+
+        good = prepare_numpy(inputs, device)
+        return Prepared(run=run, fetch=good.fetch, poison=good.poison)
+
+    replace_numpy(monkeypatch, prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "failed"
+    assert "operands could not be broadcast" in record["reason"]
+
+
+def test_device_oom_during_training_gives_oom(monkeypatch, tmp_path):
+    from accelbench.train import loop
+
+    def measure(exp, settings):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(loop, "measure_training", measure)
+    exp = TrainExperiment("resnet18", "cpu1", "fp32", "single", 4)
+    record = run_record(exp, tmp_path, TRAIN_SETTINGS)
+    assert record["status"] == "oom"
+    assert "CUDA out of memory" in record["reason"]
+
+
+class OutOfMemoryError(RuntimeError):
+    """Same name as torch's and CuPy's device OOM errors."""
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        MemoryError(),
+        MemoryError("Unable to allocate 1.00 TiB"),
+        OutOfMemoryError("allocation failed"),
+        torch.OutOfMemoryError("boom"),
+        RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB"),
+        RuntimeError("CUDA error: out of memory"),
+        OSError("[Errno 12] Cannot allocate memory: can't allocate memory"),
+    ],
+    ids=repr,
+)
+def test_is_out_of_memory_recognises_oom(err):
+    assert is_out_of_memory(err) is True
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        RuntimeError("kernel failed"),
+        ValueError("shapes (3,3) and (4,4) not aligned"),
+        KeyError("memory"),
+        TypeError("expected memoryview"),
+    ],
+    ids=repr,
+)
+def test_is_out_of_memory_rejects_other_errors(err):
+    assert is_out_of_memory(err) is False
+
+
+def test_outcome_defaults():
+    outcome = Outcome("ok")
+    assert outcome.reason is None and outcome.metrics == {} and outcome.check is None
+    assert Outcome("failed").metrics is not Outcome("failed").metrics
+
+
+# --- atomic write -------------------------------------------------------------------------------
+
+
+def failing_in(directory, real):
+    """os.replace that fails for files in `directory` and behaves normally elsewhere."""
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.dirname(os.path.abspath(dst)) == str(directory):
+            raise OSError(28, "No space left on device")
+        return real(src, dst, *args, **kwargs)
+
+    return replace
+
+
+def test_run_leaves_no_file_when_the_write_fails(monkeypatch, tmp_path):
+    out_dir = tmp_path / "results" / "kernels"
+    target = out_dir / "n32.json"
+    monkeypatch.setattr(results.os, "replace", failing_in(out_dir, os.replace))
+    with pytest.raises(OSError, match="No space left"):
+        experiment.run(NUMPY_EXP, SETTINGS, str(target))
+    assert not target.exists()
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("stage", ["replace", "fsync"])
+def test_failed_write_keeps_previous_record_and_cleans_up(monkeypatch, tmp_path, stage):
+    target = tmp_path / "record.json"
+    old = make_record(
+        experiment="kernel",
+        experiment_id="kernels/matmul/cpu1/numpy/float64/n32",
+        status="unavailable",
+        reason="old reason",
+        params={},
+        provenance={},
+    )
+    write_record(target, old)
+    before = target.read_text()
+    new = {**old, "reason": "new reason"}
+    if stage == "replace":
+        monkeypatch.setattr(results.os, "replace", failing_in(tmp_path, os.replace))
+    else:
+
+        def fsync(fd):
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(results.os, "fsync", fsync)
+    with pytest.raises(OSError):
+        write_record(target, new)
+    assert target.read_text() == before
+    assert load_record(target)["reason"] == "old reason"
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
+def test_successful_write_leaves_only_the_record(tmp_path):
+    target = tmp_path / "deep" / "dir" / "record.json"
+    record = make_record(
+        experiment="kernel",
+        experiment_id="x",
+        status="failed",
+        reason="r",
+        params={},
+        provenance={},
+        check={"passed": False, "relative_error": float("inf")},
+    )
+    write_record(target, record)
+    assert [p.name for p in target.parent.iterdir()] == ["record.json"]
+    assert load_record(target)["check"]["relative_error"] is None

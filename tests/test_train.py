@@ -1,0 +1,201 @@
+"""The training benchmark: measured steps, learning actually happening, and device handling."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from accelbench import experiment
+from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
+from accelbench.results import load_record
+from accelbench.train.loop import measure_training
+from accelbench.train.models import models
+
+HAS_GPU = torch.cuda.is_available()
+NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
+SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+BATCH = 4
+
+
+def check_ok_metrics(metrics, batch, steps):
+    time_stats = metrics["time_per_batch"]
+    assert time_stats["unit"] == "s"
+    assert time_stats["n"] == steps
+    assert 0 < time_stats["min"] <= time_stats["median"] <= time_stats["max"]
+    assert time_stats["ci_low"] <= time_stats["median"] <= time_stats["ci_high"]
+    throughput = metrics["throughput"]
+    assert throughput["unit"] == "samples/s"
+    assert throughput["n"] == steps
+    assert throughput["median"] == pytest.approx(batch / time_stats["median"])
+    assert throughput["max"] == pytest.approx(batch / time_stats["min"])
+    assert metrics["parameters"]["value"] > 1e6
+    assert metrics["peak_memory"]["unit"] == "bytes"
+    assert metrics["peak_memory"]["value"] > 0
+    for name in ("loss_first", "loss_last"):
+        assert math.isfinite(metrics[name]["value"]), name
+        assert metrics[name]["value"] > 0, name
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64", "bf16"])
+def test_cpu_training_record(precision, tmp_path):
+    exp = TrainExperiment("resnet18", "cpu1", precision, "single", BATCH)
+    assert train_exclusion(exp) is None
+    output = tmp_path / "train.json"
+    status = experiment.run(exp, SETTINGS, str(output))
+    record = load_record(output)
+    assert status == record["status"] == "ok", record["reason"]
+    assert record["experiment"] == "train"
+    assert record["id"] == f"train/resnet18/cpu1/{precision}/single/bs{BATCH}"
+    assert record["check"] is None
+    check_ok_metrics(record["metrics"], BATCH, SETTINGS["steps"])
+    params = record["params"]
+    assert params["precision"] == precision
+    assert params["steps"] == SETTINGS["steps"]
+    assert params["warmup_steps"] == SETTINGS["warmup_steps"]
+    assert params["image_size"] == SETTINGS["image_size"]
+    assert record["provenance"]["config_hash"] == "t"
+    assert record["provenance"]["seed"] == 0
+
+
+def test_measure_training_outcome_directly():
+    exp = TrainExperiment("resnet18", "cpu1", "fp32", "single", BATCH)
+    outcome = measure_training(exp, SETTINGS)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.reason is None
+    check_ok_metrics(outcome.metrics, BATCH, SETTINGS["steps"])
+    # ResNet-18 with a 10-class head: 11.18 M parameters.
+    assert outcome.metrics["parameters"]["value"] == 11_181_642
+
+
+def test_training_is_deterministic_for_a_seed():
+    exp = TrainExperiment("resnet18", "cpu1", "fp64", "single", 2)
+    settings = {**SETTINGS, "steps": 2, "warmup_steps": 0}
+    first = measure_training(exp, settings).metrics
+    second = measure_training(exp, settings).metrics
+    for name in ("loss_first", "loss_last"):
+        assert first[name]["value"] == pytest.approx(second[name]["value"], rel=1e-9)
+
+
+def test_loss_falls_on_a_learnable_setting():
+    exp = TrainExperiment("resnet18", "cpu2", "fp32", "single", 8)
+    settings = {"seed": 0, "steps": 12, "warmup_steps": 0, "image_size": 32, "config_hash": "t"}
+    outcome = measure_training(exp, settings)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.metrics["time_per_batch"]["n"] == 12
+    first, last = outcome.metrics["loss_first"]["value"], outcome.metrics["loss_last"]["value"]
+    assert last < first, f"loss did not fall: first {first}, last {last}"
+
+
+@pytest.mark.parametrize("name", list(models()))
+def test_every_model_runs_one_fp32_step(name):
+    spec = models()[name]
+    assert spec.name == name
+    assert spec.default_batch > 0
+    options = {"image_size": 32}
+    torch.manual_seed(0)
+    model = spec.build(options)
+    batch = spec.make_batch(torch.Generator().manual_seed(0), 2, options)
+    again = spec.make_batch(torch.Generator().manual_seed(0), 2, options)
+    for x, y in zip(batch, again, strict=True):
+        assert torch.equal(x, y), "make_batch must be deterministic for a seeded generator"
+    inputs, targets = batch
+    assert inputs.shape[0] == targets.shape[0] == 2
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = spec.loss()(model(inputs), targets)
+    assert loss.dtype == torch.float32
+    assert math.isfinite(loss.item())
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
+    optimizer.step()
+    changed = [not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True)]
+    assert any(changed), "an optimiser step must change the parameters"
+
+
+def test_tf32_on_cpu_is_excluded():
+    reason = train_exclusion(TrainExperiment("resnet18", "cpu1", "tf32", "single", BATCH))
+    assert isinstance(reason, str)
+    assert "CUDA" in reason
+    assert train_exclusion(TrainExperiment("resnet18", "cuda1", "tf32", "single", BATCH)) is None
+
+
+@pytest.mark.parametrize("precision", [p for p in PRECISIONS if p != "tf32"])
+def test_other_precisions_on_cpu_are_not_excluded(precision):
+    assert train_exclusion(TrainExperiment("resnet18", "cpu4", precision, "single", 8)) is None
+
+
+def test_multi_gpu_single_strategy_is_excluded():
+    reason = train_exclusion(TrainExperiment("resnet18", "cuda2", "fp32", "single", BATCH))
+    assert reason and "cuda2" in reason
+
+
+def test_cpu2_uses_two_threads_and_restores_the_count(monkeypatch):
+    spec = models()["resnet18"]
+    seen = []
+
+    def build(options):
+        seen.append(torch.get_num_threads())
+        return spec.build(options)
+
+    monkeypatch.setitem(models(), "resnet18", dataclasses.replace(spec, build=build))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        outcome = measure_training(
+            TrainExperiment("resnet18", "cpu2", "fp32", "single", 2),
+            {**SETTINGS, "steps": 1, "warmup_steps": 0},
+        )
+        assert outcome.status == "ok", outcome.reason
+        assert seen == [2], "the model must be built and trained with the device's thread count"
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_cpu_thread_count_restored_after_failure(monkeypatch):
+    spec = models()["resnet18"]
+
+    def build(options):
+        raise RuntimeError("build failed")
+
+    monkeypatch.setitem(models(), "resnet18", dataclasses.replace(spec, build=build))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.raises(RuntimeError, match="build failed"):
+            measure_training(TrainExperiment("resnet18", "cpu2", "fp32", "single", 2), SETTINGS)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_cuda_training_unavailable_without_gpu():
+    if HAS_GPU:
+        pytest.skip("a CUDA GPU is present")
+    outcome = measure_training(TrainExperiment("resnet18", "cuda1", "fp32", "single", 4), SETTINGS)
+    assert outcome.status == "unavailable"
+    assert "CUDA" in outcome.reason
+    assert outcome.metrics == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16", "tf32"])
+def test_cuda_training(precision, tmp_path):
+    exp = TrainExperiment("resnet18", "cuda1", precision, "single", BATCH)
+    assert train_exclusion(exp) is None
+    output = tmp_path / "train.json"
+    experiment.run(exp, SETTINGS, str(output))
+    record = load_record(output)
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        assert record["status"] == "unavailable"
+        assert "bfloat16" in record["reason"]
+        return
+    assert record["status"] == "ok", record["reason"]
+    check_ok_metrics(record["metrics"], BATCH, SETTINGS["steps"])
+    assert record["provenance"]["accelerator"]["gpus"]
