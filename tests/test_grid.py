@@ -6,10 +6,11 @@ import copy
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
 
 from accelbench import cluster, grid
 from accelbench.devices import DeviceError, parse_device
+
+from conftest import REPO_ROOT
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from conftest import snakemake
 
 pytestmark = pytest.mark.slurm

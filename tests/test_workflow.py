@@ -7,6 +7,7 @@ import re
 
 import pandas as pd
 import pytest
+
 from conftest import snakemake
 
 pytestmark = pytest.mark.workflow

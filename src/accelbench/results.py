@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "unavailable", "oom", "failed")
+# skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
+STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",

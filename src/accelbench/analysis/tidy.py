@@ -48,7 +48,7 @@ PROVENANCE_COLUMNS = (
     "finished",
 )
 TIMESTAMP_COLUMNS = ("started", "finished")
-STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed"}
+STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed", "skipped": "skipped"}
 
 # How each experiment's rows are named in tables and figures: the primary
 # parameter always, the secondary ones only where they vary.
