@@ -74,6 +74,7 @@ def run_supervised(
 ) -> None:
     """Run `exp` in a child process; raise RetryableFailure unless this is the last attempt."""
     final = attempt >= max_attempts
+    log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
     started = provenance.now()
     payload = {
         "family": exp.family,

@@ -63,6 +63,9 @@ def experiment_threads(wildcards):
     return cluster.local_threads(parse_device(wildcards.device))
 
 
+# Retries belong to the Snakemake that submits jobs; the one running a job inside
+# its Slurm allocation must not retry it again in place.
+RETRIES = config["retries"] if workflow.is_main_process else 0
 NEEDS_GPU = any(parse_device(exp.device).is_gpu for exp in GRID.experiments)
 
 

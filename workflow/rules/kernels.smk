@@ -13,7 +13,7 @@ rule kernel_benchmark:
     group:
         "kernels_{device}"
     threads: experiment_threads
-    retries: config["retries"]
+    retries: RETRIES
     resources:
         **experiment_resources("kernels"),
     conda:

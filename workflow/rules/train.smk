@@ -9,7 +9,7 @@ rule train_benchmark:
     params:
         settings=TRAIN_SETTINGS,
     threads: experiment_threads
-    retries: config["retries"]
+    retries: RETRIES
     resources:
         **experiment_resources("train"),
     conda:
