@@ -222,11 +222,54 @@ def _roof(frame: pd.DataFrame, device: str, dtype: str) -> tuple[float, float]:
     return float(row[columns[0]]), float(row[columns[1]])
 
 
-def _best(rows: pd.DataFrame, column: str, largest: bool) -> tuple[float, str]:
-    index = rows[column].astype(float).idxmax() if largest else rows[column].astype(float).idxmin()
-    return float(
-        rows.loc[index, column]
-    ), f"{rows.loc[index, 'device']} {rows.loc[index, 'backend']}"
+def _best(rows: pd.DataFrame, column: str) -> tuple[float, str]:
+    """The largest value of `column` and the device and backend that reached it."""
+    best = rows.loc[rows[column].astype(float).idxmax()]
+    return float(best[column]), f"{best['device']} {best['backend']}"
+
+
+def _measured(cpu: pd.DataFrame, timed: pd.DataFrame) -> tuple[dict[str, float], list[str]]:
+    """The measured crossover: best CPU time against the GPU's best end-to-end time."""
+    if timed.empty:
+        return {}, ["no GPU end-to-end time: L = 0, no measured crossover"]
+    cpu_best = cpu.groupby("size")["time_median"].min()
+    gpu_best = timed.groupby("size")["end_to_end_time_median"].min()
+    both = cpu_best.index.intersection(gpu_best.index)
+    if both.empty:
+        return {}, ["no size measured on both CPU and GPU"]
+    low, high, n, note = measured_crossover(
+        both.to_numpy(float), cpu_best[both].to_numpy(float), gpu_best[both].to_numpy(float)
+    )
+    numbers = {"measured_n_cpu_wins": low, "measured_n_gpu_wins": high, "measured_n": n}
+    return numbers, [note] if note else []
+
+
+def _modelled(
+    rows: pd.DataFrame, timed: pd.DataFrame, cpu_gflops: float, gpu_gflops: float, link: float
+) -> tuple[dict[str, float], list[str]]:
+    """L from the end-to-end residuals, I*, and the predicted crossover size."""
+    free = OffloadModel(cpu_gflops, gpu_gflops, link)
+    residuals = [
+        row.end_to_end_time_median - free.gpu_time(row.flops, row.bytes)
+        for row in timed.itertuples()
+    ]
+    model = OffloadModel(cpu_gflops, gpu_gflops, link, max([0.0, min(residuals, default=0.0)]))
+    numbers = {
+        "link_gbs": link,
+        "overhead_s": model.overhead_s,
+        "break_even_intensity": model.break_even_intensity(),
+    }
+    counts = rows.groupby("size")[["flops", "bytes"]].median()
+    if len(counts) < 2:
+        return numbers, ["one size only: no power law for F(n), B(n)"]
+    sizes = counts.index.to_numpy(float)
+    numbers["predicted_n"], note = predicted_crossover(
+        model,
+        power_law(sizes, counts["flops"].to_numpy()),
+        power_law(sizes, counts["bytes"].to_numpy()),
+        top=SEARCH_SPAN * sizes.max(),
+    )
+    return numbers, [note] if note else []
 
 
 def _analyse(frame: pd.DataFrame, rows: pd.DataFrame, gpu_device: str) -> dict[str, float | str]:
@@ -234,74 +277,35 @@ def _analyse(frame: pd.DataFrame, rows: pd.DataFrame, gpu_device: str) -> dict[s
     kernel, dtype = rows["kernel"].iloc[0], rows["dtype"].iloc[0]
     cpu, gpu = rows[~rows["gpu"]], rows[rows["device"] == gpu_device]
     intensity = _intensity(rows).astype(float)
+    h2d, d2h = _roof(frame, gpu_device, dtype)
+    gpu_gflops, best_gpu = _best(gpu, "gflops_median")
     result: dict[str, float | str] = dict.fromkeys(NUMBER_COLUMNS, math.nan)
     result.update(
         kernel=kernel,
         dtype=dtype,
         gpu_device=gpu_device,
+        best_gpu=best_gpu,
+        gpu_gflops=gpu_gflops,
+        h2d_gbs=h2d,
+        d2h_gbs=d2h,
         intensity_min=float(intensity.min()),
         intensity_max=float(intensity.max()),
     )
-    notes = []
-    h2d, d2h = _roof(frame, gpu_device, dtype)
-    result.update(h2d_gbs=h2d, d2h_gbs=d2h)
     if cpu.empty:
-        notes.append("no CPU record of this kernel and dtype")
-    if not math.isfinite(h2d + d2h):
-        notes.append(f"no H2D/D2H bandwidth for {gpu_device} (roofs experiment)")
-    if notes:
-        return {**result, "note": "; ".join(notes)}
-
-    cpu_gflops, best_cpu = _best(cpu, "gflops_median", largest=True)
-    gpu_gflops, best_gpu = _best(gpu, "gflops_median", largest=True)
-    link = link_bandwidth(h2d, d2h)
-    counts = rows.groupby("size")[["flops", "bytes"]].median()
-    sizes = counts.index.to_numpy(float)
-
+        return {**result, "note": "no CPU record of this kernel and dtype"}
+    cpu_gflops, best_cpu = _best(cpu, "gflops_median")
+    result.update(best_cpu=best_cpu, cpu_gflops=cpu_gflops)
     timed = gpu.dropna(subset=["end_to_end_time_median"])
-    free = OffloadModel(cpu_gflops, gpu_gflops, link)
-    residuals = [
-        row.end_to_end_time_median - free.gpu_time(row.flops, row.bytes)
-        for row in timed.itertuples()
-    ]
-    overhead = max(0.0, min(residuals)) if residuals else 0.0
-    model = OffloadModel(cpu_gflops, gpu_gflops, link, overhead)
-    result.update(
-        best_cpu=best_cpu,
-        cpu_gflops=cpu_gflops,
-        best_gpu=best_gpu,
-        gpu_gflops=gpu_gflops,
-        link_gbs=link,
-        overhead_s=overhead,
-        break_even_intensity=model.break_even_intensity(),
-    )
-    if not residuals:
-        notes.append("no GPU end-to-end time: L = 0, no measured crossover")
-    if len(sizes) < 2:
-        notes.append("one size only: no power law for F(n), B(n)")
-    else:
-        predicted, note = predicted_crossover(
-            model,
-            power_law(sizes, counts["flops"].to_numpy()),
-            power_law(sizes, counts["bytes"].to_numpy()),
-            top=SEARCH_SPAN * sizes.max(),
+    measured, notes = _measured(cpu, timed)
+    result.update(measured)
+    if math.isfinite(h2d + d2h):
+        modelled, model_notes = _modelled(
+            rows, timed, cpu_gflops, gpu_gflops, link_bandwidth(h2d, d2h)
         )
-        result["predicted_n"] = predicted
-        notes += [note] if note else []
-    if residuals:
-        cpu_best = cpu.groupby("size")["time_median"].min()
-        gpu_best = timed.groupby("size")["end_to_end_time_median"].min()
-        both = cpu_best.index.intersection(gpu_best.index)
-        if both.empty:
-            notes.append("no size measured on both CPU and GPU")
-        else:
-            low, high, n, note = measured_crossover(
-                both.to_numpy(float),
-                cpu_best[both].to_numpy(float),
-                gpu_best[both].to_numpy(float),
-            )
-            result.update(measured_n_cpu_wins=low, measured_n_gpu_wins=high, measured_n=n)
-            notes += [note] if note else []
+        result.update(modelled)
+        notes = model_notes + notes
+    else:
+        notes.insert(0, f"no H2D/D2H bandwidth for {gpu_device} (roofs experiment): no model")
     return {**result, "note": "; ".join(notes)}
 
 
