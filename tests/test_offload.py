@@ -199,6 +199,26 @@ def test_no_gpu_records_give_an_empty_table_that_says_why(tmp_path):
     assert fig.axes[0].texts[0].get_text() == "no GPU kernel records"
 
 
+def test_kernel_without_flops_is_not_modelled(tmp_path):
+    # The transfer kernel: bytes move, no flop is computed, so there is nothing to offload.
+    time = summarize([1e-3] * 5, "s")
+    transfer = make_record(
+        experiment="kernel",
+        experiment_id="kernels/transfer/cuda1/torch/float64/n1024",
+        status="ok",
+        params={"kernel": "transfer", "device": "cuda1", "backend": "torch", "dtype": "float64"}
+        | {"size": 1024},
+        metrics={
+            "time": time,
+            "gflops": rate_from_time(time, 0.0, "GFLOP/s"),
+            "arithmetic_intensity": value(0.0, "flop/byte"),
+        },
+        provenance={},
+    )
+    table = offload.break_even_table(collect(tmp_path, [*hand_case(), transfer]))
+    assert list(table["kernel"]) == ["matmul"]
+
+
 def test_empty_tidy_table():
     assert offload.break_even_table(pd.DataFrame()).empty
 

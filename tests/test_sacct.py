@@ -180,6 +180,15 @@ def test_header_in_another_order_and_blank_lines():
     assert (row["job_id"], row["cpu_hours"], row["gb_hours"], row["wait_s"]) == ("7", 2, 1, 42)
 
 
+def test_times_with_and_without_zone_do_not_mix():
+    text = (
+        "JobID|Partition|Submit|Start|ReqCPUS|ReqMem|Timelimit|State\n"
+        "8|medium|2024-01-01T00:00:00|2024-01-01T00:01:00+01:00|1|1G|10|COMPLETED\n"
+    )
+    (problem,) = sacct.parse(text).problems
+    assert problem[0] == 2 and problem[2] == "start and submit/eligible times mix time zones"
+
+
 def test_header_without_needed_fields_names_them():
     with pytest.raises(sacct.SacctError, match="lacks the fields Submit, Start, ReqMem"):
         sacct.parse("JobID|Partition|ReqCPUS|Timelimit|State\n1|a|1|1|COMPLETED\n")

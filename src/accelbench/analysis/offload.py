@@ -194,9 +194,9 @@ def _intensity(rows: pd.DataFrame) -> pd.Series:
 
 
 def kernel_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """Kernel records that ran, with F (flops), B (bytes) and whether the device is a GPU."""
-    needed = {"kernel", "device", "backend", "dtype", "size", "gflops_median", "time_median"}
-    if frame.empty or not needed <= set(frame.columns):
+    """Kernel records that ran and compute, with F (flops), B (bytes) and whether on a GPU."""
+    needed = ["kernel", "device", "backend", "dtype", "size", "gflops_median", "time_median"]
+    if frame.empty or not set(needed) <= set(frame.columns):
         return pd.DataFrame(columns=[*needed, "flops", "bytes", "gpu", "end_to_end_time_median"])
     rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")].copy()
     rows["flops"] = rows["gflops_median"].astype(float) * rows["time_median"].astype(float) * 1e9
@@ -204,7 +204,8 @@ def kernel_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows["gpu"] = rows["device"].map(_is_gpu).astype(bool)
     if "end_to_end_time_median" not in rows:
         rows["end_to_end_time_median"] = math.nan
-    return rows
+    # A kernel without flops (the transfer kernel) has nothing to offload.
+    return rows[(rows["flops"] > 0) & np.isfinite(rows["bytes"]) & (rows["bytes"] > 0)]
 
 
 def _roof(frame: pd.DataFrame, device: str, dtype: str) -> tuple[float, float]:

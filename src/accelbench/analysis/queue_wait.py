@@ -7,6 +7,8 @@ asked for, because that is all the scheduler knows when it decides:
 CPU-hours = requested CPUs x time limit, GB-hours = requested memory x time
 limit. Jobs without a finite time limit (UNLIMITED, Partition_Limit) or
 without a known memory request have no size and are counted, not binned.
+Each array task and each component of a heterogeneous job is a job here, in
+its own partition; a job still waiting in several partitions waits in each.
 
 Statistics are over the jobs that started. Jobs that did not start (still
 pending, or cancelled while pending) are counted per bin: they waited at least

@@ -311,7 +311,10 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
         )
     wait = None
     if start is not None:
-        wait = (start - (eligible or submit)).total_seconds()
+        try:
+            wait = (start - (eligible or submit)).total_seconds()
+        except TypeError:
+            raise ValueError("start and submit/eligible times mix time zones") from None
         if wait < 0:
             raise ValueError(f"start {values['Start']} is before submit/eligible time")
 
