@@ -119,6 +119,13 @@ def test_run_longer_than_the_time_limit_ranks_last(jobs):
     assert shown.loc[1, "Run time"] == "5.6 h > limit 20 min"
 
 
+def test_site_without_gpu_partition_offers_only_the_cpus():
+    site = config()
+    site["slurm"]["gpu_partition"] = None
+    options = advisor.experiment_options(tidy_frame(), PATTERN, site, 1)
+    assert {option.partition for option in options} == {"medium"}
+
+
 def test_training_runs_by_time_per_batch(jobs):
     options = advisor.experiment_options(
         tidy_frame(), "train/resnet18/*/fp32/single/bs16", config(), 100

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from accelbench import cli
+from accelbench import cli, cluster
 from accelbench.analysis import sacct
 
 from conftest import REPO_ROOT, snakemake
@@ -34,15 +34,10 @@ SUBMISSIONS = {
 
 @pytest.fixture(scope="module")
 def slurm():
-    try:
-        partitions = sacct.cluster_partitions()
-    except sacct.SacctError as err:
-        partitions, reason = [], str(err)
-    else:
-        reason = f"found partitions {partitions or 'none'}"
+    partitions = cluster.slurm_partitions() or []
     if not {"medium", "gpu"} <= set(partitions):
         message = (
-            f"no local Slurm with partitions medium and gpu ({reason}); "
+            f"no local Slurm with partitions medium and gpu (found {partitions or 'none'}); "
             "start one with `make slurm-up` (as root)"
         )
         if os.environ.get("CI") == "true":

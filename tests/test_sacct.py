@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from accelbench import cluster
 from accelbench.analysis import sacct
 
 from conftest import REPO_ROOT
@@ -283,26 +284,32 @@ def test_array_task_count_refuses(task):
         sacct.array_task_count(task)
 
 
-class FakeSlurm:
-    """Stands in for subprocess.run: answers sinfo and sacct, records the commands."""
+class FakeSacct:
+    """Stands in for subprocess.run of sacct: answers with the local dump, records commands."""
 
-    def __init__(self, partitions="medium\ngpu\n", sacct_rc=0):
-        self.partitions, self.sacct_rc, self.calls = partitions, sacct_rc, []
+    def __init__(self, returncode=0):
+        self.returncode, self.calls = returncode, []
 
     def __call__(self, command, **kwargs):
         self.calls.append((command, kwargs))
-        if command[0] == "sinfo":
-            return subprocess.CompletedProcess(command, 0, self.partitions, "")
-        if self.sacct_rc:
-            return subprocess.CompletedProcess(command, self.sacct_rc, "", "Invalid time")
+        if self.returncode:
+            return subprocess.CompletedProcess(command, self.returncode, "", "Invalid time")
         return subprocess.CompletedProcess(command, 0, LOCAL.read_text(), "")
 
 
-def test_query_asks_sacct_for_the_fixed_fields_partitions_and_window():
-    slurm = FakeSlurm()
-    text = sacct.query(["medium", "gpu"], "2024-01-01", "now", runner=slurm)
+@pytest.fixture
+def sinfo(monkeypatch):
+    """The partitions sinfo reports; None: sinfo absent or failing."""
+    answer = {"partitions": ["gpu", "medium"]}
+    monkeypatch.setattr(cluster, "slurm_partitions", lambda: answer["partitions"])
+    return answer
+
+
+def test_query_asks_sacct_for_the_fixed_fields_partitions_and_window(sinfo):
+    fake = FakeSacct()
+    text = sacct.query(["medium", "gpu"], "2024-01-01", "now", runner=fake)
     assert text == LOCAL.read_text()
-    command, kwargs = slurm.calls[-1]
+    ((command, kwargs),) = fake.calls
     assert command[0] == "sacct"
     assert {"--allusers", "--allocations", "--parsable2"} <= set(command)
     assert f"--format={','.join(sacct.SACCT_FIELDS)}" in command
@@ -311,25 +318,32 @@ def test_query_asks_sacct_for_the_fixed_fields_partitions_and_window():
     assert kwargs["env"]["SLURM_TIME_FORMAT"] == "standard"
 
 
-def test_query_of_a_missing_partition_lists_the_existing_ones():
+def test_query_of_a_missing_partition_lists_the_existing_ones(sinfo):
+    fake = FakeSacct()
     with pytest.raises(sacct.SacctError) as err:
-        sacct.query(["medium", "gpuu"], "now-1days", "now", runner=FakeSlurm())
+        sacct.query(["medium", "gpuu"], "now-1days", "now", runner=fake)
     assert str(err.value) == (
-        "partition(s) gpuu do not exist on this cluster; partitions: medium, gpu"
+        "partition(s) gpuu do not exist on this cluster; partitions: gpu, medium"
     )
+    assert not fake.calls
 
 
-def test_query_reports_sacct_failure():
+def test_query_reports_sacct_failure(sinfo):
     with pytest.raises(sacct.SacctError, match=r"failed \(exit 1\): Invalid time"):
-        sacct.query(["medium"], "yesterday-ish", "now", runner=FakeSlurm(sacct_rc=1))
+        sacct.query(["medium"], "yesterday-ish", "now", runner=FakeSacct(returncode=1))
 
 
-def test_query_without_slurm():
+def test_query_without_slurm(sinfo):
     def missing(command, **kwargs):
         raise FileNotFoundError(command[0])
 
-    with pytest.raises(sacct.SacctError, match="sinfo not found: run this on a Slurm login node"):
+    with pytest.raises(sacct.SacctError, match="sacct not found: run this on a Slurm login node"):
         sacct.query(["medium"], "now-1days", "now", runner=missing)
+    sinfo["partitions"] = None
+    with pytest.raises(sacct.SacctError, match="sinfo did not answer: run this on a Slurm login"):
+        sacct.query(["medium"], "now-1days", "now", runner=missing)
+    with pytest.raises(sacct.SacctError, match="no partitions to query"):
+        sacct.query([], "now-1days", "now", runner=missing)
 
 
 def test_configured_partitions():
@@ -338,6 +352,8 @@ def test_configured_partitions():
         "slurm": {"cpu_partition": "cpu", "gpu_partition": "gpu"},
     }
     assert sacct.configured_partitions(config) == ["cpu", "gpu"]
+    config["slurm"]["gpu_partition"] = None  # a site without GPUs
+    assert sacct.configured_partitions(config) == ["cpu"]
     config["cluster_analysis"]["partitions"] = ["long", "long", "short"]
     assert sacct.configured_partitions(config) == ["long", "short"]
 

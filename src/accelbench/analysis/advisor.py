@@ -94,6 +94,8 @@ def experiment_options(
     options = []
     for _, row in ran.iterrows():
         device = parse_device(row["device"])
+        if not cluster.partition(device, config):
+            continue  # a GPU record on a site without a GPU partition: nowhere to submit it
         resources = config["resources"][RESOURCE_FAMILY[row["experiment"]]]
         seconds, metric = _run_time(row)
         label = row["device"] + (f" {row['backend']}" if pd.notna(row.get("backend")) else "")

@@ -34,6 +34,8 @@ from typing import Any
 
 import pandas as pd
 
+from accelbench import cluster
+
 # Fixed field list of the query; free-text fields (JobName, Comment) are left
 # out because they may contain the "|" separator.
 SACCT_FIELDS = (
@@ -101,7 +103,7 @@ JOB_COLUMNS = (
 
 
 class SacctError(RuntimeError):
-    """sacct or sinfo could not answer, or the configured partitions do not exist."""
+    """sacct or sinfo could not answer, or the partitions asked for do not exist."""
 
 
 Runner = Callable[..., subprocess.CompletedProcess]
@@ -122,23 +124,19 @@ def _run(runner: Runner, command: list[str]) -> str:
     return done.stdout
 
 
-def cluster_partitions(runner: Runner = subprocess.run) -> list[str]:
-    """Partitions this cluster has, hidden ones included, in sinfo's order."""
-    output = _run(runner, ["sinfo", "--all", "--noheader", "--format=%R"])
-    return list(dict.fromkeys(line.strip() for line in output.splitlines() if line.strip()))
-
-
 def query(
     partitions: Sequence[str], since: str, until: str, runner: Runner = subprocess.run
 ) -> str:
     """The raw sacct text (with header) of all users' jobs in `partitions` and the window.
 
-    A partition the cluster does not have is an error that lists the ones it
-    has, because sacct itself would silently return nothing for it.
+    A partition the cluster does not have (by sinfo) is an error that lists the
+    ones it has, because sacct itself would silently return nothing for it.
     """
     if not partitions:
         raise SacctError("no partitions to query; set cluster_analysis.partitions")
-    available = cluster_partitions(runner)
+    available = cluster.slurm_partitions()
+    if available is None:
+        raise SacctError("sinfo did not answer: run this on a Slurm login node")
     unknown = [name for name in partitions if name not in available]
     if unknown:
         raise SacctError(
@@ -164,7 +162,8 @@ def configured_partitions(config: dict[str, Any]) -> list[str]:
     """cluster_analysis.partitions, or the partitions the experiments are sent to."""
     named = config["cluster_analysis"]["partitions"]
     slurm = config["slurm"]
-    return list(dict.fromkeys(named or [slurm["cpu_partition"], slurm["gpu_partition"]]))
+    default = [name for name in (slurm["cpu_partition"], slurm["gpu_partition"]) if name]
+    return list(dict.fromkeys(named or default))
 
 
 def write_dump(text: str, path: str | os.PathLike[str]) -> None:
