@@ -25,6 +25,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/cluster.smk"
 
 
 rule all:
@@ -33,3 +34,4 @@ rule all:
         rules.tidy.output,
         rules.tables.output,
         rules.figures.output,
+        CLUSTER_TARGETS,
