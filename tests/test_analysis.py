@@ -214,19 +214,25 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-12:] == [
+    assert columns[-18:] == [
         "check_passed",
         "check_relative_error",
         "host",
         "cpu_model",
         "gpu",
+        "gpu_count",
+        "driver",
+        "cuda_runtime",
+        "python",
         "git_commit",
+        "git_dirty",
         "config_hash",
         "slurm_job_id",
         "slurm_partition",
         "slurm_node",
         "started",
         "finished",
+        "torch_version",
     ]
     start = columns.index("time_per_batch_median")
     assert columns[start : start + 7] == [
@@ -246,6 +252,8 @@ def test_collect_columns_dtypes_and_units(frame):
     assert row["peak_memory"] == 123456789
     assert pd.isna(row["size"]) and pd.isna(row["gpu"])
     assert row["slurm_job_id"] == "42" and row["slurm_partition"] == "medium"
+    assert (row["torch_version"], row["python"], row["git_dirty"]) == ("2.5.0", "3.11.9", False)
+    assert row["gpu_count"] == 0 and pd.isna(row["driver"])
     kernel = frame.set_index("id").loc["kernels/matmul/cuda1/numba/float32/n256"]
     assert kernel["gpu"] == "NVIDIA H100" and kernel["reason"] == NO_GPU
     assert pd.isna(kernel["time_median"])
