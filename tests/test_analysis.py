@@ -353,28 +353,29 @@ def test_train_table_golden(frame):
     assert list(table.index) == ["resnet18", "resnet50", "vgg11"]
     assert table.to_dict("index") == {
         "resnet18": {
-            "cpu1": "0.550 [0.510, 0.590]",
-            "cpu2": "0.325 [0.305, 0.345]",
-            "cpu16": "0.1045 [0.1010, 0.1080]",
+            "cpu1": "550 [510, 590]",
+            "cpu2": "325 [305, 345]",
+            "cpu16": "104.5 [101.0, 108.0]",
             "cuda1": "n/a (a)",
         },
-        "resnet50": {"cpu1": "1.00 [0.80, 1.20]", "cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
+        "resnet50": {"cpu1": "1000 [800, 1200]", "cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
         "vgg11": {
-            "cpu1": "1.45 [1.10, 1.80]",
+            "cpu1": "1450 [1100, 1800]",
             "cpu2": "failed (b)",
             "cpu16": "–",
             "cuda1": "OOM (c)",
         },
     }
     assert table.attrs["caption"] == (
-        "Time per mini-batch (s), median [95% CI]; fp32, single, batch 16"
+        "Time per mini-batch (ms), median [95% CI]; fp32, single, batch 16"
     )
-    assert table.attrs["best"] == [["resnet18", "cpu16"], ["resnet50", "cpu1"], ["vgg11", "cpu1"]]
+    # A row with one number has nothing to be best against: only resnet18 has a bold cell.
+    assert table.attrs["best"] == [["resnet18", "cpu16"]]
     assert footnotes == [
         f"(a) n/a: {NO_GPU} [resnet18 on cuda1; resnet50 on cuda1]",
         f"(b) failed: {FAILED} [vgg11 on cpu2]",
         f"(c) OOM: {OOM} [vgg11 on cuda1]",
-        "Too few samples for a 95% interval; the interval shown is [min, max] at the level "
+        "Too few samples for a 95% interval; the interval shown has the level "
         "in parentheses: resnet50 on cpu1 (94%)",
     ]
 
@@ -382,17 +383,21 @@ def test_train_table_golden(frame):
 def test_train_table_writers(frame, tmp_path):
     table, footnotes = tables.comparison_table(frame, experiment="train")
     paths = tables.write_table(table, footnotes, tmp_path / "tables" / "train_time")
-    assert [path.name for path in paths] == ["train_time.md", "train_time.tex", "train_time.csv"]
+    assert [path.name for path in paths] == [
+        "train_time.md",
+        "train_time.tex",
+        "train_time.csv",
+        "train_time.html",
+    ]
     markdown = paths[0].read_text(encoding="utf-8")
     assert markdown.splitlines()[:7] == [
-        "Table: Time per mini-batch (s), median [95% CI]; fp32, single, batch 16",
+        "Table: Time per mini-batch (ms), median [95% CI]; fp32, single, batch 16",
         "",
         "| Model | cpu1 | cpu2 | cpu16 | cuda1 |",
         "|:---|---:|---:|---:|---:|",
-        "| resnet18 | 0.550 [0.510, 0.590] | 0.325 [0.305, 0.345] "
-        "| **0.1045 [0.1010, 0.1080]** | n/a (a) |",
-        "| resnet50 | **1.00 [0.80, 1.20]** | – | – | n/a (a) |",
-        "| vgg11 | **1.45 [1.10, 1.80]** | failed (b) | – | OOM (c) |",
+        "| resnet18 | 550 [510, 590] | 325 [305, 345] | **104.5 [101.0, 108.0]** | n/a (a) |",
+        "| resnet50 | 1000 [800, 1200] | – | – | n/a (a) |",
+        "| vgg11 | 1450 [1100, 1800] | failed (b) | – | OOM (c) |",
     ]
     assert "(b) failed: RuntimeError: 100% of threads\\_busy [vgg11 on cpu2]" in markdown
 
@@ -402,16 +407,17 @@ def test_train_table_writers(frame, tmp_path):
         r"\midrule",
         r"\bottomrule",
         r"\begin{tabular}{lrrrr}",
-        r"\caption{Time per mini-batch (s), median [95\% CI]; fp32, single, batch 16}",
+        r"\caption{Time per mini-batch (ms), median [95\% CI]; fp32, single, batch 16}",
         r"Model & cpu1 & cpu2 & cpu16 & cuda1 \\",
-        r"resnet50 & \textbf{1.00 [0.80, 1.20]} & -- & -- & n/a (a) \\",
+        r"resnet18 & 550 [510, 590] & 325 [305, 345] & \textbf{104.5 [101.0, 108.0]} & n/a (a) \\",
+        r"resnet50 & 1000 [800, 1200] & -- & -- & n/a (a) \\",
     ):
         assert line in latex.splitlines()
     assert r"RuntimeError: 100\% of threads\_busy" in latex
     assert "CUDA\\_VISIBLE\\_DEVICES=''" in latex
 
     cells = pd.read_csv(paths[2])
-    assert list(cells.columns) == list(tables.CSV_COLUMNS)
+    assert list(cells.columns) == ["row", "device", *tables.CSV_COLUMNS[2:]]
     assert len(cells) == 12
     best = cells[(cells["row"] == "resnet18") & (cells["device"] == "cpu16")].iloc[0]
     assert best["status"] == "ok" and bool(best["best"]) and best["unit"] == "s"
@@ -436,17 +442,14 @@ def test_kernel_table(frame):
         "matmul, torch, n=256",
         "matmul, torch, n=512",
     ]
-    assert table.attrs["caption"] == "Kernel time (s), median [95% CI]; float32"
+    # Kernel times read in µs, the unit that makes the smallest median at least 1.
+    assert table.attrs["caption"] == "Kernel time (µs), median [95% CI]; float32"
     assert table.loc["matmul, torch, n=256"].tolist() == [
-        "2.045e-04 [2.010e-04, 2.080e-04]",
-        "1.145e-04 [1.110e-04, 1.180e-04]",
+        "204.5 [201.0, 208.0]",
+        "114.5 [111.0, 118.0]",
         "–",
     ]
-    assert table.loc["matmul, torch, n=512"].tolist() == [
-        "1.645e-03 [1.610e-03, 1.680e-03]",
-        "0.945e-03 [0.910e-03, 0.980e-03]",
-        "–",
-    ]
+    assert table.loc["matmul, torch, n=512"].tolist() == ["1645 [1610, 1680]", "945 [910, 980]", "–"]
     assert table.loc["matmul, numba, n=512"].tolist() == ["–", "–", "n/a (a)"]
     assert table.attrs["best"] == [
         ["matmul, torch, n=256", "cpu2"],

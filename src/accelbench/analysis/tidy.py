@@ -67,6 +67,8 @@ STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed", "skipped"
 PRIMARY = {"train": "model", "kernel": "kernel"}
 SECONDARY = {"train": ("precision", "strategy", "batch"), "kernel": ("backend", "dtype", "size")}
 LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
+# Reading order of parameter values that have one (others sort alphabetically).
+VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
 
 
 def _metric_columns(name: str, metric: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +261,7 @@ def collect(
     )
     frame = frame.sort_values("id", kind="stable", ignore_index=True)
     frame.attrs["units"] = {column: units[column] for column in columns if column in units}
+    frame.attrs["params"] = [column for column in columns if column in param_names]
     return frame, problems
 
 
@@ -296,33 +299,77 @@ def natural_devices(devices: Iterable[Any]) -> list[str]:
     return sorted({str(device) for device in devices if pd.notna(device)}, key=device_key)
 
 
-def experiment_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame, list[str]]:
+def ordered(name: str, values: Iterable[Any]) -> list[Any]:
+    """The distinct values of parameter `name` in reading order: devices naturally,
+    precisions from wide to narrow, anything else sorted."""
+    present = [value for value in dict.fromkeys(values) if pd.notna(value)]
+    if name == "device":
+        return natural_devices(present)
+    known = VALUE_ORDER.get(name, ())
+    rank = {value: index for index, value in enumerate(known)}
+    return sorted(present, key=lambda value: (rank.get(value, len(known)), value))
+
+
+def _sort_key(column: pd.Series) -> pd.Series:
+    rank = {value: index for index, value in enumerate(ordered(str(column.name), column))}
+    return column.map(rank)
+
+
+def label_part(name: str, value: Any) -> str:
+    """How a parameter value reads in a row label: grid parameters by their value alone
+    (or as `LABEL_FORMATS` says), any other parameter as name=value."""
+    if name in LABEL_FORMATS:
+        return LABEL_FORMATS[name].format(value)
+    if name in PARAM_ORDER:
+        return str(value)
+    return f"{name}={value}"
+
+
+def experiment_rows(
+    frame: pd.DataFrame, experiment: str, across: str = "device"
+) -> tuple[pd.DataFrame, list[str]]:
     """Rows of one experiment, sorted, with a `label` column; also the constant parameters.
 
-    The label holds the primary parameter (model or kernel) and each secondary
-    one that varies across these rows; the constant ones are returned as text
-    so that a caption can state them instead of repeating them on every row.
+    `across` is the parameter a table spreads over its columns (the device in
+    the classic table). The label holds the primary parameter (model or kernel),
+    every grid parameter that varies across these rows and, where two records
+    would still share a table cell, the other parameters that tell them apart,
+    whatever parameters the records carry. The constant grid parameters are
+    returned as text so that a caption can state them instead of repeating them
+    on every row. The parameters the label is made of are in the rows'
+    `attrs["label_params"]`.
     """
     rows = frame[frame["experiment"] == experiment]
-    primary = PRIMARY[experiment]
-    secondary = [name for name in SECONDARY[experiment] if name in rows.columns]
-    varying = [name for name in secondary if rows[name].nunique(dropna=False) > 1]
-    constants = [
-        LABEL_FORMATS.get(name, "{}").format(rows[name].iloc[0])
-        for name in secondary
-        if name not in varying and rows[name].notna().any()
-    ]
     if rows.empty:
-        return rows.assign(label=pd.Series(dtype="str")), constants
-    rows = rows.sort_values([primary, *varying], kind="stable", na_position="last")
+        empty = rows.assign(label=pd.Series(dtype="str"))
+        empty.attrs["label_params"] = []
+        return empty, []
+    primary = PRIMARY[experiment]
+    known = [name for name in (*SECONDARY[experiment], "device") if name in rows.columns]
+    others = [name for name in frame.attrs.get("params", []) if name not in (*known, primary)]
+    candidates = [name for name in known if name != across]
+    varying = [name for name in candidates if rows[name].nunique(dropna=False) > 1]
+    # Other parameters (settings such as steps or seed) join the label only where they
+    # are needed to tell two records in the same table cell apart.
+    cell = [primary, *varying, *([across] if across in rows.columns else [])]
+    for name in others:
+        if not rows.duplicated(subset=cell).any():
+            break
+        if name != across and rows[name].nunique(dropna=False) > 1:
+            varying.append(name)
+            cell.append(name)
+    constants = [
+        label_part(name, rows[name].dropna().iloc[0])
+        for name in known
+        if name in candidates and name not in varying and rows[name].notna().any()
+    ]
+    rows = rows.sort_values([primary, *varying], kind="stable", na_position="last", key=_sort_key)
 
     def label(row: pd.Series) -> str:
         parts = [str(row[primary])]
-        parts += [
-            LABEL_FORMATS.get(name, "{}").format(row[name])
-            for name in varying
-            if pd.notna(row[name])
-        ]
+        parts += [label_part(name, row[name]) for name in varying if pd.notna(row[name])]
         return ", ".join(parts)
 
-    return rows.assign(label=rows.apply(label, axis=1).astype("str")), constants
+    labelled = rows.assign(label=rows.apply(label, axis=1).astype("str"))
+    labelled.attrs["label_params"] = [primary, *varying]
+    return labelled, constants
