@@ -240,15 +240,17 @@ def comparison_table(
 
     Rows are models (train) or kernels, labelled with the parameters that vary;
     columns are the values of `across`: devices in natural order (cpu1, cpu2,
-    cpu16, cuda1) for the classic table, precisions for the precision table.
+    cpu16, cuda1) for the classic table, precisions for the precision table
+    (which keeps only the rows measured in two or more precisions).
     The table's attrs hold `caption`, `best` ([row, column] pairs set in bold)
     and `cells` (one dict per cell with the plain numbers, the CSV's rows).
     """
     spec = SPECS[experiment]
-    rows, constants = tidy.experiment_rows(frame, experiment, across=across)
+    if across == "device":
+        rows, constants = tidy.experiment_rows(frame, experiment, across)
+    else:
+        rows, constants = tidy.compared_rows(frame, experiment, across)
     labels = list(dict.fromkeys(rows["label"]))
-    if across not in rows.columns:
-        labels = []
     columns = tidy.ordered(across, rows[across]) if labels else []
     unit = frame.attrs.get("units", {}).get(f"{spec.metric}_median")
     found = pd.DataFrame(

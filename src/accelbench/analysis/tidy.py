@@ -373,3 +373,17 @@ def experiment_rows(
     labelled = rows.assign(label=rows.apply(label, axis=1).astype("str"))
     labelled.attrs["label_params"] = [primary, *varying]
     return labelled, constants
+
+
+def compared_rows(
+    frame: pd.DataFrame, experiment: str, across: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """`experiment_rows` of only the configurations measured for two or more values of
+    `across`, labelled anew: a comparison across precisions says nothing about a model
+    measured in one, and parameters that no longer vary move to the caption."""
+    rows, _ = experiment_rows(frame, experiment, across)
+    if rows.empty or across not in rows.columns:
+        return experiment_rows(frame.iloc[:0], experiment, across)
+    spread = rows.groupby("label")[across].nunique()
+    kept = rows.loc[rows["label"].isin(spread.index[spread > 1]), "id"]
+    return experiment_rows(frame[frame["id"].isin(kept)], experiment, across)
