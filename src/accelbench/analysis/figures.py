@@ -10,6 +10,7 @@ as a zero or forgotten.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -448,3 +449,20 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     ]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
     return fig
+
+
+# Every figure the workflow draws, by file name: draw(frame, baseline device, width).
+FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
+    "train_time_per_batch": lambda frame, baseline, width: time_per_batch_by_device(frame, width),
+    "train_speedup": lambda frame, baseline, width: speedup_heatmap(
+        frame, baseline, "train", width
+    ),
+    "train_thread_scaling": lambda frame, baseline, width: cpu_thread_scaling(
+        frame, "train", width
+    ),
+    "train_precision": lambda frame, baseline, width: precision_comparison(frame, width),
+    "train_gpu_scaling": lambda frame, baseline, width: scaling_efficiency(
+        frame, "train", "cuda", width
+    ),
+    "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
+}

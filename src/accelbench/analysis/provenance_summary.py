@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from accelbench.analysis import tidy
+from accelbench.results import STATUSES
 
 # (label, tidy column) of the fields listed, in this order; library versions follow.
 FIELDS = (
@@ -60,7 +61,9 @@ def _span(frame: pd.DataFrame) -> list[tuple[str, int]]:
 
 def _statuses(frame: pd.DataFrame) -> list[tuple[str, int]]:
     counts = frame["status"].value_counts()
-    return [(tidy.STATUS_TEXT.get(status, status), int(n)) for status, n in counts.items()]
+    rank = {status: index for index, status in enumerate(STATUSES)}
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], rank.get(item[0], len(rank))))
+    return [(tidy.STATUS_TEXT.get(status, status), int(n)) for status, n in ordered]
 
 
 def summary_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -123,44 +123,74 @@ def _device(text: str) -> Any:
         return None
 
 
+def _with_strategy(row: pd.Series, strategy: Any) -> pd.Series:
+    changed = row.copy()
+    changed["strategy"] = strategy
+    return changed
+
+
 def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
     """Speedup and parallel efficiency of every record on K devices of a kind (cpuK, cudaK)
     over the same configuration on one device of that kind.
 
     The baseline is the record with the same parameters on `<kind>1`, with the
     strategy "single" where the strategy is a parameter (DDP on cuda4 against
-    one GPU training alone), else with the same strategy. Efficiency is the
-    speedup over K: 1 is linear scaling. Throughput (GFLOP/s for kernels) is
-    compared, so a strategy that changes the samples per step is still fair.
+    one GPU training alone), else with the same strategy, and with the same
+    batch size or, failing that, the batch size over K (for a batch counted
+    over all K devices). Efficiency is the speedup over K: 1 is linear scaling.
+    Throughput (GFLOP/s for kernels) is compared, so a strategy that changes the
+    samples per step is still fair. A cell is labelled after the one-device
+    configuration it is compared with (with its own strategy), so DDP on 2 and
+    4 GPUs with a batch counted over all devices still make one line.
     Returns (cells with columns kind, count, speedup*, efficiency*, constants).
     """
     metric, rate = _metric_of(frame, RATE_METRIC[experiment])
     rows, constants = tidy.experiment_rows(frame, experiment)
-    keys = [name for name in rows.attrs.get("label_params", []) if name != "strategy"]
-    has_strategy = "strategy" in rows.columns
+    params = rows.attrs.get("label_params", [])
+    keys = [name for name in params if name != "strategy"]
+    if "strategy" in rows.columns:
+        keys.append("strategy")
 
-    def key(row: pd.Series, strategy: Any) -> tuple:
-        return (*(row[name] for name in keys), strategy)
+    def key(row: pd.Series, kind: str, **changes: Any) -> tuple:
+        return (kind, *(changes.get(name, row[name]) for name in keys))
 
-    singles: dict[tuple, pd.Series] = {}
+    singles = {}
     for _, row in rows.iterrows():
         parsed = _device(row["device"])
         if parsed is not None and parsed.count == 1:
-            strategy = row["strategy"] if has_strategy else None
-            singles[(parsed.kind, *key(row, strategy))] = row
+            singles[key(row, parsed.kind)] = row
+
+    def baseline_of(row: pd.Series, kind: str, count: int) -> pd.Series | None:
+        """Same parameters on one device: strategy single first, then the same strategy;
+        the same batch first, then batch / K (a batch size counted over all devices)."""
+        strategies = [SINGLE_STRATEGY, row["strategy"]] if "strategy" in keys else [None]
+        batches = [row["batch"]] if "batch" in keys else [None]
+        if "batch" in keys and pd.notna(row["batch"]) and row["batch"] % count == 0:
+            batches.append(row["batch"] // count)
+        for batch in batches:
+            for strategy in strategies:
+                changes = {"strategy": strategy} if strategy is not None else {}
+                if batch is not None:
+                    changes["batch"] = batch
+                found = singles.get(key(row, kind, **changes))
+                if found is not None:
+                    return found
+        return None
 
     cells = []
     for _, row in rows.iterrows():
         parsed = _device(row["device"])
         if parsed is None:
             continue
-        strategy = row["strategy"] if has_strategy else None
-        base = singles.get((parsed.kind, *key(row, SINGLE_STRATEGY))) if has_strategy else None
-        base = base if base is not None else singles.get((parsed.kind, *key(row, strategy)))
+        base = baseline_of(row, parsed.kind, parsed.count)
         base_device = f"{parsed.kind}1"
-        cell = _cell(row["label"], row["device"], row, base, base_device, metric, rate)
-        if base is not None and base.name == row.name:  # the baseline itself
-            cell.update(median=1.0, ci_low=1.0, ci_high=1.0, ci_level=1.0)
+        label = row["label"]
+        if base is not None and "strategy" in keys:
+            # Named after the one-device configuration it scales (its batch size).
+            label = tidy.row_label(_with_strategy(base, row["strategy"]), params)
+        cell = _cell(label, row["device"], row, base, base_device, metric, rate)
+        if base is not None and base.name == row.name and row["status"] == "ok":
+            cell.update(median=1.0, ci_low=1.0, ci_high=1.0, ci_level=1.0)  # the baseline
         cell.update(kind=parsed.kind, count=parsed.count)
         cell.update(
             {

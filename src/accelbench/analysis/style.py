@@ -8,6 +8,7 @@ gives the same file.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -19,6 +20,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.colors import Colormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+# Font subsetting while writing a PDF logs every table it touches at INFO level.
+logging.getLogger("fontTools").setLevel(logging.WARNING)
 
 SINGLE_COLUMN = 3.5  # inches, one column of a two-column paper
 DOUBLE_COLUMN = 7.0  # inches, full text width

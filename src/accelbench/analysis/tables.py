@@ -169,8 +169,10 @@ def _render(
     higher_is_better: bool = False,
     expected_level: float = CI_LEVEL,
     factor: float = 1.0,
+    empty: str = "No records.",
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Display strings, bold cells and footnotes for a grid of cells (numbers / `factor`)."""
+    """Display strings, bold cells and footnotes for a grid of cells (numbers / `factor`);
+    a table without rows gets the footnote `empty`, saying why it has none."""
     by_row = {label: [cell for cell in cells if cell["row"] == label] for label in labels}
     exponents = {}
     for label, row_cells in by_row.items():
@@ -215,6 +217,8 @@ def _render(
         for cell in cells
         if cell["ci_level"] < expected_level
     ]
+    if not labels:
+        footnotes.append(empty)
     if weak:
         footnotes.append(
             f"Too few samples for a {expected_level:.0%} interval; the interval shown has "
@@ -276,11 +280,16 @@ def comparison_table(
         column_header=across,
         caption=_caption(title, shown, f"{CI_LEVEL:.0%} CI", constants),
         factor=factor,
+        empty=(
+            f"No {experiment} records."
+            if across == "device"
+            else f"No {experiment} configuration was measured in more than one {across}."
+        ),
     )
 
 
 def _ratio_table(
-    found: pd.DataFrame, experiment: str, caption: str, columns: list[str]
+    found: pd.DataFrame, experiment: str, caption: str, columns: list[str], empty: str
 ) -> tuple[pd.DataFrame, list[str]]:
     labels = list(dict.fromkeys(found["label"]))
     cells = _grid(found, labels, columns if labels else [], "device", None)
@@ -293,6 +302,7 @@ def _ratio_table(
         caption=caption,
         higher_is_better=True,
         expected_level=ratios.RATIO_LEVEL,
+        empty=empty,
     )
 
 
@@ -308,7 +318,8 @@ def speedup_table(
         f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
         constants,
     )
-    return _ratio_table(cells, experiment, caption, tidy.natural_devices(cells["device"]))
+    empty = f"No {experiment} records on a device other than {baseline}."
+    return _ratio_table(cells, experiment, caption, tidy.natural_devices(cells["device"]), empty)
 
 
 def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
@@ -325,7 +336,15 @@ def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Da
         f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
         constants,
     )
-    return _ratio_table(efficiency, experiment, caption, tidy.natural_devices(cells["device"]))
+    empty = f"No {experiment} configuration was measured on more than one device of a kind."
+    devices = tidy.natural_devices(cells["device"])
+    table, footnotes = _ratio_table(efficiency, experiment, caption, devices, empty)
+    if not table.empty:
+        footnotes.append(
+            "Each row is named after the one-device configuration its cells are compared "
+            "with; a batch size is per device."
+        )
+    return table, footnotes
 
 
 _LATEX_SPECIAL = {

@@ -325,6 +325,14 @@ def label_part(name: str, value: Any) -> str:
     return f"{name}={value}"
 
 
+def row_label(row: pd.Series, params: list[str]) -> str:
+    """A row's label: the first parameter's value, then the others as `label_part` says."""
+    primary, *others = params
+    parts = [str(row[primary])]
+    parts += [label_part(name, row[name]) for name in others if pd.notna(row[name])]
+    return ", ".join(parts)
+
+
 def experiment_rows(
     frame: pd.DataFrame, experiment: str, across: str = "device"
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -365,13 +373,9 @@ def experiment_rows(
     ]
     rows = rows.sort_values([primary, *varying], kind="stable", na_position="last", key=_sort_key)
 
-    def label(row: pd.Series) -> str:
-        parts = [str(row[primary])]
-        parts += [label_part(name, row[name]) for name in varying if pd.notna(row[name])]
-        return ", ".join(parts)
-
-    labelled = rows.assign(label=rows.apply(label, axis=1).astype("str"))
-    labelled.attrs["label_params"] = [primary, *varying]
+    params = [primary, *varying]
+    labelled = rows.assign(label=rows.apply(row_label, axis=1, params=params).astype("str"))
+    labelled.attrs["label_params"] = params
     return labelled, constants
 
 
