@@ -625,3 +625,93 @@ def test_figures_of_only_failures_and_of_nothing(tmp_path):
         fig = function(empty)
         assert texts(fig) == [message]
         assert_saved(fig, tmp_path / function.__name__)
+
+
+def failures_only(tmp_path):
+    paths = write_records(tmp_path / "failures", [TRAIN[3], TRAIN[7], TRAIN[8], *KERNELS[4:]])
+    return tidy.collect(paths)[0]
+
+
+def test_every_figure_renders_on_records_on_failures_and_on_nothing(gpu_frame, tmp_path):
+    empty, _ = tidy.collect([])
+    for name, draw in figures.FIGURES.items():
+        for kind, records in (
+            ("gpu", gpu_frame),
+            ("failures", failures_only(tmp_path)),
+            ("empty", empty),
+        ):
+            assert_saved(draw(records, "cpu1", None), tmp_path / kind / name)
+
+
+def test_speedup_heatmap(gpu_frame, tmp_path):
+    fig = figures.speedup_heatmap(gpu_frame, "cpu1")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "cpu2",
+        "cpu4",
+        "cuda1",
+        "cuda2",
+        "cuda4",
+    ]
+    assert ax.get_yticklabels()[0].get_text() == "lstm, fp32, ddp, batch 32"
+    shown = texts(fig)
+    # The medians as the table prints them; grey cells say why they have none.
+    assert {"1.74", "3.03", "40.0", "no base", "failed", "OOM"} <= set(shown)
+    assert fig.axes[1].get_ylabel() == "Speedup over cpu1 (×)"
+    assert_saved(fig, tmp_path / "heat")
+    fig = figures.speedup_heatmap(gpu_frame, "cuda1", width=style.WIDTHS["double"])
+    assert fig.get_figwidth() == 7.0
+    assert "0.0250" in texts(fig)  # cpu1 is 40 times slower than cuda1
+    assert "1/16" in [t.get_text() for t in fig.axes[1].get_yticklabels()]
+
+
+def test_cpu_thread_scaling(gpu_frame, frame, tmp_path):
+    fig = figures.cpu_thread_scaling(gpu_frame)
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert list(ax.get_xticks()) == [1, 2, 4]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("CPU threads", "Speedup over 1 thread (×)")
+    ideal = ax.get_lines()[0]
+    assert list(ideal.get_xdata()) == list(ideal.get_ydata()) == [1, 2, 4]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "ideal",
+        "lstm, fp32, single, batch 16",
+        "resnet18, fp32, single, batch 16",
+    ]
+    assert_saved(fig, tmp_path / "threads")
+    # resnet18 on 1, 2 and 16 threads, resnet50 and vgg11 on one only (no line), cpu2 failed.
+    fig = figures.cpu_thread_scaling(frame)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ideal", "resnet18", "vgg11"]
+    assert texts(fig) == ["failed"]
+
+
+def test_multi_gpu_scaling_efficiency(gpu_frame, frame, tmp_path):
+    fig = figures.scaling_efficiency(gpu_frame)
+    ax = fig.axes[0]
+    assert ax.get_ylim() == (0, 1.1)
+    assert list(ax.get_xticks()) == [1, 2, 4] and ax.get_xlabel() == "GPUs"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "ideal",
+        "lstm, fp32, ddp, batch 16",
+        "resnet18, fp32, ddp, batch 16",
+        "vgg11, fp32, ddp, batch 16",
+    ]
+    # lstm and resnet18: 1.8 times the one-GPU time per step for twice (four times) the
+    # samples on two (four) GPUs: efficiency 1 / 1.8 at both counts.
+    medians = [list(container.lines[0].get_ydata()) for container in ax.containers]
+    assert medians == [pytest.approx([1 / 1.8, 1 / 1.8])] * 2
+    assert texts(fig) == ["failed"]
+    assert_saved(fig, tmp_path / "efficiency")
+    assert texts(figures.scaling_efficiency(frame)) == ["no multi-GPU records"]
+
+
+def test_precision_comparison(gpu_frame, frame, tmp_path):
+    fig = figures.precision_comparison(gpu_frame)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["cuda1"]
+    assert [t.get_text() for t in visible[0].get_xticklabels()] == ["lstm", "resnet18"]
+    assert sum(len(c) for c in visible[0].containers if hasattr(c, "patches")) == 6
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["fp32", "bf16", "fp16"]
+    assert visible[0].get_ylabel() == "Time per mini-batch (s)"
+    assert_saved(fig, tmp_path / "precision")
+    assert texts(figures.precision_comparison(frame)) == ["no model measured in two precisions"]

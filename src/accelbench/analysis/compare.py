@@ -222,9 +222,12 @@ def _side_text(row: pd.Series, side: str) -> str:
         return tables.MISSING
     if row["metric"] == STATUS_METRIC or status != "ok":
         return tidy.STATUS_TEXT.get(status, status)
-    unit = f" {row['unit']}" if isinstance(row["unit"], str) else ""
-    numbers = [row[f"{side}_{field}"] for field in ("median", "ci_low", "ci_high")]
-    return tables.format_with_ci(*numbers) + unit
+    unit, factor = tables.readable_unit(
+        row["unit"] if isinstance(row["unit"], str) else None,
+        [row["old_median"], row["new_median"]],
+    )
+    numbers = [row[f"{side}_{field}"] / factor for field in ("median", "ci_low", "ci_high")]
+    return tables.format_with_ci(*numbers) + (f" {unit}" if unit else "")
 
 
 def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -> str:

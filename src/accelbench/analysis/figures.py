@@ -85,12 +85,8 @@ def _annotate(ax, x: float, status: str, *, height: float, rotation: float, colo
     )
 
 
-def _legend(fig: Figure, handles: list | None = None) -> None:
+def _legend(fig: Figure, handles: list) -> None:
     """Legend above the axes, in as many columns as the longest entry lets fit the width."""
-    if handles is None:
-        handles = [h for ax in fig.axes for h in ax.get_legend_handles_labels()[0]]
-    if not handles:
-        return
     longest = max(len(handle.get_label()) for handle in handles)
     per_row = max(1, int(fig.get_figwidth() // (LEGEND_CHAR_WIDTH * longest + LEGEND_HANDLE)))
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), per_row))
@@ -253,13 +249,17 @@ def speedup_heatmap(
     return fig
 
 
-def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> None:
+def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
     """One line per label over the device count, with interval error bars; cells that did
-    not run are labelled at their count, in the label's colour."""
+    not run are labelled at their count, in the label's colour. Returns legend handles."""
+    handles = []
     for slot, label in enumerate(palette):
         here = cells[cells["label"] == label].sort_values("count")
         ok = (here["status"] == "ok") & np.isfinite(here[f"{prefix}median"].astype(float))
         done = here[ok]
+        marker = MARKERS[slot % len(MARKERS)]
+        # Every label is in the legend, also one whose cells all failed: its colour names them.
+        handles.append(Line2D([], [], color=palette[label], marker=marker, label=label))
         if not done.empty:
             median = done[f"{prefix}median"].to_numpy(float)
             below = (median - done[f"{prefix}ci_low"].to_numpy(float)).clip(min=0)
@@ -269,8 +269,7 @@ def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> None:
                 median,
                 yerr=np.vstack([below, above]),
                 color=palette[label],
-                marker=MARKERS[slot % len(MARKERS)],
-                label=label,
+                marker=marker,
             )
         for count, status in here.loc[~ok, ["count", "status"]].itertuples(index=False):
             text = NOT_RUN_TEXT.get(status)
@@ -284,6 +283,7 @@ def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> None:
                     va="bottom",
                     color=palette[label],
                 )
+    return handles
 
 
 def _count_axis(ax, counts: list[int], label: str) -> None:
@@ -315,12 +315,12 @@ def cpu_thread_scaling(
         return _no_data(fig, ax, "no CPU thread-scaling records")
     labels = list(dict.fromkeys(cells["label"]))
     palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ax.plot(counts, counts, color="black", linestyle="--", linewidth=0.8, label="ideal")
-    _lines(ax, cells, "", palette)
+    ideal = ax.plot(counts, counts, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "", palette)
     _count_axis(ax, counts, "CPU threads")
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    _legend(fig)
+    _legend(fig, [*ideal, *handles])
     return fig
 
 
@@ -344,12 +344,12 @@ def scaling_efficiency(
         return _no_data(fig, ax, f"no {what} records")
     labels = list(dict.fromkeys(cells["label"]))
     palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
-    _lines(ax, cells, "efficiency_", palette)
+    ideal = ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "efficiency_", palette)
     _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
     top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=1.0)
     ax.set_ylim(0, max(1.1, top * 1.05))
-    _legend(fig)
+    _legend(fig, [ideal, *handles])
     return fig
 
 
