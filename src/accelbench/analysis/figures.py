@@ -1,10 +1,15 @@
-"""Figures from the tidy table: training time per mini-batch, kernel throughput vs size.
+"""Figures from the tidy table, one function each: training time per mini-batch by
+device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
+scaling efficiency, kernel throughput against size. `FIGURES` names the ones
+the workflow draws.
 
 The records hold summaries (median and its 95% CI), not raw samples, so bars
 and error bars are drawn explicitly from those columns rather than letting
 seaborn estimate them. A cell that exists but did not run is labelled where
 its bar or point would be (n/a, OOM, failed) so an absent bar is never read
-as a zero or forgotten.
+as a zero or forgotten; a selection with nothing in it draws a "no data" note.
+Every function takes an optional width in inches (style.WIDTHS); without one
+it picks single or double column by its content.
 """
 
 from __future__ import annotations
@@ -92,10 +97,10 @@ def _legend(fig: Figure, handles: list) -> None:
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), per_row))
 
 
-def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> bool:
+def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> None:
     """Grouped bars of `metric` with CI error bars: one group per label, one bar per value
-    of `hue`; cells that did not run are labelled where their bar would be. Returns
-    whether the axis went logarithmic (values spanning more than two decades)."""
+    of `hue`; cells that did not run are labelled where their bar would be. The axis goes
+    logarithmic when the values span more than two decades."""
     labels = list(dict.fromkeys(rows["label"]))
     measured = _measured(rows, metric)
     log = _spans_decades(measured[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float))
@@ -130,14 +135,13 @@ def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palett
     elif measured.empty:
         ax.set_yticks([])  # nothing measured: a number scale would suggest values
     ax.set_xticks(range(len(labels)), labels)
-    if sum(map(len, labels)) > 8 * ax.get_figure().get_figwidth() / max(
-        len(ax.get_figure().axes), 1
-    ):
+    fig = ax.get_figure()
+    panel_width = fig.get_figwidth() / len(fig.axes)
+    if sum(map(len, labels)) > 8 * panel_width:  # about the characters that fit side by side
         ax.tick_params(axis="x", labelrotation=30)
         for text in ax.get_xticklabels():
             text.set_horizontalalignment("right")
     ax.set_xlim(-0.5, len(labels) - 0.5)
-    return log
 
 
 def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) -> Figure:
@@ -220,9 +224,12 @@ def speedup_heatmap(
             values[labels.index(label), devices.index(device)] = math.log2(cell["median"])
     span = max(1.0, math.ceil(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0)
     norm = Normalize(-span, span)
-    cmap = style.diverging_colormap()
     mesh = ax.pcolormesh(
-        np.ma.masked_invalid(values), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.5
+        np.ma.masked_invalid(values),
+        cmap=style.diverging_colormap(),
+        norm=norm,
+        edgecolors="white",
+        linewidth=0.5,
     )
     for (label, device), cell in grid.iterrows():
         row, column = labels.index(label), devices.index(device)

@@ -4,9 +4,9 @@ One cell per (row, column). A cell that could not run says why (OOM, n/a,
 failed) and points to a footnote with the reason, so a missing number is never
 mistaken for a slow one; a cell with no record at all shows a dash. The best
 cell of each row (lowest time, highest speedup) is set in bold where the row
-has two numbers to compare. Numbers keep
-the digits their interval supports and no more, and a table of times is
-printed in the unit (s, ms, µs, ns) that makes its smallest time at least 1.
+has two numbers to compare. Numbers keep the digits their interval supports
+and no more, and a table of times is printed in the unit (s, ms, µs, ns) that
+makes its smallest time at least 1.
 
 Tables: the classic one (rows x devices), the same across precisions, speedup
 over a baseline device, and scaling efficiency over device counts. Each builder

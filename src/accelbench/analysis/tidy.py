@@ -9,6 +9,7 @@ from what was measured.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -38,6 +39,7 @@ PARAM_ORDER = (
     "batch",
 )
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
+UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
 PROVENANCE_COLUMNS = (
     "host",
@@ -71,20 +73,17 @@ LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
 VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
 
 
-def _metric_columns(name: str, metric: dict[str, Any]) -> dict[str, Any]:
-    if "median" in metric:
-        return {f"{name}_{field}": metric.get(field) for field in DISTRIBUTION_FIELDS}
-    return {name: metric["value"]}
-
-
-def _metric_units(name: str, metric: dict[str, Any]) -> dict[str, str]:
-    if "median" in metric:
-        return {
-            f"{name}_{field}": metric["unit"]
-            for field in DISTRIBUTION_FIELDS
-            if field not in ("n", "ci_level")
-        }
-    return {name: metric["unit"]}
+@functools.cache
+def _metric_names(name: str, distribution: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(column names, columns that carry the unit) of one metric; cached because every
+    record repeats the same few metrics."""
+    if not distribution:
+        return (name,), (name,)
+    columns = tuple(f"{name}_{field}" for field in DISTRIBUTION_FIELDS)
+    with_unit = tuple(
+        f"{name}_{field}" for field in DISTRIBUTION_FIELDS if field not in UNITLESS_FIELDS
+    )
+    return columns, with_unit
 
 
 def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
@@ -113,11 +112,11 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Flat:
-    row: dict[str, Any]  # record fields, check and provenance columns
-    versions: dict[str, Any]  # <library>_version columns
+    row: dict[str, Any]  # record fields, check, provenance and <library>_version columns
     params: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]  # metric name -> its columns
-    units: dict[str, str]
+    measured: dict[str, Any]  # metric columns
+    metrics: dict[str, tuple[str, ...]]  # metric name -> its column names
+    units: dict[str, str]  # metric column -> unit
 
 
 def _flatten(record: dict[str, Any]) -> _Flat:
@@ -127,13 +126,21 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     row["check_passed"] = check.get("passed")
     row["check_relative_error"] = check.get("relative_error")
     row.update(_provenance_columns(record["provenance"]))
-    libraries = record["provenance"].get("libraries") or {}
-    versions = {f"{name}{VERSION_SUFFIX}": version for name, version in libraries.items()}
-    metrics = {name: _metric_columns(name, metric) for name, metric in record["metrics"].items()}
+    for library, version in (record["provenance"].get("libraries") or {}).items():
+        row[f"{library}{VERSION_SUFFIX}"] = version
+    measured: dict[str, Any] = {}
+    metrics: dict[str, tuple[str, ...]] = {}
     units: dict[str, str] = {}
     for name, metric in record["metrics"].items():
-        units.update(_metric_units(name, metric))
-    return _Flat(row, versions, dict(record["params"]), metrics, units)
+        if not isinstance(metric["unit"], str):
+            raise TypeError(f"unit of metric {name!r} is {metric['unit']!r}, not text")
+        distribution = "median" in metric
+        columns, with_unit = _metric_names(name, distribution)
+        fields = DISTRIBUTION_FIELDS if distribution else ("value",)
+        measured.update(zip(columns, map(metric.get, fields), strict=True))
+        metrics[name] = columns
+        units.update(dict.fromkeys(with_unit, metric["unit"]))
+    return _Flat(row, dict(record["params"]), measured, metrics, units)
 
 
 def _load(path: str) -> _Flat | str:
@@ -194,8 +201,8 @@ class _Columns:
     def __init__(self) -> None:
         self.blocks: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
 
-    def add(self, row: dict[str, Any]) -> None:
-        self.blocks.setdefault(tuple(row), []).append(tuple(row.values()))
+    def add(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        self.blocks.setdefault(keys, []).append(values)
 
     def columns(self, names: list[str]) -> dict[str, list[Any]]:
         gathered: dict[str, list[Any]] = {name: [] for name in names}
@@ -204,6 +211,12 @@ class _Columns:
             for name, values in gathered.items():
                 values.extend(transposed.get(name) or [None] * len(rows))
         return gathered
+
+
+def _clash(flat: _Flat) -> list[str]:
+    """Names used twice across params, metric columns and record fields."""
+    params, row, measured = set(flat.params), set(flat.row), set(flat.measured)
+    return sorted((params & (row | measured)) | (measured & row))
 
 
 def collect(
@@ -215,11 +228,15 @@ def collect(
     repeats one already read, if a params key or metric column has the name of
     another column, or if a metric's unit differs from the same metric's unit
     in the records read before it. Files are judged in path order, so the same
-    set of files always gives the same table and the same problems.
+    set of files always gives the same table and the same problems. Records
+    come in a few shapes (sets of keys); what depends on the shape alone is
+    worked out once per shape.
     """
     paths = sorted(str(path) for path in paths)
     gathered = _Columns()
-    param_names: set[str] = set()
+    clashes: dict[tuple[str, ...], list[str]] = {}
+    accepted: set[tuple[str, ...]] = set()
+    param_names: dict[str, None] = {}
     metric_columns: dict[str, dict[str, None]] = {}
     versions: set[str] = set()
     units: dict[str, str] = {}
@@ -229,18 +246,20 @@ def collect(
         if isinstance(flat, str):
             problems.append((path, flat))
             continue
-        row, params = {**flat.row, **flat.versions}, flat.params
-        measured = {
-            column: value for columns in flat.metrics.values() for column, value in columns.items()
-        }
-        clash = sorted((set(params) & (set(row) | set(measured))) | (set(measured) & set(row)))
-        conflicts = [
-            f"{column} in {unit!r}, earlier records use {units[column]!r}"
-            for column, unit in flat.units.items()
-            if units.get(column, unit) != unit
-        ]
-        if row["id"] in seen:
-            problems.append((path, f"{path}: id {row['id']!r} already read from {seen[row['id']]}"))
+        shape = (*flat.row, *flat.params, *flat.measured)
+        clash = clashes.get(shape)
+        if clash is None:
+            clash = clashes[shape] = _clash(flat)
+        conflicts = []
+        if not flat.units.items() <= units.items():
+            conflicts = [
+                f"{column} in {unit!r}, earlier records use {units[column]!r}"
+                for column, unit in flat.units.items()
+                if units.get(column, unit) != unit
+            ]
+        record_id = flat.row["id"]
+        if record_id in seen:
+            problems.append((path, f"{path}: id {record_id!r} already read from {seen[record_id]}"))
         elif clash:
             problems.append(
                 (path, f"{path}: columns {clash} named twice (params, metrics, record fields)")
@@ -248,14 +267,18 @@ def collect(
         elif conflicts:
             problems.append((path, f"{path}: unit mismatch: {'; '.join(conflicts)}"))
         else:
-            seen[row["id"]] = path
+            seen[record_id] = path
             units.update(flat.units)
-            param_names.update(params)
-            versions.update(flat.versions)
-            for name, columns in flat.metrics.items():
-                metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
-            gathered.add({**row, **params, **measured})
-    columns = _column_order(param_names, metric_columns, versions)
+            if shape not in accepted:
+                accepted.add(shape)
+                param_names.update(dict.fromkeys(flat.params))
+                versions.update(name for name in flat.row if name.endswith(VERSION_SUFFIX))
+                for name, columns in flat.metrics.items():
+                    metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
+            gathered.add(
+                shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
+            )
+    columns = _column_order(set(param_names), metric_columns, versions)
     frame = pd.DataFrame(
         {name: _coerce(name, values) for name, values in gathered.columns(columns).items()}
     )
