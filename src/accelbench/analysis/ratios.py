@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import tidy
-from accelbench.devices import DeviceError, parse_device
+from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.timing import CI_LEVEL
 
 NO_BASELINE = "no_baseline"
@@ -39,14 +39,15 @@ def is_rate(unit: str | None) -> bool:
     return bool(unit) and unit.endswith("/s")
 
 
-def _stats(row: pd.Series, metric: str) -> tuple[float, float, float, float]:
-    return tuple(  # type: ignore[return-value]
+def _stats(row: pd.Series, metric: str) -> tuple[float, ...]:
+    """(median, ci_low, ci_high, ci_level) of `metric` in one tidy row; NaN where absent."""
+    return tuple(
         float(row.get(f"{metric}_{field}", math.nan))
         for field in ("median", "ci_low", "ci_high", "ci_level")
     )
 
 
-def ratio(numerator: tuple, denominator: tuple) -> tuple[float, float, float, float]:
+def ratio(numerator: tuple[float, ...], denominator: tuple[float, ...]) -> tuple[float, ...]:
     """(median, low, high, level) of numerator / denominator from two (median, low, high,
     level) tuples; NaN where a number is missing or a denominator bound is not positive."""
     top, top_low, top_high, top_level = numerator
@@ -57,7 +58,7 @@ def ratio(numerator: tuple, denominator: tuple) -> tuple[float, float, float, fl
     return top / bottom, top_low / bottom_high, top_high / bottom_low, level
 
 
-def _speedup(row: pd.Series, base: pd.Series, metric: str, rate: bool) -> tuple:
+def _speedup(row: pd.Series, base: pd.Series, metric: str, rate: bool) -> tuple[float, ...]:
     """How many times faster `row` is than `base`."""
     mine, theirs = _stats(row, metric), _stats(base, metric)
     return ratio(mine, theirs) if rate else ratio(theirs, mine)
@@ -94,9 +95,9 @@ def _cell(
     return cell
 
 
-def _metric_of(frame: pd.DataFrame, metric: str) -> tuple[str, bool]:
-    """The metric to divide, and whether it is a rate (from its unit in the table)."""
-    return metric, is_rate(frame.attrs.get("units", {}).get(f"{metric}_median"))
+def _is_rate(frame: pd.DataFrame, metric: str) -> bool:
+    """Whether `metric` is a rate, from its unit in the table."""
+    return is_rate(frame.attrs.get("units", {}).get(f"{metric}_median"))
 
 
 def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.DataFrame, list[str]]:
@@ -105,7 +106,8 @@ def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.Dat
     Returns (cells, constant parameters for the caption); the baseline's own
     column is left out (it would read 1 everywhere).
     """
-    metric, rate = _metric_of(frame, TIME_METRIC[experiment])
+    metric = TIME_METRIC[experiment]
+    rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
     by_cell = {(row["label"], row["device"]): row for _, row in rows.iterrows()}
     cells = [
@@ -116,7 +118,7 @@ def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.Dat
     return pd.DataFrame(cells, columns=list(CELL_COLUMNS)), constants
 
 
-def _device(text: str) -> Any:
+def _device(text: str) -> Device | None:
     try:
         return parse_device(str(text))
     except DeviceError:
@@ -144,7 +146,8 @@ def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFram
     4 GPUs with a batch counted over all devices still make one line.
     Returns (cells with columns kind, count, speedup*, efficiency*, constants).
     """
-    metric, rate = _metric_of(frame, RATE_METRIC[experiment])
+    metric = RATE_METRIC[experiment]
+    rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
     params = rows.attrs.get("label_params", [])
     keys = [name for name in params if name != "strategy"]
