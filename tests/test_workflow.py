@@ -77,7 +77,8 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     [
         (
             "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'kernels', 'train', 'resources', 'slurm', 'report']",
+            "'kernls' is not one of "
+            "['seed', 'retries', 'kernels', 'train', 'resources', 'slurm', 'report']",
         ),
         ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
         (

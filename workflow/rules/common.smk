@@ -41,16 +41,35 @@ def experiment_resources(family):
         "gpu": lambda wc: cluster.gpus(device(wc)),
         "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
         "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
+        # The job's own attempt number: its last attempt records a failure instead of retrying.
+        "attempt": lambda wc, attempt: attempt,
         # Local runs take this slot so that no two benchmarks share the machine.
         "benchmark_slots": 1,
     }
-    if config["slurm"]["account"]:
-        resources["slurm_account"] = config["slurm"]["account"]
+    optional = {
+        "slurm_account": config["slurm"]["account"],
+        "qos": config["slurm"]["qos"],
+        "constraint": config["slurm"]["constraint"],
+    }
+    resources.update({key: value for key, value in optional.items() if value})
+    if config["slurm"]["gpu_model"]:
+        resources["gpu_model"] = lambda wc: (
+            config["slurm"]["gpu_model"] if parse_device(wc.device).is_gpu else ""
+        )
     return resources
 
 
 def experiment_threads(wildcards):
     return cluster.local_threads(parse_device(wildcards.device))
+
+
+NEEDS_GPU = any(parse_device(exp.device).is_gpu for exp in GRID.experiments)
+
+
+onstart:
+    # Before anything is submitted: the partitions and account must exist.
+    if workflow.executor_plugin.name == "slurm":
+        cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
 
 
 KERNEL_SETTINGS = {

@@ -9,9 +9,12 @@ rule train_benchmark:
     params:
         settings=TRAIN_SETTINGS,
     threads: experiment_threads
+    retries: config["retries"]
     resources:
         **experiment_resources("train"),
     conda:
         "../../envs/accelbench.yaml"
+    envmodules:
+        *config["slurm"]["modules"],
     script:
         "../../scripts/run_experiment.py"
