@@ -6,7 +6,7 @@ mistaken for a slow one; a cell with no record at all shows a dash. The best
 cell of each row (lowest time, highest speedup) is set in bold where the row
 has two numbers to compare. Numbers keep the digits their interval supports
 and no more, and a table of times is printed in the unit (s, ms, µs, ns) that
-makes its smallest time at least 1.
+makes its middle time at least 1.
 
 Tables: the classic one (rows x devices), the same across precisions, speedup
 over a baseline device, and scaling efficiency over device counts. Each builder
@@ -107,13 +107,14 @@ def _marker(index: int) -> str:
 
 def readable_unit(unit: str | None, medians: list[float]) -> tuple[str | None, float]:
     """(unit, seconds per unit) for a table of times: the largest of s, ms, µs, ns in which
-    the smallest median is at least 1. Other units are kept as they are (factor 1)."""
-    finite = [value for value in medians if math.isfinite(value) and value > 0]
+    the middle one of the medians is at least 1, so most numbers read without exponents
+    or leading zeros. Other units are kept as they are (factor 1)."""
+    finite = sorted(value for value in medians if math.isfinite(value) and value > 0)
     if unit != "s" or not finite:
         return unit, 1.0
-    smallest = min(finite)
+    middle = finite[(len(finite) - 1) // 2]
     for name, factor in TIME_UNITS:
-        if smallest >= factor:
+        if middle >= factor:
             return name, factor
     return TIME_UNITS[-1]
 
