@@ -21,6 +21,9 @@ configfile: "config/config.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
 include: "workflow/rules/train.smk"
@@ -35,3 +38,4 @@ rule all:
         rules.tables.output,
         rules.figures.output,
         CLUSTER_TARGETS,
+        rules.provenance.output,

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from accelbench import grid
-from accelbench.analysis import advisor, plain_tables, queue_wait, sacct
+from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
 
 DEFAULT_CONFIG = Path("config/config.yaml")
 
@@ -98,6 +98,22 @@ def command_advise(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_compare(args: argparse.Namespace) -> int:
+    """Compare two result directories; exit 1 if a cell regressed beyond its CI."""
+    runs = []
+    for path in (args.old, args.new):
+        frame, problems = compare.load_run(path)
+        for record, problem in problems:
+            print(f"invalid record {record}: {problem}", file=sys.stderr)
+        runs.append(frame)
+    result = compare.compare(*runs, metrics=args.metric or None, threshold=args.threshold)
+    print(compare.report_text(result, args.threshold, compare.provenance_changes(*runs)), end="")
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(args.csv, index=False)
+    return 1 if (result["verdict"] == compare.REGRESSION).any() else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +161,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--partition", action="append", default=[], help="job size: partitions to compare"
     )
     advise.set_defaults(handler=command_advise)
+
+    comparing = commands.add_parser("compare", help=command_compare.__doc__)
+    comparing.add_argument("old", type=Path, help="results directory (or tidy .parquet) before")
+    comparing.add_argument("new", type=Path, help="results directory (or tidy .parquet) after")
+    comparing.add_argument(
+        "--threshold",
+        type=float,
+        default=0.1,
+        help="slowdown that counts as a regression, as a fraction (default 0.1: 10%%)",
+    )
+    comparing.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="metric to compare (repeatable; default: every measured time, unit s)",
+    )
+    comparing.add_argument("--csv", type=Path, help="also write every compared cell here")
+    comparing.set_defaults(handler=command_compare)
     return parser
 
 
@@ -152,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (grid.GridError, sacct.SacctError, advisor.AdviceError) as err:
+    except (grid.GridError, sacct.SacctError, advisor.AdviceError, compare.CompareError) as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 2
 

@@ -86,3 +86,25 @@ TRAIN_SETTINGS = {
     "warmup_steps": config["train"]["warmup_steps"],
     "image_size": config["train"]["image_size"],
 }
+
+
+def table_files(name, category):
+    """Markdown, LaTeX and CSV of a table, and its HTML page as a report item."""
+    page = report(
+        f"results/tables/{name}.html",
+        caption=f"../report/tables/{name}.rst",
+        category=category,
+        subcategory="Tables",
+    )
+    return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
+
+
+def figure_files(name, category):
+    """Vector PDF of a figure, and its 300 dpi PNG as a report item."""
+    png = report(
+        f"results/figures/{name}.png",
+        caption=f"../report/figures/{name}.rst",
+        category=category,
+        subcategory="Figures",
+    )
+    return [f"results/figures/{name}.pdf", png]
