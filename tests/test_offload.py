@@ -281,7 +281,7 @@ def test_table_states_the_assumptions(frame, tmp_path):
     assert "launch" in markdown and "harmonic mean" in markdown
     assert "| matmul | float64 | cuda1 | cpu2 numpy | 100 | 1,000 | 10 | 48 | 11.1 |" in markdown
     assert "| 200 | 207 (128–256) |" in markdown
-    assert r"L ($\mu$s)" in latex and r"\toprule" in latex
+    assert r"L (\textmu{}s)" in latex and r"\toprule" in latex
     numbers = pd.read_csv(tmp_path / "offload.csv")
     assert numbers.loc[0, "predicted_n"] == pytest.approx(200)
 
