@@ -57,6 +57,7 @@ class Backend:
     device_kinds: tuple[str, ...]
     timer: str  # "torch" (torch.utils.benchmark), "cupy" (cupyx.profiler), "cuda-events"
     _reason: Callable[[Device], str | None]
+    naive: bool = False  # plain interpreted loops: only run up to a configured size
 
     def unavailable_reason(self, device: Device) -> str | None:
         """Why this backend cannot run on `device` here, or None if it can."""
@@ -66,6 +67,7 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
+        Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
         Backend("numpy", ("cpu",), "torch", lambda device: None),
         Backend("numba", ("cpu",), "torch", _numba_reason),
         Backend("numba-parallel", ("cpu",), "torch", _numba_reason),
