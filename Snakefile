@@ -23,8 +23,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
+include: "workflow/rules/roofs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/roofline.smk"
 
 
 rule all:
@@ -33,3 +35,4 @@ rule all:
         rules.tidy.output,
         rules.tables.output,
         rules.figures.output,
+        rules.roofline.output,

@@ -19,7 +19,7 @@ import numpy as np
 from accelbench import provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import cpu_threads, parse_device
-from accelbench.grid import Experiment, KernelExperiment
+from accelbench.grid import Experiment, KernelExperiment, RoofExperiment
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.results import make_record, write_record
 
@@ -196,9 +196,17 @@ def _measure(family: str):
 
 def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
     """The experiment's parameters and settings; the naive size limit only where it applies."""
-    params = {k: v for k, v in settings.items() if k not in ("config_hash", "naive_size_limit")}
+    params = {
+        key: value
+        for key, value in settings.items()
+        if key not in ("config_hash", "naive_size_limit", "roofs")
+    }
     if isinstance(exp, KernelExperiment) and BACKENDS[exp.backend].naive:
         params["naive_size_limit"] = naive_size_limit(kernels()[exp.kernel], settings)
+    if isinstance(exp, RoofExperiment):
+        from accelbench.roofs import roof_sizes
+
+        params.update(roof_sizes(exp, settings))
     return {**asdict(exp), **params}
 
 

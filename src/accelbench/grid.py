@@ -259,7 +259,9 @@ def validate_config(config: dict[str, Any]) -> None:
     for kernel, axes in kernels_cfg.get("overrides", {}).items():
         _named_choice("kernels.overrides", kernel, "kernel", kernel_names())
         for backend in axes.get("backends", []):
-            _named_choice(f"kernels.overrides.{kernel}.backends", backend, "backend", list(BACKENDS))
+            _named_choice(
+                f"kernels.overrides.{kernel}.backends", backend, "backend", list(BACKENDS)
+            )
         for device in axes.get("devices", []):
             try:
                 parse_device(device)

@@ -55,7 +55,7 @@ class Prepared:
     fetch: Callable[[], np.ndarray]  # copy the output to the host, synchronised
     poison: Callable[[], object]  # fill the output with NaN so a no-op cannot pass the check
     # GPU backends: copy the host inputs into the resident device inputs, and the
-    # output into a host buffer, so transfer and end-to-end time can be measured.
+    # output into a host buffer (returned), so transfer and end-to-end time can be measured.
     upload: Callable[[], object] | None = None
     download: Callable[[], object] | None = None
 
@@ -67,7 +67,9 @@ def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
     """Normwise relative error max|result - reference| / max|reference|; inf on NaN or shape."""
     if result.shape != reference.shape:
         return float("inf")
-    diff = np.abs(result.astype(np.complex128 if np.iscomplexobj(result) else np.float64) - reference)
+    diff = np.abs(
+        result.astype(np.complex128 if np.iscomplexobj(result) else np.float64) - reference
+    )
     if not np.all(np.isfinite(diff)):
         return float("inf")
     scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
@@ -160,6 +162,7 @@ def array_prepared(
 
         def download():
             am.download(host_out, out)
+            return host_out
 
     return Prepared(
         run=lambda: run_into(*inputs, out),
@@ -175,7 +178,9 @@ def host_prepared(host_inputs, run_into, out_shape, out_dtype) -> Prepared:
     inputs = tuple(np.ascontiguousarray(x) for x in host_inputs)
     out = np.empty(out_shape, dtype=out_dtype)
     return Prepared(
-        run=lambda: run_into(*inputs, out), fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan)
+        run=lambda: run_into(*inputs, out),
+        fetch=lambda: out.copy(),
+        poison=lambda: out.fill(np.nan),
     )
 
 
@@ -232,7 +237,7 @@ def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) 
                 resident.copy_(source)
 
         def download():
-            host_out.copy_(out)
+            return host_out.copy_(out)
 
     return Prepared(
         run=lambda: run_into(*inputs, out),
@@ -241,6 +246,18 @@ def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) 
         upload=upload,
         download=download,
     )
+
+
+THREADS_PER_BLOCK = 256
+
+
+def grid_1d(length: int, max_blocks: int = 65535) -> tuple[int, int]:
+    """(blocks, threads per block) covering `length` items, for grid-stride CUDA loops.
+
+    Short vectors get one short block (fewer idle threads, and far fewer for the
+    CUDA simulator to emulate)."""
+    threads = max(1, min(THREADS_PER_BLOCK, length))
+    return max(1, min(max_blocks, (length + threads - 1) // threads)), threads
 
 
 def numba_cuda_prepared(host_inputs, launch, out_shape, out_dtype) -> Prepared:

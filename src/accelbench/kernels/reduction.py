@@ -31,7 +31,7 @@ from accelbench.kernels import (
     unit_roundoff,
 )
 
-THREADS_PER_BLOCK = 256  # a power of two: the tree in shared memory halves it
+THREADS_PER_BLOCK = 128  # a power of two: the tree in shared memory halves it
 MAX_BLOCKS = 1024
 
 

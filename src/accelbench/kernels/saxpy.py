@@ -22,14 +22,13 @@ from accelbench.kernels import (
     Prepared,
     array_prepared,
     cupy_module,
+    grid_1d,
     host_prepared,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
     unit_roundoff,
 )
-
-THREADS_PER_BLOCK = 256
 
 
 def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
@@ -131,10 +130,10 @@ def cuda_kernel():
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
     a, x, y = inputs
     kernel = cuda_kernel()
-    blocks = max(1, min(65535, (x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
+    blocks, threads = grid_1d(x.size)
     return numba_cuda_prepared(
         (a.reshape(1), x, y),
-        lambda a, x, y, out: kernel[blocks, THREADS_PER_BLOCK](a, x, y, out),
+        lambda a, x, y, out: kernel[blocks, threads](a, x, y, out),
         x.shape,
         x.dtype,
     )

@@ -25,6 +25,7 @@ from accelbench.kernels import (
     Prepared,
     array_prepared,
     cupy_module,
+    grid_1d,
     host_prepared,
     numba_cuda_prepared,
     python_prepared,
@@ -34,7 +35,6 @@ from accelbench.kernels import (
     torch_to_host,
 )
 
-THREADS_PER_BLOCK = 256
 HOST_LINK_REASON = (
     "a host<->device copy needs a GPU; on a CPU the copy is transfer-d2d (a host memcpy)"
 )
@@ -125,9 +125,9 @@ def cuda_copy_kernel():
 def prepare_d2d_numba_cuda(inputs, device: Device) -> Prepared:
     (x,) = inputs
     kernel = cuda_copy_kernel()
-    blocks = max(1, min(65535, (x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
+    blocks, threads = grid_1d(x.size)
     prepared = numba_cuda_prepared(
-        inputs, lambda x, out: kernel[blocks, THREADS_PER_BLOCK](x, out), x.shape, x.dtype
+        inputs, lambda x, out: kernel[blocks, threads](x, out), x.shape, x.dtype
     )
     return _without_transfers(prepared)
 
@@ -235,7 +235,9 @@ def _link_implementations(direction: str, pinned: bool) -> dict:
     }
 
 
-def _spec(name: str, description: str, crossings: int, implementations: dict, **extra):
+def _spec(
+    name: str, description: str, crossings: int, implementations: dict, half_dtypes: dict, **extra
+):
     return KernelSpec(
         name=name,
         description=description,
@@ -246,6 +248,7 @@ def _spec(name: str, description: str, crossings: int, implementations: dict, **
         tolerance=exact,
         implementations=implementations,
         error_measure="normwise relative error (an exact copy is 0)",
+        half_dtypes=half_dtypes,
         **extra,
     )
 
@@ -258,6 +261,7 @@ def _link_spec(direction: str, pinned: bool) -> KernelSpec:
         f"copy n elements from {source} to {target}, {memory} host memory",
         1,
         _link_implementations(direction, pinned),
+        {"torch": ("float16", "bfloat16"), "cupy": ("float16",)},
         device_kinds=("cuda",),
         device_kinds_reason=HOST_LINK_REASON,
     )
@@ -277,6 +281,7 @@ SPECS = (
             "cupy": prepare_d2d_cupy,
             "numba-cuda": prepare_d2d_numba_cuda,
         },
+        {"numpy": ("float16", "bfloat16"), "torch": ("float16", "bfloat16"), "cupy": ("float16",)},
         naive_size_limit=1 << 20,
     ),
     *(_link_spec(direction, pinned) for direction in ("h2d", "d2h") for pinned in (False, True)),
