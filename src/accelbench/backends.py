@@ -67,12 +67,12 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
-        Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
         Backend("numpy", ("cpu",), "torch", lambda device: None),
         Backend("numba", ("cpu",), "torch", _numba_reason),
         Backend("numba-parallel", ("cpu",), "torch", _numba_reason),
         Backend("torch", ("cpu", "cuda"), "torch", _torch_reason),
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
         Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
+        Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
     )
 }
