@@ -65,31 +65,32 @@ def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
     Rows without a matching roof (none measured for that device and dtype) get NaN.
     """
     out = frame.copy()
+    out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
     out["roof_percent"] = np.nan
     out["roof_bound"] = pd.Series(pd.NA, index=out.index, dtype="str")
-    kernel_rows = (out["experiment"] == "kernel") & (out["status"] == "ok")
+    rows = out[(out["experiment"] == "kernel") & (out["status"] == "ok")]
     table = roofs(frame)
-    if not kernel_rows.any() or table.empty:
-        out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
+    if rows.empty or table.empty:
         return out
-    rows = out.loc[kernel_rows, ["kernel", *KEYS]].reset_index().merge(table, on=KEYS, how="left")
-    rows = rows.set_index("index")
-    column = lambda name: out.loc[rows.index, name].astype(float) if name in out else np.nan  # noqa: E731
-    gflops, bandwidth = column("gflops_median"), column("bandwidth_median")
-    intensity = column("arithmetic_intensity")
-    memory = intensity * rows["copy_bandwidth"]
-    compute_bound = rows["peak_gflops"] <= memory
-    attainable = np.where(compute_bound, rows["peak_gflops"], memory)
-    percent = pd.Series(100.0 * gflops / attainable, index=rows.index)
+    # One roof per (device, dtype), so the left join keeps the kernel rows in order.
+    ceilings = rows[KEYS].merge(table, on=KEYS, how="left").set_index(rows.index)
+
+    def measured(name: str) -> pd.Series:
+        return rows[name].astype(float) if name in rows else pd.Series(np.nan, index=rows.index)
+
+    memory = measured("arithmetic_intensity") * ceilings["copy_bandwidth"]
+    compute_bound = ceilings["peak_gflops"] <= memory
+    percent = (
+        100.0 * measured("gflops_median") / ceilings["peak_gflops"].where(compute_bound, memory)
+    )
     bound = pd.Series(np.where(compute_bound, "peak_gflops", "copy_bandwidth"), index=rows.index)
     for kernel, roof in BANDWIDTH_ROOFS.items():
         copies = rows["kernel"] == kernel
-        percent[copies] = 100.0 * bandwidth[copies] / rows.loc[copies, roof]
+        percent[copies] = 100.0 * measured("bandwidth_median")[copies] / ceilings.loc[copies, roof]
         bound[copies] = roof
-    measured = np.isfinite(percent.astype(float))
-    out.loc[rows.index, "roof_percent"] = percent.where(measured)
-    out.loc[rows.index[measured.to_numpy()], "roof_bound"] = bound[measured]
-    out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
+    known = np.isfinite(percent)
+    out.loc[rows.index, "roof_percent"] = percent.where(known)
+    out.loc[known[known].index, "roof_bound"] = bound[known]
     return out
 
 
