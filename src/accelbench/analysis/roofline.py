@@ -231,7 +231,13 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
         ax.plot(x, np.minimum(roof.peak_gflops, x * roof.copy_bandwidth), color="black")
-        ax.text(high, roof.peak_gflops, f"GEMM {roof.peak_gflops:.3g}", ha="right", va="bottom")
+        ax.text(
+            high,
+            roof.peak_gflops,
+            f"GEMM {roof.peak_gflops:.3g} {gflops_unit}",
+            ha="right",
+            va="bottom",
+        )
         ax.text(
             low,
             low * roof.copy_bandwidth,

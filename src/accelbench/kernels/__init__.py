@@ -21,7 +21,6 @@ from accelbench.registry import discover
 
 # Every kernel supports these; 16-bit types only where a backend computes in them.
 BASE_DTYPES = ("float64", "float32")
-DTYPES = (*BASE_DTYPES, "float16", "bfloat16")
 HALF_DTYPES = ("float16", "bfloat16")
 
 

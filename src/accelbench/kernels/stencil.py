@@ -99,6 +99,7 @@ def _numba_loops(parallel: bool):
     @numba.njit(parallel=parallel, cache=True)
     def sweep_loops(u, out):
         n, m = u.shape
+        quarter = u.dtype.type(0.25)  # a float64 literal would widen float32 sums
         for i in numba.prange(n):
             if i == 0 or i == n - 1:
                 for j in range(m):
@@ -106,7 +107,7 @@ def _numba_loops(parallel: bool):
             else:
                 out[i, 0] = u[i, 0]
                 for j in range(1, m - 1):
-                    out[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+                    out[i, j] = quarter * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
                 out[i, m - 1] = u[i, m - 1]
 
     return sweep_loops
@@ -121,8 +122,9 @@ def prepare_numba_parallel(inputs, device: Device) -> Prepared:
 
 
 @cache
-def cuda_kernel():
+def cuda_kernel(dtype_name: str):
     """One thread per grid point: interior points average, boundary points copy."""
+    element = getattr(numba, dtype_name)
 
     @cuda.jit
     def sweep(u, out):
@@ -130,7 +132,8 @@ def cuda_kernel():
         n, m = u.shape
         if i < n and j < m:
             if 0 < i < n - 1 and 0 < j < m - 1:
-                out[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+                total = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                out[i, j] = element(0.25) * total
             else:
                 out[i, j] = u[i, j]
 
@@ -139,7 +142,7 @@ def cuda_kernel():
 
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
     n, m = inputs[0].shape
-    kernel = cuda_kernel()
+    kernel = cuda_kernel(inputs[0].dtype.name)
     blocks = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
     return numba_cuda_prepared(
         inputs, lambda u, out: kernel[blocks, (TILE, TILE)](u, out), (n, m), inputs[0].dtype
