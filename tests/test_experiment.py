@@ -567,3 +567,20 @@ def test_wrong_roof_gemm_fails_the_roof(monkeypatch, tmp_path):
     assert record["status"] == "failed"
     assert record["reason"].startswith("peak_gflops with numpy")
     assert record["metrics"] == {}
+
+
+@pytest.mark.parametrize(
+    "kernel", ["mandelbrot", "saxpy", "reduction", "stencil", "fft1d", "fft2d", "transfer-h2d"]
+)
+@pytest.mark.parametrize("backend", ["cupy", "numba-cuda", "torch"])
+def test_every_gpu_kernel_yields_a_record_without_a_gpu(kernel, backend, tmp_path):
+    exp = KernelExperiment(kernel, "cuda1", backend, "float32", 16)
+    record = run_record(exp, tmp_path)
+    if HAS_GPU:
+        assert record["status"] == "ok", record["reason"]
+        if not kernel.startswith("transfer"):
+            assert {"transfer_time", "end_to_end_time"} <= set(record["metrics"])
+    else:
+        assert record["status"] == "unavailable"
+        assert "CUDA" in record["reason"] or "GPU" in record["reason"]
+        assert record["metrics"] == {} and record["check"] is None
