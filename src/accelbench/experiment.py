@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -89,7 +90,7 @@ class Checked:
     prepared: Prepared
     check: dict[str, Any]
     first_call: float
-    recheck: Any  # () -> check dict, run after timing
+    recheck: Callable[[], dict[str, Any]]  # the same check again, after timing
 
 
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
@@ -172,7 +173,7 @@ def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict
 
 def _mismatch(check: dict[str, Any]) -> str:
     return (
-        f"result differs from the float64 reference: relative error "
+        f"result differs from the float64 reference: {check['measure']} "
         f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
     )
 
