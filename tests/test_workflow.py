@@ -32,7 +32,7 @@ def test_default_grid_plans_every_cell(workflow_dir):
     # config/config.yaml: matmul on 2 devices x 4 backends x 2 dtypes x 2 sizes, the other
     # kernels on a few cells each (see its overrides); roofs for 2 devices x 2 dtypes;
     # 2 devices x 1 model.
-    assert jobs["kernel_benchmark"] == 32 + 24
+    assert jobs["kernel_benchmark"] == 32 + 18
     assert jobs["roof_benchmark"] == 4
     assert jobs["train_benchmark"] == 2
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["roofline"] == 1
