@@ -26,9 +26,11 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
+include: "workflow/rules/roofs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/cluster.smk"
+include: "workflow/rules/roofline.smk"
 
 
 rule all:
@@ -39,3 +41,4 @@ rule all:
         rules.figures.output,
         CLUSTER_TARGETS,
         rules.provenance.output,
+        rules.roofline.output,

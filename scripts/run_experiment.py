@@ -17,7 +17,12 @@ logging.basicConfig(
 logging.captureWarnings(True)
 
 wildcards = dict(snakemake.wildcards.items())
-exp = grid.parse_kernel(wildcards) if "kernel" in wildcards else grid.parse_train(wildcards)
+if "kernel" in wildcards:
+    exp = grid.parse_kernel(wildcards)
+elif "model" in wildcards:
+    exp = grid.parse_train(wildcards)
+else:
+    exp = grid.parse_roof(wildcards)
 settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),

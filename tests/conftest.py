@@ -13,7 +13,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
 
-# The smallest grid that still has every stage: two kernel cells, one training cell.
+# The smallest grid that still has every stage: three kernel cells, one roof, one training
+# cell. Config files merge key by key, so the default grid's other kernels get no sizes.
 TINY_CONFIG = """\
 kernels:
   devices: [cpu1]
@@ -21,6 +22,18 @@ kernels:
   dtypes: [float64]
   sizes:
     matmul: [32]
+    saxpy: [1000]
+    mandelbrot: []
+    reduction: []
+    stencil: []
+    fft1d: []
+    fft2d: []
+    transfer-d2d: []
+  overrides:
+    saxpy: {devices: [cpu1], backends: [numpy], dtypes: [float64]}
+  roofs:
+    gemm_size: {cpu: 64, cuda: 64}
+    copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.02
   samples: 5
 train:

@@ -27,6 +27,7 @@ def test_grid_lists_paths_and_exclusions(tmp_path, capsys):
         "excluded results/kernels/matmul/cuda1/numpy/float64/n128.json: "
         "backend 'numpy' runs on cpu devices, not on cuda1" in err
     )
+    # 8 matmul cells; the other kernels' backends come from config.yaml's overrides.
     assert f"{len(paths)} experiments, 8 excluded" in err
 
 
@@ -35,3 +36,28 @@ def test_grid_reports_bad_names(tmp_path, capsys):
     extra.write_text("kernels:\n  backends: [fortran]\n")
     assert cli.main(["grid", "--configfile", str(extra)]) == 2
     assert "unknown backend 'fortran'; allowed:" in capsys.readouterr().err
+
+
+def test_benchmark_prints_the_table(tmp_path, capsys):
+    """Tiny sizes: this checks the command and the table, not this machine's speed."""
+    small = tmp_path / "small.yaml"
+    small.write_text(
+        "kernels:\n"
+        "  sizes: {matmul: [24], mandelbrot: [12]}\n"
+        "  roofs: {gemm_size: {cpu: 32, cuda: 32}, copy_mib: {cpu: 1, cuda: 1}}\n"
+        "  samples: 3\n"
+    )
+    args = ["benchmark", "--configfile", str(small), "--dtype", "float32", "--min-run-time", "0.01"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "against this machine's measured roofs" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| GEMM n=24 float32",
+        "| saxpy n=262144 float32",
+        "| stencil n=512 float32",
+        "| reduction n=262144 float32",
+        "| Mandelbrot n=12 float64",
+    ]
+    assert "GEMM roof" in rows[1] and "copy roof" in rows[2] and "naive Python" in rows[5]
+    assert ">= 80%" in rows[1] and ">= 70%" in rows[2] and ">= 100x" in rows[5]

@@ -12,8 +12,8 @@ import torch
 from accelbench import experiment, results, timing
 from accelbench.backends import BACKENDS
 from accelbench.experiment import Outcome, is_out_of_memory, measure_kernel
-from accelbench.grid import KernelExperiment, TrainExperiment
-from accelbench.kernels import Prepared, kernels
+from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
+from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels.matmul import prepare_numpy
 from accelbench.results import load_record, make_record, write_record
 
@@ -412,3 +412,175 @@ def test_successful_write_leaves_only_the_record(tmp_path):
     write_record(target, record)
     assert [p.name for p in target.parent.iterdir()] == ["record.json"]
     assert load_record(target)["check"]["relative_error"] is None
+
+
+# --- naive Python, transfers, copies and roofs --------------------------------------------------
+
+
+def test_naive_python_above_its_limit_writes_a_skipped_record(timer_calls, tmp_path):
+    exp = KernelExperiment("matmul", "cpu1", "python", "float64", 128)
+    record = run_record(exp, tmp_path, {**SETTINGS, "naive_size_limit": {"matmul": 64}})
+    assert record["status"] == "skipped"
+    assert record["reason"] == "skipped: above naive size limit (n=128 > 64)"
+    assert record["metrics"] == {} and record["check"] is None
+    assert record["params"]["naive_size_limit"] == 64
+    assert timer_calls == []
+
+
+def test_naive_python_limit_defaults_to_the_kernels_own(tmp_path):
+    spec = kernels()["matmul"]
+    exp = KernelExperiment("matmul", "cpu1", "python", "float64", spec.naive_size_limit + 1)
+    record = run_record(exp, tmp_path)
+    assert record["status"] == "skipped"
+    assert f"> {spec.naive_size_limit})" in record["reason"]
+
+
+def test_naive_python_within_its_limit_is_measured(tmp_path):
+    exp = KernelExperiment("mandelbrot", "cpu1", "python", "float64", 8)
+    record = run_record(exp, tmp_path, {**SETTINGS, "naive_size_limit": {"mandelbrot": 8}})
+    assert record["status"] == "ok", record["reason"]
+    assert record["check"]["measure"] == "fraction of pixels whose escape count differs"
+    assert record["params"]["naive_size_limit"] == 8
+    assert_distribution(record["metrics"]["gflops"], SETTINGS["samples"])
+
+
+def test_compiled_backends_carry_no_naive_limit(tmp_path):
+    record = run_record(NUMPY_EXP, tmp_path, {**SETTINGS, "naive_size_limit": {"matmul": 4}})
+    assert record["status"] == "ok"
+    assert "naive_size_limit" not in record["params"]
+
+
+DEVICE_PATHS = {
+    "saxpy": saxpy.prepare_array_module,
+    "stencil": stencil.prepare_array_module,
+    "fft2d": fft.prepare_array_module,
+    "mandelbrot": mandelbrot.prepare_array_module,
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(DEVICE_PATHS))
+def test_transfer_and_end_to_end_time_where_inputs_must_be_copied(monkeypatch, kernel, tmp_path):
+    """A backend whose Prepared copies in and out (here NumPy standing in for CuPy) is
+    also timed copying, and copying around the kernel."""
+    spec = kernels()[kernel]
+    monkeypatch.setitem(
+        spec.implementations,
+        "numpy",
+        lambda inputs, device: DEVICE_PATHS[kernel](NUMPY_AS_DEVICE, inputs),
+    )
+    exp = KernelExperiment(kernel, "cpu1", "numpy", "float32", 16)
+    record = run_record(exp, tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    metrics = record["metrics"]
+    for name in ("transfer_time", "end_to_end_time"):
+        assert metrics[name]["unit"] == "s"
+        assert_distribution(metrics[name], SETTINGS["samples"])
+    flops = spec.flops(16)
+    assert metrics["end_to_end_gflops"]["unit"] == "GFLOP/s"
+    assert metrics["end_to_end_gflops"]["median"] == pytest.approx(
+        flops / metrics["end_to_end_time"]["median"] / 1e9
+    )
+
+
+def test_host_backends_record_no_transfer(tmp_path):
+    record = run_record(KernelExperiment("saxpy", "cpu1", "numba", "float32", 1000), tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    assert not {"transfer_time", "end_to_end_time", "end_to_end_gflops"} & set(record["metrics"])
+
+
+def test_copy_kernel_reports_bandwidth_and_no_flops(tmp_path):
+    exp = KernelExperiment("transfer-d2d", "cpu1", "numpy", "float64", 1000)
+    record = run_record(exp, tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    metrics = record["metrics"]
+    assert "gflops" not in metrics
+    assert metrics["arithmetic_intensity"]["value"] == 0
+    assert metrics["bandwidth"]["median"] == pytest.approx(16000 / metrics["time"]["median"] / 1e9)
+    assert record["check"]["relative_error"] == 0.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "python", "torch"])
+def test_half_precision_kernel_record(backend, tmp_path):
+    dtype = "bfloat16" if backend == "torch" else "float16"
+    kernel = "saxpy"
+    exp = KernelExperiment(kernel, "cpu1", backend, dtype, 64)
+    if dtype not in kernels()[kernel].dtypes(backend):
+        from accelbench.grid import kernel_exclusion
+
+        assert "computes in float64, float32 only" in kernel_exclusion(exp)
+        return
+    record = run_record(exp, tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    assert record["metrics"]["bandwidth"]["median"] > 0
+
+
+ROOF_SETTINGS = {
+    **SETTINGS,
+    "roofs": {"gemm_size": {"cpu": 48, "cuda": 64}, "copy_mib": {"cpu": 1, "cuda": 1}},
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cpu_roof_record(dtype, tmp_path):
+    exp = RoofExperiment("cpu1", dtype)
+    assert exp.path == f"results/roofs/cpu1/{dtype}.json"
+    record = run_record(exp, tmp_path, ROOF_SETTINGS)
+    assert record["experiment"] == "roof"
+    assert record["status"] == "ok", record["reason"]
+    metrics = record["metrics"]
+    assert set(metrics) == {"peak_gflops", "copy_bandwidth", "threads"}
+    assert metrics["peak_gflops"]["unit"] == "GFLOP/s"
+    assert metrics["copy_bandwidth"]["unit"] == "GB/s"
+    for name in ("peak_gflops", "copy_bandwidth"):
+        assert_distribution(metrics[name], SETTINGS["samples"])
+    itemsize = np.dtype(dtype).itemsize
+    assert record["params"]["gemm_size"] == 48
+    assert record["params"]["copy_size"] == (1 << 20) // itemsize
+    assert "roofs" not in record["params"]
+    roofs = record["check"]["roofs"]
+    assert record["check"]["passed"] is True
+    # The roof is the best of the candidate libraries, each checked before it was timed.
+    for name, found in roofs.items():
+        assert found["backend"] in ("numpy", "torch")
+        assert found["passed"] is True
+        assert found["candidates"][found["backend"]] == max(found["candidates"].values())
+        assert metrics[name]["median"] == pytest.approx(found["candidates"][found["backend"]])
+    assert set(roofs["peak_gflops"]["candidates"]) == {"numpy", "torch"}
+
+
+def test_roof_of_a_missing_gpu_is_unavailable(tmp_path):
+    record = run_record(RoofExperiment("cuda1", "float32"), tmp_path, ROOF_SETTINGS)
+    if HAS_GPU:
+        assert record["status"] == "ok", record["reason"]
+        assert {"peak_gflops", "copy_bandwidth", "h2d_bandwidth", "d2h_bandwidth"} <= set(
+            record["metrics"]
+        )
+    else:
+        assert record["status"] == "unavailable"
+        assert "peak_gflops" in record["reason"] and "torch" in record["reason"]
+        assert record["metrics"] == {}
+
+
+def test_wrong_roof_gemm_fails_the_roof(monkeypatch, tmp_path):
+    replace_numpy(monkeypatch, wrong_prepare)
+    record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, ROOF_SETTINGS)
+    assert record["status"] == "failed"
+    assert record["reason"].startswith("peak_gflops with numpy")
+    assert record["metrics"] == {}
+
+
+@pytest.mark.parametrize(
+    "kernel", ["mandelbrot", "saxpy", "reduction", "stencil", "fft1d", "fft2d", "transfer-h2d"]
+)
+@pytest.mark.parametrize("backend", ["cupy", "numba-cuda", "torch"])
+def test_every_gpu_kernel_yields_a_record_without_a_gpu(kernel, backend, tmp_path):
+    exp = KernelExperiment(kernel, "cuda1", backend, "float32", 16)
+    record = run_record(exp, tmp_path)
+    if HAS_GPU:
+        assert record["status"] == "ok", record["reason"]
+        if not kernel.startswith("transfer"):
+            assert {"transfer_time", "end_to_end_time"} <= set(record["metrics"])
+    else:
+        assert record["status"] == "unavailable"
+        assert "CUDA" in record["reason"] or "GPU" in record["reason"]
+        assert record["metrics"] == {} and record["check"] is None

@@ -9,6 +9,7 @@ import yaml
 
 from accelbench import cluster, grid
 from accelbench.devices import DeviceError, parse_device
+from accelbench.kernels import kernels
 
 from conftest import REPO_ROOT
 
@@ -48,7 +49,10 @@ def test_train_path_round_trips():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"kernel": "gemm"}, "kernel 'gemm' is not known; allowed: matmul"),
+        (
+            {"kernel": "gemm"},
+            "kernel 'gemm' is not known; allowed: fft1d, fft2d, mandelbrot, matmul, reduction",
+        ),
         ({"device": "gpu1"}, "device 'gpu1' is malformed: expected cpuN"),
         ({"device": "cpu0"}, "device 'cpu0' is malformed"),
         ({"backend": "jax"}, "backend 'jax' is not known; allowed: numpy, numba"),
@@ -100,10 +104,87 @@ def test_bad_train_wildcards_name_the_part(change, message):
 
 def test_default_grid_is_cpu_only_and_complete(config):
     expanded = grid.expand(config)
-    assert len(expanded.experiments) == 2 * 4 * 2 * 2 + 2
+    kernel_cells = [e for e in expanded.experiments if isinstance(e, grid.KernelExperiment)]
+    roofs = [e for e in expanded.experiments if isinstance(e, grid.RoofExperiment)]
+    matmul = [e for e in kernel_cells if e.kernel == "matmul"]
+    assert len(matmul) == 2 * 4 * 2 * 2
+    # Every other registered kernel that runs on a CPU has a few cells in the default grid.
+    assert {e.kernel for e in kernel_cells} == {
+        name for name, spec in kernels().items() if "cpu" in spec.device_kinds
+    }
+    assert len(kernel_cells) - len(matmul) <= 30
+    assert {(r.device, r.dtype) for r in roofs} == {(e.device, e.dtype) for e in kernel_cells}
     assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
     assert expanded.excluded == ()
     assert len(set(expanded.paths)) == len(expanded.paths)
+
+
+def test_overrides_replace_the_axes_of_one_kernel(config):
+    config = copy.deepcopy(config)
+    config["kernels"]["sizes"] = {"matmul": [8], "saxpy": [16]}
+    config["kernels"]["overrides"] = {"saxpy": {"devices": ["cpu4"], "backends": ["python"]}}
+    expanded = grid.expand(config)
+    saxpy = {e.path for e in expanded.experiments if getattr(e, "kernel", None) == "saxpy"}
+    assert saxpy == {
+        "results/kernels/saxpy/cpu4/python/float64/n16.json",
+        "results/kernels/saxpy/cpu4/python/float32/n16.json",
+    }
+    matmul = [e for e in expanded.experiments if getattr(e, "kernel", None) == "matmul"]
+    assert len(matmul) == 2 * 4 * 2
+
+
+@pytest.mark.parametrize(
+    ("exp", "message"),
+    [
+        (
+            ("matmul", "cpu1", "numba", "float16", 64),
+            "kernel 'matmul' on backend 'numba' computes in float64, float32 only, not in float16",
+        ),
+        (
+            ("mandelbrot", "cpu1", "torch", "bfloat16", 64),
+            "computes in float64, float32 only, not in bfloat16",
+        ),
+        (
+            ("transfer-h2d-pinned", "cpu2", "torch", "float32", 64),
+            "kernel 'transfer-h2d-pinned' runs on cuda devices only, not on cpu2: "
+            "a host<->device copy needs a GPU",
+        ),
+        (
+            ("transfer-d2h", "cpu2", "numpy", "float32", 64),
+            "backend 'numpy' runs on cpu devices, not on",
+        ),
+    ],
+)
+def test_kernel_exclusions_say_why(exp, message):
+    exp = grid.KernelExperiment(*exp)
+    reason = grid.kernel_exclusion(exp)
+    if "not on" in message and "numpy" in message:
+        exp = grid.KernelExperiment(exp.kernel, "cuda1", exp.backend, exp.dtype, exp.size)
+        reason = grid.kernel_exclusion(exp)
+    assert reason and message in reason
+    wildcards = {key: str(value) for key, value in exp.__dict__.items()}
+    with pytest.raises(grid.GridError, match="excluded from the grid"):
+        grid.parse_kernel(wildcards)
+
+
+def test_half_precision_cells_run_where_supported():
+    for exp in (
+        grid.KernelExperiment("matmul", "cpu1", "torch", "bfloat16", 64),
+        grid.KernelExperiment("matmul", "cuda1", "cupy", "float16", 64),
+        grid.KernelExperiment("saxpy", "cpu1", "numpy", "float16", 64),
+    ):
+        assert grid.kernel_exclusion(exp) is None
+
+
+def test_roof_path_round_trips_and_bad_parts_are_named():
+    exp = grid.RoofExperiment("cuda1", "bfloat16")
+    assert exp.path == "results/roofs/cuda1/bfloat16.json"
+    assert exp.id == "roofs/cuda1/bfloat16"
+    assert grid.parse_roof({"device": "cuda1", "dtype": "bfloat16"}) == exp
+    with pytest.raises(grid.GridError, match="dtype 'int4' is not known"):
+        grid.parse_roof({"device": "cpu1", "dtype": "int4"})
+    with pytest.raises(grid.GridError, match="device 'gpu1' is malformed"):
+        grid.parse_roof({"device": "gpu1", "dtype": "float32"})
 
 
 def test_excluded_cells_keep_their_reason(config):
@@ -148,6 +229,26 @@ def test_excluded_cells_keep_their_reason(config):
             "config key train.batch_sizes: unknown model 'vgg'",
         ),
         (("train", "devices"), ["tpu1"], "config key train.devices: device 'tpu1' is malformed"),
+        (
+            ("kernels", "overrides"),
+            {"mandelbrott": {"devices": ["cpu1"]}},
+            "config key kernels.overrides: unknown kernel 'mandelbrott'",
+        ),
+        (
+            ("kernels", "overrides"),
+            {"saxpy": {"backends": ["jax"]}},
+            "config key kernels.overrides.saxpy.backends: unknown backend 'jax'",
+        ),
+        (
+            ("kernels", "overrides"),
+            {"saxpy": {"devices": ["cpu0"]}},
+            "config key kernels.overrides.saxpy.devices: device 'cpu0' is malformed",
+        ),
+        (
+            ("kernels", "naive_size_limit"),
+            {"gemm": 64},
+            "config key kernels.naive_size_limit: unknown kernel 'gemm'",
+        ),
     ],
 )
 def test_validate_config_names_key_and_allowed_values(config, key, value, message):

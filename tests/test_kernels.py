@@ -22,7 +22,22 @@ import torch
 from accelbench.backends import BACKENDS
 from accelbench.devices import parse_device
 from accelbench.experiment import _check
-from accelbench.kernels import Prepared, kernels, relative_error
+from accelbench.kernels import (
+    HALF_DTYPES,
+    NUMPY_AS_DEVICE,
+    Prepared,
+    fft,
+    host_dtype,
+    kernels,
+    mandelbrot,
+    matmul,
+    reduction,
+    relative_error,
+    saxpy,
+    stencil,
+    torch_to_host,
+    transfer,
+)
 from accelbench.kernels.matmul import TILE, prepare_array_module
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -34,17 +49,28 @@ CPU1 = parse_device("cpu1")
 
 
 def implementations_for(kind: str) -> list[tuple[str, str]]:
-    """(kernel, backend) for every registered implementation whose backend runs on `kind`."""
+    """(kernel, backend) for every registered implementation that runs on `kind` devices."""
     return [
         (name, backend)
         for name, spec in kernels().items()
         for backend in spec.implementations
-        if kind in BACKENDS[backend].device_kinds
+        if kind in BACKENDS[backend].device_kinds and kind in spec.device_kinds
+    ]
+
+
+def cases_for(kind: str) -> list[tuple[str, str, str]]:
+    """(kernel, backend, dtype) for every implementation on `kind` and each dtype it computes in."""
+    return [
+        (name, backend, dtype)
+        for name, backend in implementations_for(kind)
+        for dtype in kernels()[name].dtypes(backend)
     ]
 
 
 CPU_IMPLEMENTATIONS = implementations_for("cpu")
 GPU_IMPLEMENTATIONS = implementations_for("cuda")
+CPU_CASES = cases_for("cpu")
+GPU_CASES = cases_for("cuda")
 
 
 def fresh_inputs(spec, size: int, dtype: np.dtype, salt: int = 0):
@@ -53,44 +79,68 @@ def fresh_inputs(spec, size: int, dtype: np.dtype, salt: int = 0):
     return spec.make_inputs(rng, size, dtype)
 
 
-def check_poisoned_run(prepared: Prepared, reference: np.ndarray, dtype: np.dtype, tol: float):
+def check_poisoned_run(
+    prepared: Prepared, reference: np.ndarray, dtype: np.dtype, tol: float, spec
+):
     prepared.poison()
     poisoned = np.array(prepared.fetch(), copy=True)
     assert poisoned.shape == reference.shape
-    assert np.isnan(poisoned).all(), "poison() must fill the whole output with NaN"
+    assert np.isnan(poisoned.astype(np.complex128)).all(), "poison() must fill the output with NaN"
     prepared.run()
     result = np.array(prepared.fetch(), copy=True)
     assert result.shape == reference.shape
-    assert result.dtype == dtype, f"computed in {result.dtype}, asked for {dtype}"
-    assert np.isfinite(result).all()
-    error = relative_error(result, reference)
-    assert error <= tol, f"relative error {error:.3g} > tolerance {tol:.3g}"
+    expected = spec.output_dtype(dtype)
+    assert result.dtype == expected, f"computed in {result.dtype}, asked for {expected}"
+    assert np.isfinite(result.astype(np.complex128)).all()
+    error = spec.error(result, reference)
+    assert error <= tol, f"{spec.error_measure} {error:.3g} > tolerance {tol:.3g}"
     return error
 
 
 def test_registry_has_cpu_and_gpu_implementations():
-    assert "matmul" in kernels()
+    assert {
+        "matmul",
+        "mandelbrot",
+        "saxpy",
+        "reduction",
+        "stencil",
+        "fft1d",
+        "fft2d",
+        "transfer-d2d",
+        "transfer-h2d",
+        "transfer-h2d-pinned",
+        "transfer-d2h",
+        "transfer-d2h-pinned",
+    } == set(kernels())
     assert ("matmul", "numpy") in CPU_IMPLEMENTATIONS
-    assert {"numpy", "numba", "numba-parallel", "torch"} <= {b for _, b in CPU_IMPLEMENTATIONS}
+    every_backend = {"python", "numpy", "numba", "numba-parallel", "torch"}
+    assert every_backend <= {b for _, b in CPU_IMPLEMENTATIONS}
     assert {"torch", "cupy", "numba-cuda"} <= {b for _, b in GPU_IMPLEMENTATIONS}
     for _, backend in CPU_IMPLEMENTATIONS + GPU_IMPLEMENTATIONS:
         assert backend in BACKENDS
+    for name, spec in kernels().items():
+        if "cpu" in spec.device_kinds:  # every computing kernel has all seven backends
+            assert set(spec.implementations) == set(BACKENDS), name
+        else:
+            assert set(spec.implementations) == {"torch", "cupy", "numba-cuda"}, name
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize(("kernel", "backend"), CPU_IMPLEMENTATIONS)
-def test_cpu_implementation_matches_reference(kernel, backend, size, dtype):
-    spec, dtype = kernels()[kernel], np.dtype(dtype)
+@pytest.mark.parametrize(("kernel", "backend", "dtype"), CPU_CASES)
+def test_cpu_implementation_matches_reference(kernel, backend, dtype, size):
+    spec, dtype = kernels()[kernel], host_dtype(dtype)
     assert BACKENDS[backend].unavailable_reason(CPU1) is None
     inputs = fresh_inputs(spec, size, dtype)
     reference = spec.reference(*inputs)
-    assert reference.dtype == np.float64
+    assert reference.dtype in (np.float64, np.complex128)
     prepared = spec.implementations[backend](inputs, CPU1)
-    check_poisoned_run(prepared, reference, dtype, spec.tolerance(size, dtype))
-    # A second run on the same buffers must give the same answer (no accumulation into C).
+    tol = spec.tolerance(size, dtype)
+    check_poisoned_run(prepared, reference, dtype, tol, spec)
+    # A second run on the same buffers must give the same answer (no accumulation).
     prepared.run()
-    assert relative_error(np.array(prepared.fetch()), reference) <= spec.tolerance(size, dtype)
+    assert spec.error(np.array(prepared.fetch()), reference) <= tol
+    # Host backends have nothing to transfer.
+    assert prepared.upload is None and prepared.download is None
 
 
 @pytest.mark.parametrize(("kernel", "backend"), CPU_IMPLEMENTATIONS)
@@ -98,10 +148,189 @@ def test_cpu_implementation_via_check_helper(kernel, backend):
     spec, dtype, size = kernels()[kernel], np.dtype("float32"), 33
     inputs = fresh_inputs(spec, size, dtype, salt=1)
     prepared = spec.implementations[backend](inputs, CPU1)
-    check = _check(prepared, spec.reference(*inputs), spec.tolerance(size, dtype))
+    reference = spec.reference(*inputs)
+    check = _check(prepared, reference, spec.tolerance(size, dtype), spec.error, spec.error_measure)
     assert check["passed"] is True
     assert 0.0 <= check["relative_error"] <= check["tolerance"]
     assert check["reference"] == "numpy float64"
+    assert check["measure"] == spec.error_measure
+
+
+@pytest.mark.parametrize("kernel", sorted(kernels()))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inputs_are_fresh_random_nonzero_and_deterministic(kernel, dtype):
+    spec, dtype = kernels()[kernel], np.dtype(dtype)
+    first = spec.make_inputs(np.random.default_rng(3), 9, dtype)
+    second = spec.make_inputs(np.random.default_rng(3), 9, dtype)
+    other = spec.make_inputs(np.random.default_rng(4), 9, dtype)
+    for x, y in zip(first, second, strict=True):
+        np.testing.assert_array_equal(x, y)
+        assert np.count_nonzero(x) > 0
+        assert x.dtype in (dtype, spec.output_dtype(dtype))
+    assert any(not np.array_equal(x, z) for x, z in zip(first, other, strict=True))
+
+
+@pytest.mark.parametrize("kernel", sorted(kernels()))
+def test_flops_and_bytes_are_declared_for_every_size(kernel):
+    spec = kernels()[kernel]
+    for n in (1, 2, 16, 33):
+        assert spec.flops(n) >= 0
+        assert spec.bytes_moved(n, 4) > 0
+        assert spec.bytes_moved(n, 8) == 2 * spec.bytes_moved(n, 4)
+    assert spec.flops(64) >= spec.flops(32)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "n", "itemsize", "flops", "nbytes"),
+    [
+        ("saxpy", 10, 4, 20.0, 120.0),
+        ("reduction", 10, 8, 10.0, 80.0),
+        ("stencil", 10, 4, 4.0 * 64, 800.0),
+        ("stencil", 2, 8, 0.0, 64.0),
+        ("fft1d", 8, 4, 5.0 * 8 * 3, 2.0 * 8 * 8),
+        ("fft2d", 4, 8, 5.0 * 16 * 4, 2.0 * 16 * 16),
+        ("transfer-d2d", 10, 4, 0.0, 80.0),
+        ("transfer-h2d-pinned", 10, 4, 0.0, 40.0),
+        ("transfer-d2h", 10, 8, 0.0, 80.0),
+    ],
+)
+def test_declared_counts(kernel, n, itemsize, flops, nbytes):
+    spec = kernels()[kernel]
+    assert spec.flops(n) == flops
+    assert spec.bytes_moved(n, itemsize) == nbytes
+
+
+def test_mandelbrot_flops_count_the_reference_steps():
+    n = 48
+    counts = mandelbrot.reference(*mandelbrot.coordinates(n))
+    assert counts.shape == (n, n)
+    assert set(np.unique(counts)) <= set(range(mandelbrot.MAX_ITER + 1))
+    assert counts.max() == mandelbrot.MAX_ITER and counts.min() == 1  # inside and far outside
+    assert kernels()["mandelbrot"].flops(n) == mandelbrot.FLOPS_PER_STEP * counts.sum()
+    # A random sub-pixel shift changes the work by well under one percent.
+    shifted = mandelbrot.reference(
+        *mandelbrot.make_inputs(np.random.default_rng(1), 128, np.dtype("float64"))
+    )
+    assert abs(shifted.sum() - mandelbrot.steps(128)) < 0.01 * mandelbrot.steps(128)
+
+
+def test_mandelbrot_reference_matches_a_direct_escape_loop():
+    real, imag = mandelbrot.coordinates(12)
+    expected = np.array(mandelbrot.escape_python(real.tolist(), imag.tolist()), dtype=float)
+    np.testing.assert_array_equal(mandelbrot.reference(real, imag), expected)
+
+
+def test_mismatch_fraction():
+    reference = np.array([[1.0, 2.0], [3.0, 100.0]])
+    assert mandelbrot.mismatch_fraction(reference.copy(), reference) == 0.0
+    assert mandelbrot.mismatch_fraction(reference + [[0, 0], [0, 1]], reference) == 0.25
+    assert mandelbrot.mismatch_fraction(reference[:1], reference) == float("inf")
+    assert mandelbrot.mismatch_fraction(np.full((2, 2), np.nan), reference) == float("inf")
+
+
+def wrong_results(kernel: str, inputs) -> list[np.ndarray]:
+    """Plausible but wrong outputs each kernel's bound must reject."""
+    if kernel == "saxpy":
+        a, x, y = inputs
+        return [(a * x).astype(x.dtype), (x + y).astype(x.dtype)]
+    if kernel == "reduction":
+        (x,) = inputs
+        return [np.sum(x[1:], keepdims=True), np.sum(x, keepdims=True) * 1.05]
+    if kernel == "stencil":
+        (u,) = inputs
+        shifted = u.copy()
+        shifted[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 1:-1])
+        return [shifted, u.copy()]
+    if kernel == "mandelbrot":
+        reference = mandelbrot.reference(*inputs)
+        return [reference + 1, reference.T.copy()]
+    if kernel in ("fft1d", "fft2d"):
+        (x,) = inputs
+        return [np.fft.ifftn(x) * x.size, np.conj(np.fft.fftn(x))]
+    if kernel.startswith("transfer"):
+        (x,) = inputs
+        corrupted = x.copy()
+        corrupted[3] = -corrupted[3]
+        return [corrupted, np.roll(x, 1)]
+    a, b = inputs
+    return [a @ b.T]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kernel", sorted(kernels()))
+def test_error_bound_rejects_wrong_results(kernel, dtype):
+    spec, dtype, size = kernels()[kernel], np.dtype(dtype), 33
+    inputs = fresh_inputs(spec, size, dtype, salt=8)
+    reference = spec.reference(*inputs)
+    tol = spec.tolerance(size, dtype)
+    for wrong in wrong_results(kernel, inputs):
+        assert spec.error(wrong, reference) > tol
+
+
+ARRAY_MODULE_PATHS = {
+    "matmul": matmul.prepare_array_module,
+    "saxpy": saxpy.prepare_array_module,
+    "reduction": reduction.prepare_array_module,
+    "stencil": stencil.prepare_array_module,
+    "mandelbrot": mandelbrot.prepare_array_module,
+    "fft1d": fft.prepare_array_module,
+    "fft2d": fft.prepare_array_module,
+    "transfer-d2d": transfer.prepare_d2d_array_module,
+    "transfer-h2d": lambda am, inputs: transfer.prepare_h2d_array_module(am, inputs, False),
+    "transfer-h2d-pinned": lambda am, inputs: transfer.prepare_h2d_array_module(am, inputs, True),
+    "transfer-d2h": lambda am, inputs: transfer.prepare_d2h_array_module(am, inputs, False),
+    "transfer-d2h-pinned": lambda am, inputs: transfer.prepare_d2h_array_module(am, inputs, True),
+}
+
+
+def test_every_cupy_implementation_has_an_array_module_path():
+    assert {name for name, spec in kernels().items() if "cupy" in spec.implementations} == set(
+        ARRAY_MODULE_PATHS
+    )
+
+
+@pytest.mark.parametrize("size", (1, 7, 33))
+@pytest.mark.parametrize("kernel", sorted(ARRAY_MODULE_PATHS))
+def test_cupy_code_path_with_numpy_standing_in(kernel, size):
+    spec = kernels()[kernel]
+    for name in spec.dtypes("cupy"):
+        dtype = host_dtype(name)
+        inputs = fresh_inputs(spec, size, dtype, salt=9)
+        prepared = ARRAY_MODULE_PATHS[kernel](NUMPY_AS_DEVICE, inputs)
+        check_poisoned_run(
+            prepared, spec.reference(*inputs), dtype, spec.tolerance(size, dtype), spec
+        )
+
+
+@pytest.mark.parametrize(
+    "kernel", sorted(k for k in ARRAY_MODULE_PATHS if not k.startswith("transfer"))
+)
+def test_cupy_upload_and_download_with_numpy_standing_in(kernel):
+    """upload() copies the host inputs into the device ones; download() returns the output."""
+    spec, dtype, size = kernels()[kernel], np.dtype("float64"), 17
+    inputs = fresh_inputs(spec, size, dtype, salt=10)
+    prepared = ARRAY_MODULE_PATHS[kernel](NUMPY_AS_DEVICE, inputs)
+    changed = fresh_inputs(spec, size, dtype, salt=11)
+    for host, new in zip(inputs, changed, strict=True):
+        host[...] = new  # the host buffers now hold other data; the device still the old
+    prepared.run()
+    assert spec.error(prepared.fetch(), spec.reference(*changed)) > spec.tolerance(size, dtype)
+    prepared.upload()
+    prepared.poison()
+    prepared.run()
+    downloaded = prepared.download()
+    assert spec.error(downloaded, spec.reference(*changed)) <= spec.tolerance(size, dtype)
+    prepared.poison()
+    assert np.isfinite(downloaded.astype(np.complex128)).all(), "download() must copy"
+
+
+def test_half_dtypes_only_where_a_backend_computes_in_them():
+    for name, spec in kernels().items():
+        for backend, extra in spec.half_dtypes.items():
+            assert backend in spec.implementations, (name, backend)
+            assert set(extra) <= set(HALF_DTYPES)
+        for backend in ("python", "numba", "numba-parallel", "numba-cuda"):
+            assert spec.dtypes(backend) == ("float64", "float32"), (name, backend)
 
 
 def test_reference_matches_float64_matmul():
@@ -188,19 +417,10 @@ def test_stale_correct_output_without_compute_fails_the_check():
     assert check["passed"] is False
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("size", SIZES)
-def test_array_module_path_with_numpy_standing_in_for_cupy(size, dtype):
-    spec, dtype = kernels()["matmul"], np.dtype(dtype)
-    inputs = fresh_inputs(spec, size, dtype, salt=5)
-    prepared = prepare_array_module(np, inputs, np.asarray, np.array)
-    check_poisoned_run(prepared, spec.reference(*inputs), dtype, spec.tolerance(size, dtype))
-
-
 def test_array_module_fetch_is_a_host_copy():
     spec, dtype = kernels()["matmul"], np.dtype("float64")
     inputs = fresh_inputs(spec, 5, dtype, salt=6)
-    prepared = prepare_array_module(np, inputs, np.asarray, np.array)
+    prepared = prepare_array_module(NUMPY_AS_DEVICE, inputs)
     prepared.run()
     fetched = prepared.fetch()
     prepared.poison()
@@ -226,33 +446,45 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     from accelbench import timing
     from accelbench.backends import BACKENDS
     from accelbench.devices import parse_device
-    from accelbench.kernels import kernels, relative_error
+    from accelbench.kernels import kernels
 
     device = parse_device("cuda1")
-    spec = kernels()["matmul"]
     report = {
         "simulator": bool(config.ENABLE_CUDASIM),
         "reason": BACKENDS["numba-cuda"].unavailable_reason(device),
         "cases": [],
     }
-    for size in (5, 17, 20):
-        for name in ("float32", "float64"):
-            dtype = np.dtype(name)
-            inputs = spec.make_inputs(np.random.default_rng([size, dtype.itemsize]), size, dtype)
-            reference = spec.reference(*inputs)
-            prepared = spec.implementations["numba-cuda"](inputs, device)
-            prepared.poison()
-            poisoned = bool(np.isnan(prepared.fetch()).all())
-            prepared.run()
-            result = prepared.fetch()
-            report["cases"].append({
-                "size": size, "dtype": name, "poisoned": poisoned,
-                "result_dtype": str(result.dtype), "shape": list(result.shape),
-                "error": relative_error(result, reference),
-                "tolerance": spec.tolerance(size, dtype),
-            })
-    tiny = spec.implementations["numba-cuda"](
-        spec.make_inputs(np.random.default_rng(0), 2, np.dtype("float32")), device
+    # Tiny and odd: the simulator runs every CUDA thread as a Python thread.
+    sizes = {"matmul": (5, 17, 20), "reduction": (3, 200), "fft2d": (3, 8)}
+    for kernel, spec in kernels().items():
+        for size in sizes.get(kernel, (5, 16)):
+            for name in ("float32", "float64"):
+                dtype = np.dtype(name)
+                rng = np.random.default_rng([size, dtype.itemsize])
+                inputs = spec.make_inputs(rng, size, dtype)
+                reference = spec.reference(*inputs)
+                prepared = spec.implementations["numba-cuda"](inputs, device)
+                prepared.poison()
+                poisoned = bool(np.isnan(prepared.fetch().astype(np.complex128)).all())
+                prepared.run()
+                result = prepared.fetch()
+                case = {
+                    "kernel": kernel, "size": size, "dtype": name, "poisoned": poisoned,
+                    "result_dtype": str(result.dtype),
+                    "expected_dtype": str(spec.output_dtype(dtype)),
+                    "shape": list(result.shape), "reference_shape": list(reference.shape),
+                    "error": spec.error(result, reference),
+                    "tolerance": spec.tolerance(size, dtype),
+                    "transfers": prepared.upload is not None,
+                }
+                if prepared.upload is not None and size == min(sizes.get(kernel, (5,))):
+                    prepared.poison()
+                    prepared.upload()
+                    prepared.run()
+                    case["downloaded_error"] = spec.error(prepared.download(), reference)
+                report["cases"].append(case)
+    tiny = kernels()["matmul"].implementations["numba-cuda"](
+        kernels()["matmul"].make_inputs(np.random.default_rng(0), 2, np.dtype("float32")), device
     )
     samples = timing.cuda_event_samples(tiny.run, min_run_time=1e-4, n_warmup=1)
     report["samples"] = [float(s) for s in samples]
@@ -263,7 +495,11 @@ SIMULATOR_SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def simulator_report():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    # This checkout's package first, whatever is installed in the environment.
+    pythonpath = os.pathsep.join(
+        filter(None, [str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH")])
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": pythonpath}
     done = subprocess.run(
         [sys.executable, "-c", SIMULATOR_SCRIPT],
         env=env,
@@ -285,17 +521,28 @@ def test_numba_cuda_available_under_simulator(simulator_report):
 
 def test_numba_cuda_kernel_matches_reference_under_simulator(simulator_report):
     cases = simulator_report["cases"]
-    assert {(c["size"], c["dtype"]) for c in cases} == {(n, d) for n in (5, 17, 20) for d in DTYPES}
-    assert any(c["size"] % TILE for c in cases), "sizes must leave partial tiles"
-    assert any(c["size"] > TILE for c in cases), "sizes must span more than one tile"
+    assert {c["kernel"] for c in cases} == set(kernels())
+    matmul_cases = [c for c in cases if c["kernel"] == "matmul"]
+    assert {(c["size"], c["dtype"]) for c in matmul_cases} == {
+        (n, d) for n in (5, 17, 20) for d in DTYPES
+    }
+    assert any(c["size"] % TILE for c in matmul_cases), "sizes must leave partial tiles"
+    assert any(c["size"] > TILE for c in matmul_cases), "sizes must span more than one tile"
     for case in cases:
-        label = f"n={case['size']} {case['dtype']}"
+        label = f"{case['kernel']} n={case['size']} {case['dtype']}"
         assert case["poisoned"], f"{label}: poison() left finite values"
-        assert case["shape"] == [case["size"], case["size"]], label
-        assert case["result_dtype"] == case["dtype"], label
+        assert case["shape"] == case["reference_shape"], label
+        assert case["result_dtype"] == case["expected_dtype"], label
         assert case["error"] is not None and case["error"] <= case["tolerance"], (
-            f"{label}: relative error {case['error']} > tolerance {case['tolerance']}"
+            f"{label}: error {case['error']} > tolerance {case['tolerance']}"
         )
+        # Computing kernels time their copies; copy kernels are the copy.
+        assert case["transfers"] == (not case["kernel"].startswith("transfer")), label
+        if "downloaded_error" in case:
+            assert case["downloaded_error"] <= case["tolerance"], label
+    assert {c["kernel"] for c in cases if "downloaded_error" in c} == {
+        name for name in kernels() if not name.startswith("transfer")
+    }
 
 
 def test_cuda_event_samples_under_simulator(simulator_report):
@@ -313,13 +560,21 @@ def test_numba_cuda_unavailable_without_gpu_or_simulator():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
-@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("size", (1, 33, 100, 256))
-@pytest.mark.parametrize(("kernel", "backend"), GPU_IMPLEMENTATIONS)
-def test_gpu_implementation_matches_reference(kernel, backend, size, dtype):
+@pytest.mark.parametrize(("kernel", "backend", "dtype"), GPU_CASES)
+def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
     device = parse_device("cuda1")
     assert BACKENDS[backend].unavailable_reason(device) is None
-    spec, dtype = kernels()[kernel], np.dtype(dtype)
+    spec, dtype = kernels()[kernel], host_dtype(dtype)
     inputs = fresh_inputs(spec, size, dtype, salt=7)
+    reference = spec.reference(*inputs)
     prepared = spec.implementations[backend](inputs, device)
-    check_poisoned_run(prepared, spec.reference(*inputs), dtype, spec.tolerance(size, dtype))
+    check_poisoned_run(prepared, reference, dtype, spec.tolerance(size, dtype), spec)
+    if prepared.upload is not None:
+        prepared.poison()
+        prepared.upload()
+        prepared.run()
+        downloaded = prepared.download()
+        if isinstance(downloaded, torch.Tensor):
+            downloaded = torch_to_host(downloaded)
+        assert spec.error(downloaded, reference) <= spec.tolerance(size, dtype)

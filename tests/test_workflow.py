@@ -29,14 +29,25 @@ def test_default_grid_plans_every_cell(workflow_dir):
     done = snakemake(workflow_dir, "-n")
     assert done.returncode == 0, done.stderr
     jobs = planned_jobs(done.stdout + done.stderr)
-    # config/config.yaml: 2 devices x 4 backends x 2 dtypes x 2 sizes; 2 devices x 1 model.
-    assert jobs["kernel_benchmark"] == 32
+    # config/config.yaml: matmul on 2 devices x 4 backends x 2 dtypes x 2 sizes, the other
+    # kernels on a few cells each (see its overrides); roofs for 2 devices x 2 dtypes;
+    # 2 devices x 1 model.
+    assert jobs["kernel_benchmark"] == 32 + 18
+    assert jobs["roof_benchmark"] == 4
     assert jobs["train_benchmark"] == 2
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
+    assert jobs["roofline"] == 1
 
 
 @pytest.mark.parametrize(
-    "target", [KERNEL_TARGET, TRAIN_TARGET, "results/kernels/matmul/cuda1/cupy/float32/n4096.json"]
+    "target",
+    [
+        KERNEL_TARGET,
+        TRAIN_TARGET,
+        "results/kernels/matmul/cuda1/cupy/float32/n4096.json",
+        "results/kernels/transfer-h2d-pinned/cuda1/torch/bfloat16/n1048576.json",
+        "results/roofs/cuda1/float16.json",
+    ],
 )
 def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
     done = snakemake(workflow_dir, "-n", target)
@@ -52,10 +63,19 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
         ("results/kernels/matmul/gpu3/numpy/float64/n64.json", "device 'gpu3' is malformed"),
         (
             "results/kernels/matmull/cpu1/numpy/float64/n64.json",
-            "kernel 'matmull' is not known; allowed: matmul",
+            "kernel 'matmull' is not known; allowed: fft1d, fft2d, mandelbrot, matmul",
         ),
         ("results/kernels/matmul/cpu1/numpi/float64/n64.json", "backend 'numpi' is not known"),
-        ("results/kernels/matmul/cpu1/numpy/float16/n64.json", "dtype 'float16' is not known"),
+        ("results/kernels/matmul/cpu1/numpy/int8/n64.json", "dtype 'int8' is not known"),
+        (
+            "results/kernels/matmul/cpu1/numpy/float16/n64.json",
+            "kernel 'matmul' on backend 'numpy' computes in float64, float32 only, not in float16",
+        ),
+        (
+            "results/kernels/transfer-h2d/cpu1/torch/float32/n64.json",
+            "kernel 'transfer-h2d' runs on cuda devices only, not on cpu1",
+        ),
+        ("results/roofs/cpu1/float8.json", "dtype 'float8' is not known"),
         ("results/kernels/matmul/cpu1/numpy/float64/n6x4.json", "size '6x4' must be a positive"),
         (
             "results/kernels/matmul/cuda1/numpy/float64/n64.json",
@@ -121,7 +141,8 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = workflow_dir / "results"
     records = sorted(results.glob("kernels/**/*.json")) + sorted(results.glob("train/**/*.json"))
-    assert len(records) == 3
+    records += sorted(results.glob("roofs/**/*.json"))
+    assert len(records) == 5
     for path in records:
         record = json.loads(path.read_text())
         assert record["status"] == "ok", (path, record["reason"])
@@ -131,7 +152,18 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert sorted(tidy["id"]) == sorted(
         str(p.relative_to(results)).removesuffix(".json") for p in records
     )
-    assert len(pd.read_csv(results / "tidy.csv")) == 3
+    assert len(pd.read_csv(results / "tidy.csv")) == 5
+    percent = pd.read_csv(results / "tables" / "kernel_roof_percent.csv")
+    assert sorted(percent["kernel"]) == ["matmul", "matmul", "saxpy"]
+    assert (percent["roof_percent"] > 0).all()
+    assert set(percent["roof_bound"]) <= {"peak_gflops", "copy_bandwidth"}
+    assert list(pd.read_csv(results / "tables" / "kernel_crossovers.csv").columns) == [
+        "kernel",
+        "dtype",
+        "crossover_size",
+        "first_gpu_size",
+        "with_transfer",
+    ]
 
     table = (results / "tables" / "train_time_per_batch.md").read_text()
     assert "| resnet18 |" in table and "cpu1" in table
@@ -140,7 +172,14 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert "No train records on a device other than cpu1." in (
         results / "tables" / "train_speedup.md"
     ).read_text(encoding="utf-8")
-    for stem in ("train_time_per_batch", "train_speedup", "train_gpu_scaling", "kernel_throughput"):
+    for stem in (
+        "train_time_per_batch",
+        "train_speedup",
+        "train_gpu_scaling",
+        "kernel_throughput",
+        "roofline",
+        "kernel_crossover",
+    ):
         assert (results / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
         assert (results / "figures" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
     assert "| Status | ok (3) |" in (results / "provenance.md").read_text(encoding="utf-8")

@@ -57,6 +57,7 @@ class Backend:
     device_kinds: tuple[str, ...]
     timer: str  # "torch" (torch.utils.benchmark), "cupy" (cupyx.profiler), "cuda-events"
     _reason: Callable[[Device], str | None]
+    naive: bool = False  # plain interpreted loops: only run up to a configured size
 
     def unavailable_reason(self, device: Device) -> str | None:
         """Why this backend cannot run on `device` here, or None if it can."""
@@ -72,5 +73,6 @@ BACKENDS: dict[str, Backend] = {
         Backend("torch", ("cpu", "cuda"), "torch", _torch_reason),
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
         Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
+        Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
     )
 }

@@ -114,17 +114,42 @@ def command_compare(args: argparse.Namespace) -> int:
     return 1 if (result["verdict"] == compare.REGRESSION).any() else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    listing = commands.add_parser("grid", help=command_grid.__doc__)
-    listing.add_argument(
+def command_benchmark(args: argparse.Namespace) -> int:
+    """Measure this machine's kernels against its measured roofs and print a table."""
+    from accelbench import benchmark
+    from accelbench.devices import usable_cpus
+
+    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    grid.validate_config(config)
+    try:
+        lines = benchmark.run(
+            config,
+            args.dtype or ["float64", "float32"],
+            min_run_time=args.min_run_time,
+            samples=args.samples or config["kernels"]["samples"],
+        )
+    except benchmark.BenchmarkError as err:
+        print(f"accelbench: {err}", file=sys.stderr)
+        return 1
+    print(benchmark.format_table(lines, f"cpu{usable_cpus()}"))
+    return 0
+
+
+def _add_configfile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--configfile",
         type=Path,
         action="append",
         default=[],
         help="config merged over config/config.yaml (repeatable)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("grid", help=command_grid.__doc__)
+    _add_configfile(listing)
     listing.set_defaults(handler=command_grid)
 
     query = commands.add_parser("sacct", help=command_sacct.__doc__)
@@ -179,6 +204,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comparing.add_argument("--csv", type=Path, help="also write every compared cell here")
     comparing.set_defaults(handler=command_compare)
+
+    bench = commands.add_parser("benchmark", help=command_benchmark.__doc__)
+    _add_configfile(bench)
+    bench.add_argument(
+        "--dtype",
+        action="append",
+        choices=["float64", "float32"],
+        help="dtype to measure (repeatable; default: float64 and float32)",
+    )
+    bench.add_argument(
+        "--min-run-time",
+        type=float,
+        default=1.0,
+        help="seconds of timed runs per measurement (default: 1.0)",
+    )
+    bench.add_argument(
+        "--samples", type=int, help="timed samples per measurement (default: the config's)"
+    )
+    bench.set_defaults(handler=command_benchmark)
     return parser
 
 

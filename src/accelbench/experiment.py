@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,8 +20,8 @@ import numpy as np
 from accelbench import provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import cpu_threads, parse_device, slurm_gpu_shortfall
-from accelbench.grid import KernelExperiment, TrainExperiment
-from accelbench.kernels import Prepared, kernels, relative_error
+from accelbench.grid import Experiment, KernelExperiment, RoofExperiment
+from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.results import make_record, write_record
 
 log = logging.getLogger(__name__)
@@ -47,26 +48,34 @@ def is_out_of_memory(err: BaseException) -> bool:
     return "out of memory" in message or "can't allocate memory" in message
 
 
-def _check(prepared: Prepared, reference: np.ndarray, tolerance: float) -> dict[str, Any]:
+def _check(
+    prepared: Prepared,
+    reference: np.ndarray,
+    tolerance: float,
+    error=relative_error,
+    measure: str = "normwise relative error",
+) -> dict[str, Any]:
     """Poison the output, run once, compare with the float64 reference."""
     prepared.poison()
     prepared.run()
-    error = relative_error(prepared.fetch(), reference)
+    found = error(prepared.fetch(), reference)
     return {
-        "passed": error <= tolerance,
-        "relative_error": error,
+        "passed": found <= tolerance,
+        "relative_error": found,
         "tolerance": tolerance,
+        "measure": measure,
         "reference": "numpy float64",
     }
 
 
-def _time_kernel(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
+def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> list[float]:
+    """Per-run samples (s) of `fn` from the timer the backend uses."""
     if timer == "cupy":
-        return timing.cupy_samples(prepared.run, min_run_time=settings["min_run_time"])
+        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"])
     if timer == "cuda-events":
-        return timing.cuda_event_samples(prepared.run, min_run_time=settings["min_run_time"])
+        return timing.cuda_event_samples(fn, min_run_time=settings["min_run_time"])
     return timing.torch_timer_samples(
-        prepared.run,
+        fn,
         num_threads=threads,
         min_run_time=settings["min_run_time"],
         samples=settings["samples"],
@@ -74,43 +83,102 @@ def _time_kernel(prepared: Prepared, timer: str, threads: int, settings: dict, l
     )
 
 
+def naive_size_limit(spec: KernelSpec, settings: dict[str, Any]) -> int:
+    """Largest n naive Python runs for this kernel: the config's, else the kernel's default."""
+    return int(settings.get("naive_size_limit", {}).get(spec.name, spec.naive_size_limit))
+
+
+@dataclass
+class Checked:
+    """A prepared kernel that passed its first check, with what the timing needs."""
+
+    prepared: Prepared
+    check: dict[str, Any]
+    first_call: float
+    recheck: Callable[[], dict[str, Any]]  # the same check again, after timing
+
+
+def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
+    """Make inputs, prepare the backend, run once against the reference: Checked or Outcome."""
+    inputs = spec.make_inputs(np.random.default_rng(seed), size, dtype)
+    reference = spec.reference(*inputs)
+    tolerance = spec.tolerance(size, dtype)
+    prepared = spec.implementations[backend](inputs, device)
+
+    def recheck():
+        return _check(prepared, reference, tolerance, spec.error, spec.error_measure)
+
+    started = time.perf_counter()
+    check = recheck()  # first call: includes JIT compilation
+    first_call = time.perf_counter() - started
+    if not check["passed"]:
+        return Outcome("failed", _mismatch(check), check=check)
+    return Checked(prepared, check, first_call, recheck)
+
+
 def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
-    """Check the kernel against its float64 reference, then time it with the backend's timer."""
+    """Check the kernel against its float64 reference, then time it with the backend's timer.
+
+    GPU backends are also timed copying their inputs in and their output out
+    (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
+    """
     spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
     reason = backend.unavailable_reason(device)
     if reason:
         return Outcome("unavailable", reason)
-    dtype = np.dtype(exp.dtype)
-    inputs = spec.make_inputs(np.random.default_rng(settings["seed"]), exp.size, dtype)
-    reference = spec.reference(*inputs)
-    tolerance = spec.tolerance(exp.size, dtype)
+    if backend.naive and exp.size > (limit := naive_size_limit(spec, settings)):
+        return Outcome("skipped", f"skipped: above naive size limit (n={exp.size} > {limit})")
+    dtype = host_dtype(exp.dtype)
     with cpu_threads(device) as threads:
-        prepared = spec.implementations[exp.backend](inputs, device)
-        started = time.perf_counter()
-        check = _check(prepared, reference, tolerance)  # first call: includes JIT compilation
-        first_call = time.perf_counter() - started
-        if not check["passed"]:
-            return Outcome("failed", _mismatch(check), check=check)
-        samples = _time_kernel(prepared, backend.timer, threads, settings, exp.id)
-        check = _check(prepared, reference, tolerance)  # the timed code must still be right
+        checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
+        if isinstance(checked, Outcome):
+            return checked
+        prepared = checked.prepared
+        samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+        transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+        check = checked.recheck()  # the timed code must still be right
         if not check["passed"]:
             return Outcome("failed", "after timing: " + _mismatch(check), check=check)
     flops, nbytes = spec.flops(exp.size), spec.bytes_moved(exp.size, dtype.itemsize)
     time_stats = timing.summarize(samples, "s")
-    metrics = {
-        "time": time_stats,
-        "gflops": timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s"),
-        "bandwidth": timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s"),
-        "arithmetic_intensity": timing.value(flops / nbytes, "flop/byte"),
-        "first_call_time": timing.value(first_call, "s"),
-        "threads": timing.value(threads, "threads"),
-    }
+    metrics = {"time": time_stats}
+    if flops:
+        metrics["gflops"] = timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
+    metrics["bandwidth"] = timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
+    metrics["arithmetic_intensity"] = timing.value(flops / nbytes, "flop/byte")
+    metrics["first_call_time"] = timing.value(checked.first_call, "s")
+    metrics["threads"] = timing.value(threads, "threads")
+    if transfers:
+        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
+        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+        if flops:
+            metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome("ok", metrics=metrics, check=check)
+
+
+def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
+    """(transfer samples, end-to-end samples), or None where inputs live on the host."""
+    if prepared.upload is None or prepared.download is None:
+        return None
+
+    def transfer():
+        prepared.upload()
+        prepared.download()
+
+    def end_to_end():
+        prepared.upload()
+        prepared.run()
+        prepared.download()
+
+    return (
+        time_function(transfer, timer, threads, settings, label + " transfer"),
+        time_function(end_to_end, timer, threads, settings, label + " end to end"),
+    )
 
 
 def _mismatch(check: dict[str, Any]) -> str:
     return (
-        f"result differs from the float64 reference: relative error "
+        f"result differs from the float64 reference: {check['measure']} "
         f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
     )
 
@@ -125,8 +193,31 @@ def _guarded(measure, exp, settings) -> Outcome:
         return Outcome(status, f"{type(err).__name__}: {err}", raised=True)
 
 
+def _measure(family: str):
+    from accelbench.roofs import measure_roof
+    from accelbench.train.loop import measure_training
+
+    return {"kernel": measure_kernel, "train": measure_training, "roof": measure_roof}[family]
+
+
+def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
+    """The experiment's parameters and settings; the naive size limit only where it applies."""
+    params = {
+        key: value
+        for key, value in settings.items()
+        if key not in ("config_hash", "naive_size_limit", "roofs")
+    }
+    if isinstance(exp, KernelExperiment) and BACKENDS[exp.backend].naive:
+        params["naive_size_limit"] = naive_size_limit(kernels()[exp.kernel], settings)
+    if isinstance(exp, RoofExperiment):
+        from accelbench.roofs import roof_sizes
+
+        params.update(roof_sizes(exp, settings))
+    return {**asdict(exp), **params}
+
+
 def run(
-    exp: KernelExperiment | TrainExperiment,
+    exp: Experiment,
     settings: dict[str, Any],
     output: str,
     *,
@@ -138,12 +229,12 @@ def run(
     of writing a record, so the scheduler retries it (with more memory and time);
     on the last attempt the error goes into the record, so the grid keeps the cell.
     """
-    from accelbench.train.loop import measure_training
-
     started = provenance.now()
-    measure = measure_kernel if isinstance(exp, KernelExperiment) else measure_training
     shortfall = slurm_gpu_shortfall(parse_device(exp.device))
-    outcome = Outcome("failed", shortfall) if shortfall else _guarded(measure, exp, settings)
+    if shortfall:
+        outcome = Outcome("failed", shortfall)
+    else:
+        outcome = _guarded(_measure(exp.family), exp, settings)
     if outcome.raised and not final_attempt:
         raise RetryableFailure(f"{exp.id}: {outcome.reason}")
     write_outcome(exp, settings, output, outcome, started)
@@ -151,11 +242,7 @@ def run(
 
 
 def write_outcome(
-    exp: KernelExperiment | TrainExperiment,
-    settings: dict[str, Any],
-    output: str,
-    outcome: Outcome,
-    started: str,
+    exp: Experiment, settings: dict[str, Any], output: str, outcome: Outcome, started: str
 ) -> None:
     """The record of one outcome, with the provenance of this process, written atomically."""
     record = make_record(
@@ -163,7 +250,7 @@ def write_outcome(
         experiment_id=exp.id,
         status=outcome.status,
         reason=outcome.reason,
-        params={**asdict(exp), **{k: v for k, v in settings.items() if k != "config_hash"}},
+        params=_params(exp, settings),
         metrics=outcome.metrics,
         check=outcome.check,
         provenance=provenance.collect(

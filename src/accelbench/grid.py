@@ -18,11 +18,12 @@ from accelbench.devices import DeviceError, parse_device
 RESULTS_DIR = "results"
 KERNEL_PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
 TRAIN_PATTERN = RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
+ROOF_PATTERN = RESULTS_DIR + "/roofs/{device}/{dtype}.json"
 # One path segment per wildcard; the values are checked by parse_* so that a bad
 # target gets a message naming the wrong part, not "no rule to produce".
 WILDCARD_CONSTRAINT = r"[^/]+"
 
-KERNEL_DTYPES = ("float64", "float32")
+KERNEL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
 STRATEGIES = ("single",)
 POSITIVE_INT = re.compile(r"^[1-9][0-9]*$")
@@ -64,6 +65,24 @@ class TrainExperiment:
     @property
     def path(self) -> str:
         return TRAIN_PATTERN.format(**asdict(self))
+
+    @property
+    def id(self) -> str:
+        return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
+@dataclass(frozen=True)
+class RoofExperiment:
+    """The measured ceilings of one device in one dtype: peak GEMM and copy bandwidth."""
+
+    device: str
+    dtype: str
+
+    family = "roof"
+
+    @property
+    def path(self) -> str:
+        return ROOF_PATTERN.format(**asdict(self))
 
     @property
     def id(self) -> str:
@@ -115,8 +134,20 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
         )
     if device.is_gpu and device.count != 1:
         return f"kernels run on one GPU; {exp.device} asks for {device.count}"
-    if exp.backend not in kernels()[exp.kernel].implementations:
+    spec = kernels()[exp.kernel]
+    if device.kind not in spec.device_kinds:
+        why = f": {spec.device_kinds_reason}" if spec.device_kinds_reason else ""
+        return (
+            f"kernel {exp.kernel!r} runs on {'/'.join(spec.device_kinds)} devices only, "
+            f"not on {exp.device}{why}"
+        )
+    if exp.backend not in spec.implementations:
         return f"kernel {exp.kernel!r} has no {exp.backend!r} implementation"
+    if exp.dtype not in spec.dtypes(exp.backend):
+        return (
+            f"kernel {exp.kernel!r} on backend {exp.backend!r} computes in "
+            f"{', '.join(spec.dtypes(exp.backend))} only, not in {exp.dtype}"
+        )
     return None
 
 
@@ -158,14 +189,25 @@ def parse_train(wildcards: dict[str, Any]) -> TrainExperiment:
     return exp
 
 
+def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
+    """Wildcards of a roof result path -> experiment; GridError says which part is wrong."""
+    return RoofExperiment(
+        device=_device(wildcards["device"]),
+        dtype=_choice("dtype", wildcards["dtype"], KERNEL_DTYPES),
+    )
+
+
 def _raise_if_excluded(exp: KernelExperiment | TrainExperiment, reason: str | None) -> None:
     if reason:
         raise GridError(f"{exp.path} is excluded from the grid: {reason}")
 
 
+Experiment = KernelExperiment | TrainExperiment | RoofExperiment
+
+
 @dataclass(frozen=True)
 class Grid:
-    experiments: tuple[KernelExperiment | TrainExperiment, ...]
+    experiments: tuple[Experiment, ...]
     excluded: tuple[tuple[KernelExperiment | TrainExperiment, str], ...]
 
     @property
@@ -178,8 +220,9 @@ def expand(config: dict[str, Any]) -> Grid:
     candidates: list[KernelExperiment | TrainExperiment] = []
     kernels_cfg = config["kernels"]
     for kernel, sizes in kernels_cfg["sizes"].items():
+        axes = {**kernels_cfg, **kernels_cfg.get("overrides", {}).get(kernel, {})}
         for device, backend, dtype, size in itertools.product(
-            kernels_cfg["devices"], kernels_cfg["backends"], kernels_cfg["dtypes"], sizes
+            axes["devices"], axes["backends"], axes["dtypes"], sizes
         ):
             candidates.append(KernelExperiment(kernel, device, backend, dtype, int(size)))
     train_cfg = config["train"]
@@ -197,7 +240,10 @@ def expand(config: dict[str, Any]) -> Grid:
             excluded.append((exp, reason))
         else:
             kept.append(exp)
-    return Grid(tuple(kept), tuple(excluded))
+    roofs = dict.fromkeys(
+        RoofExperiment(exp.device, exp.dtype) for exp in kept if isinstance(exp, KernelExperiment)
+    )
+    return Grid((*kept, *roofs), tuple(excluded))
 
 
 def validate_config(config: dict[str, Any]) -> None:
@@ -210,6 +256,19 @@ def validate_config(config: dict[str, Any]) -> None:
     kernels_cfg, train_cfg = config["kernels"], config["train"]
     for kernel in kernels_cfg["sizes"]:
         _named_choice("kernels.sizes", kernel, "kernel", kernel_names())
+    for kernel, axes in kernels_cfg.get("overrides", {}).items():
+        _named_choice("kernels.overrides", kernel, "kernel", kernel_names())
+        for backend in axes.get("backends", []):
+            _named_choice(
+                f"kernels.overrides.{kernel}.backends", backend, "backend", list(BACKENDS)
+            )
+        for device in axes.get("devices", []):
+            try:
+                parse_device(device)
+            except DeviceError as err:
+                raise GridError(f"config key kernels.overrides.{kernel}.devices: {err}") from None
+    for kernel in kernels_cfg.get("naive_size_limit", {}):
+        _named_choice("kernels.naive_size_limit", kernel, "kernel", kernel_names())
     for backend in kernels_cfg["backends"]:
         _named_choice("kernels.backends", backend, "backend", list(BACKENDS))
     for model in train_cfg["batch_sizes"]:

@@ -1,7 +1,9 @@
 """Plug-in discovery: each module in a package declares one benchmark unit.
 
 Kernels and models are found by scanning their package, so adding one is one
-new module and no edits elsewhere. A module opts in by defining `SPEC`.
+new module and no edits elsewhere. A module opts in by defining `SPEC`, or
+`SPECS` when it declares a family of closely related units (e.g. the
+transfer directions) that share their code.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from typing import Any
 
 @cache
 def discover(package_name: str) -> dict[str, Any]:
-    """Map name -> SPEC for every module of `package_name` that defines SPEC."""
+    """Map name -> spec for every SPEC (and each of SPECS) in the modules of `package_name`."""
     package: ModuleType = importlib.import_module(package_name)
     specs: dict[str, Any] = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package_name}.{info.name}")
-        spec = getattr(module, "SPEC", None)
-        if spec is not None:
+        single = getattr(module, "SPEC", None)
+        for spec in (*getattr(module, "SPECS", ()), *([single] if single is not None else [])):
             if spec.name in specs:
                 raise RuntimeError(f"{package_name}: two modules declare {spec.name!r}")
             specs[spec.name] = spec

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import experiment, provenance
-from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
 
 RETRY_EXIT_CODE = 3
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +44,8 @@ def _child(payload: dict[str, Any]) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         logging.captureWarnings(True)
-    kind = KernelExperiment if payload["family"] == "kernel" else TrainExperiment
-    exp = kind(**payload["experiment"])
+    kind = {"kernel": KernelExperiment, "train": TrainExperiment, "roof": RoofExperiment}
+    exp = kind[payload["family"]](**payload["experiment"])
     try:
         experiment.run(exp, payload["settings"], payload["output"], final_attempt=payload["final"])
     except experiment.RetryableFailure as err:
@@ -63,7 +63,7 @@ def _describe_exit(code: int) -> str:
 
 
 def run_supervised(
-    exp: KernelExperiment | TrainExperiment,
+    exp: Experiment,
     settings: dict[str, Any],
     output: str,
     *,

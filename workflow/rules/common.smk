@@ -26,6 +26,12 @@ def check_kernel_target(wildcards):
     return []
 
 
+def check_roof_target(wildcards):
+    """Parse the target path; a wrong part stops the run before any job, naming it."""
+    grid.parse_roof(wildcards)
+    return []
+
+
 def check_train_target(wildcards):
     """Parse the target path; a wrong part stops the run before any job, naming it."""
     grid.parse_train(wildcards)
@@ -79,6 +85,13 @@ KERNEL_SETTINGS = {
     "seed": config["seed"],
     "min_run_time": config["kernels"]["min_run_time"],
     "samples": config["kernels"]["samples"],
+    "naive_size_limit": config["kernels"].get("naive_size_limit", {}),
+}
+ROOF_SETTINGS = {
+    "seed": config["seed"],
+    "min_run_time": config["kernels"]["min_run_time"],
+    "samples": config["kernels"]["samples"],
+    "roofs": config["kernels"]["roofs"],
 }
 TRAIN_SETTINGS = {
     "seed": config["seed"],

@@ -1,21 +1,49 @@
-"""Kernel benchmarks: one module per kernel, each declaring a `SPEC`.
+"""Kernel benchmarks: one module per kernel, each declaring a `SPEC` (or `SPECS`).
 
 A kernel declares what it computes and how to judge it, in the spirit of a
 ReFrame test: its flop and byte counts as functions of size, an input maker,
-a float64 reference, an error bound, and one `prepare` function per backend.
-`prepare` moves the inputs to the device and returns a `Prepared` whose `run`
-computes into a device-resident output buffer; transfers stay outside `run`.
+a float64 reference, an error measure with its bound, and one `prepare`
+function per backend. `prepare` moves the inputs to the device and returns a
+`Prepared` whose `run` computes into a device-resident output buffer;
+transfers stay outside `run` and are timed on their own (`upload`, `download`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from accelbench.devices import Device
 from accelbench.registry import discover
+
+# Every kernel supports these; 16-bit types only where a backend computes in them.
+BASE_DTYPES = ("float64", "float32")
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+def host_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a dtype name; bfloat16 comes from ml_dtypes (NumPy has none)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def unit_roundoff(dtype: np.dtype) -> float:
+    """Machine epsilon of a floating dtype, bfloat16 included."""
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(dtype).eps)
+
+
+def accumulation_roundoff(dtype: np.dtype) -> float:
+    """Epsilon of the type sums are accumulated in: float32 for 16-bit types (as every
+    library does), the dtype itself otherwise."""
+    return unit_roundoff(np.dtype(np.float32) if dtype.itemsize == 2 else dtype)
 
 
 @dataclass(frozen=True)
@@ -25,9 +53,26 @@ class Prepared:
     run: Callable[[], object]  # compute into the output buffer (no transfer)
     fetch: Callable[[], np.ndarray]  # copy the output to the host, synchronised
     poison: Callable[[], object]  # fill the output with NaN so a no-op cannot pass the check
+    # GPU backends: copy the host inputs into the resident device inputs, and the
+    # output into a host buffer (returned), so transfer and end-to-end time can be measured.
+    upload: Callable[[], object] | None = None
+    download: Callable[[], object] | None = None
 
 
 Prepare = Callable[[tuple[np.ndarray, ...], Device], Prepared]
+
+
+def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
+    """Normwise relative error max|result - reference| / max|reference|; inf on NaN or shape."""
+    if result.shape != reference.shape:
+        return float("inf")
+    diff = np.abs(
+        result.astype(np.complex128 if np.iscomplexobj(result) else np.float64) - reference
+    )
+    if not np.all(np.isfinite(diff)):
+        return float("inf")
+    scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
+    return float(np.max(diff, initial=0.0)) / scale
 
 
 @dataclass(frozen=True)
@@ -38,8 +83,21 @@ class KernelSpec:
     bytes_moved: Callable[[int, int], float]  # minimum bytes for size n and item size
     make_inputs: Callable[[np.random.Generator, int, np.dtype], tuple[np.ndarray, ...]]
     reference: Callable[..., np.ndarray]  # float64 NumPy result from the same inputs
-    tolerance: Callable[[int, np.dtype], float]  # bound on the normwise relative error
+    tolerance: Callable[[int, np.dtype], float]  # bound on `error`
     implementations: dict[str, Prepare] = field(default_factory=dict)
+    # How a result is compared with the reference, and what the number means.
+    error: Callable[[np.ndarray, np.ndarray], float] = relative_error
+    error_measure: str = "normwise relative error"
+    output_dtype: Callable[[np.dtype], np.dtype] = lambda dtype: dtype
+    # backend -> 16-bit dtypes it computes this kernel in (float64/float32 always).
+    half_dtypes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    device_kinds: tuple[str, ...] = ("cpu", "cuda")
+    device_kinds_reason: str = ""
+    naive_size_limit: int = 0  # default largest n for naive Python loops (config overrides)
+
+    def dtypes(self, backend: str) -> tuple[str, ...]:
+        """The dtypes `backend` computes this kernel in."""
+        return BASE_DTYPES + self.half_dtypes.get(backend, ())
 
 
 def kernels() -> dict[str, KernelSpec]:
@@ -47,12 +105,178 @@ def kernels() -> dict[str, KernelSpec]:
     return discover(__name__)
 
 
-def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
-    """Normwise relative error max|result - reference| / max|reference|; inf on NaN or shape."""
-    if result.shape != reference.shape:
-        return float("inf")
-    diff = np.abs(result.astype(np.float64) - reference)
-    if not np.all(np.isfinite(diff)):
-        return float("inf")
-    scale = float(np.max(np.abs(reference))) or 1.0
-    return float(np.max(diff)) / scale
+@dataclass(frozen=True)
+class ArrayModule:
+    """How array code reaches its device: NumPy on the host, CuPy on a GPU.
+
+    `upload(device_array, host_array)` and `download(host_array, device_array)`
+    copy into existing buffers; they are None where device and host are one memory.
+    `pinned_empty(shape, dtype)` allocates page-locked host memory.
+    """
+
+    xp: Any
+    to_device: Callable[[np.ndarray], Any]
+    to_host: Callable[[Any], np.ndarray]
+    upload: Callable[[Any, np.ndarray], object] | None = None
+    download: Callable[[np.ndarray, Any], object] | None = None
+    pinned_empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
+
+
+NUMPY = ArrayModule(np, np.array, np.array)
+# NumPy playing a device module, so the transfer path of GPU array code runs in tests.
+NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, np.copyto, np.copyto)
+
+
+def cupy_module() -> ArrayModule:
+    import cupy
+    import cupyx
+
+    return ArrayModule(
+        cupy,
+        cupy.asarray,
+        cupy.asnumpy,
+        lambda device, host: device.set(host),
+        lambda host, device: device.get(out=host),
+        cupyx.empty_pinned,
+    )
+
+
+def array_prepared(
+    am: ArrayModule,
+    host_inputs: tuple[np.ndarray, ...],
+    run_into: Callable[..., object],
+    out_shape: tuple[int, ...],
+    out_dtype: np.dtype,
+) -> Prepared:
+    """Prepared for array code: inputs on the device, `run_into(*inputs, out)` fills `out`."""
+    inputs = tuple(am.to_device(np.ascontiguousarray(x)) for x in host_inputs)
+    out = am.xp.empty(out_shape, dtype=out_dtype)
+    upload = download = None
+    if am.upload is not None:
+        host_out = np.empty(out_shape, dtype=out_dtype)
+
+        def upload():
+            for device, host in zip(inputs, host_inputs, strict=True):
+                am.upload(device, host)
+
+        def download():
+            am.download(host_out, out)
+            return host_out
+
+    return Prepared(
+        run=lambda: run_into(*inputs, out),
+        fetch=lambda: am.to_host(out),
+        poison=lambda: out.fill(am.xp.nan),
+        upload=upload,
+        download=download,
+    )
+
+
+def host_prepared(host_inputs, run_into, out_shape, out_dtype) -> Prepared:
+    """Prepared for code that runs on host arrays (naive Python, Numba on the CPU)."""
+    inputs = tuple(np.ascontiguousarray(x) for x in host_inputs)
+    out = np.empty(out_shape, dtype=out_dtype)
+    return Prepared(
+        run=lambda: run_into(*inputs, out),
+        fetch=lambda: out.copy(),
+        poison=lambda: out.fill(np.nan),
+    )
+
+
+def python_prepared(host_inputs, compute, out_shape, out_dtype) -> Prepared:
+    """Prepared for naive Python: inputs as Python lists, `compute(*lists)` returns the
+    result as (nested) lists or a number, stored into a NumPy output buffer."""
+    lists = tuple(np.asarray(x).tolist() for x in host_inputs)
+    out = np.empty(out_shape, dtype=out_dtype)
+
+    def run():
+        out[...] = compute(*lists)
+
+    return Prepared(run=run, fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan))
+
+
+def torch_dtype(dtype: np.dtype):
+    import torch
+
+    return torch.bfloat16 if dtype.name == "bfloat16" else getattr(torch, dtype.name)
+
+
+def torch_from_host(x: np.ndarray):
+    """A CPU tensor sharing `x`'s memory; bfloat16 goes through its 16-bit pattern."""
+    import torch
+
+    if x.dtype.name == "bfloat16":
+        return torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(x)
+
+
+def torch_to_host(t) -> np.ndarray:
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(host_dtype("bfloat16")).copy()
+    return t.numpy().copy()
+
+
+def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
+    """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0."""
+    import torch
+
+    target = torch.device("cuda:0" if device.is_gpu else "cpu")
+    host = tuple(torch_from_host(np.ascontiguousarray(x)) for x in host_inputs)
+    inputs = tuple(t.to(target, copy=True) for t in host)
+    out = torch.empty(out_shape, dtype=torch_dtype(np.dtype(out_dtype)), device=target)
+    upload = download = None
+    if device.is_gpu:
+        host_out = torch.empty(out_shape, dtype=out.dtype)
+
+        def upload():
+            for resident, source in zip(inputs, host, strict=True):
+                resident.copy_(source)
+
+        def download():
+            return host_out.copy_(out)
+
+    return Prepared(
+        run=lambda: run_into(*inputs, out),
+        fetch=lambda: torch_to_host(out),
+        poison=lambda: out.fill_(float("nan")),
+        upload=upload,
+        download=download,
+    )
+
+
+THREADS_PER_BLOCK = 256
+
+
+def grid_1d(length: int, max_blocks: int = 65535) -> tuple[int, int]:
+    """(blocks, threads per block) covering `length` items, for grid-stride CUDA loops.
+
+    Short vectors get one short block (fewer idle threads, and far fewer for the
+    CUDA simulator to emulate)."""
+    threads = max(1, min(THREADS_PER_BLOCK, length))
+    return max(1, min(max_blocks, (length + threads - 1) // threads)), threads
+
+
+def numba_cuda_prepared(host_inputs, launch, out_shape, out_dtype) -> Prepared:
+    """Prepared for Numba CUDA kernels: `launch(*device_inputs, out)` starts the kernel(s)."""
+    from numba import cuda
+
+    host = tuple(np.ascontiguousarray(x) for x in host_inputs)
+    inputs = tuple(cuda.to_device(x) for x in host)
+    out = cuda.device_array(out_shape, dtype=out_dtype)
+    nan_block = np.full(out_shape, np.nan, dtype=out_dtype)
+    host_out = np.empty(out_shape, dtype=out_dtype)
+
+    def upload():
+        for resident, source in zip(inputs, host, strict=True):
+            resident.copy_to_device(source)
+
+    return Prepared(
+        run=lambda: launch(*inputs, out),
+        fetch=lambda: out.copy_to_host(),
+        poison=lambda: out.copy_to_device(nan_block),
+        upload=upload,
+        download=lambda: out.copy_to_host(host_out),
+    )

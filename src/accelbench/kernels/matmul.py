@@ -2,7 +2,8 @@
 
 2 n^3 flops; at least three n x n matrices cross memory once. The error bound
 follows the classic forward-error bound of an inner product of length n,
-|C - C_hat| <= n u |A||B|, taken normwise with a safety factor.
+|C - C_hat| <= n u |A||B|, taken normwise with a safety factor; 16-bit types
+are accumulated in float32 by the libraries, so they add one final rounding.
 """
 
 from __future__ import annotations
@@ -14,7 +15,20 @@ import numpy as np
 from numba import cuda  # module level: the CUDA simulator swaps this global in kernels
 
 from accelbench.devices import Device
-from accelbench.kernels import KernelSpec, Prepared
+from accelbench.kernels import (
+    NUMPY,
+    ArrayModule,
+    KernelSpec,
+    Prepared,
+    accumulation_roundoff,
+    array_prepared,
+    cupy_module,
+    host_prepared,
+    numba_cuda_prepared,
+    python_prepared,
+    torch_prepared,
+    unit_roundoff,
+)
 
 
 def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
@@ -26,28 +40,27 @@ def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def tolerance(n: int, dtype: np.dtype) -> float:
-    return 4.0 * n * float(np.finfo(dtype).eps)
+    bound = 4.0 * n * accumulation_roundoff(dtype)
+    return bound + 4.0 * unit_roundoff(dtype) if dtype.itemsize == 2 else bound
 
 
-def prepare_array_module(xp, inputs, to_device, to_host) -> Prepared:
+def _shape(inputs) -> tuple[int, int]:
+    return inputs[0].shape[0], inputs[1].shape[1]
+
+
+def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
     """GEMM written against an array module: NumPy on the host, CuPy on a GPU."""
-    a, b = (to_device(x) for x in inputs)
-    out = xp.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
-    return Prepared(
-        run=lambda: xp.matmul(a, b, out=out),
-        fetch=lambda: to_host(out),
-        poison=lambda: out.fill(xp.nan),
+    return array_prepared(
+        am, inputs, lambda a, b, out: am.xp.matmul(a, b, out=out), _shape(inputs), inputs[0].dtype
     )
 
 
 def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(np, inputs, np.ascontiguousarray, np.array)
+    return prepare_array_module(NUMPY, inputs)
 
 
 def prepare_cupy(inputs, device: Device) -> Prepared:
-    import cupy
-
-    return prepare_array_module(cupy, inputs, cupy.asarray, cupy.asnumpy)
+    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -55,14 +68,30 @@ def prepare_torch(inputs, device: Device) -> Prepared:
 
     # float32 means IEEE float32 here: TF32 tensor cores are a separate precision.
     torch.backends.cuda.matmul.allow_tf32 = False
-    target = torch.device("cuda:0" if device.is_gpu else "cpu")
-    a, b = (torch.from_numpy(x).to(target) for x in inputs)
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=target)
-    return Prepared(
-        run=lambda: torch.matmul(a, b, out=out),
-        fetch=lambda: out.cpu().numpy().copy(),
-        poison=lambda: out.fill_(float("nan")),
+    return torch_prepared(
+        inputs,
+        device,
+        lambda a, b, out: torch.matmul(a, b, out=out),
+        _shape(inputs),
+        inputs[0].dtype,
     )
+
+
+def matmul_python(a: list, b: list) -> list:
+    """Textbook triple loop over Python lists."""
+    n, k, m = len(a), len(b), len(b[0]) if b else 0
+    c = [[0.0] * m for _ in range(n)]
+    for i in range(n):
+        row, a_i = c[i], a[i]
+        for p in range(k):
+            a_ip, b_p = a_i[p], b[p]
+            for j in range(m):
+                row[j] += a_ip * b_p[j]
+    return c
+
+
+def prepare_python(inputs, device: Device) -> Prepared:
+    return python_prepared(inputs, matmul_python, _shape(inputs), inputs[0].dtype)
 
 
 @cache
@@ -84,21 +113,12 @@ def _numba_loops(parallel: bool):
     return matmul_loops
 
 
-def _prepare_numba(inputs, parallel: bool) -> Prepared:
-    a, b = (np.ascontiguousarray(x) for x in inputs)
-    out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
-    loops = _numba_loops(parallel)
-    return Prepared(
-        run=lambda: loops(a, b, out), fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan)
-    )
-
-
 def prepare_numba(inputs, device: Device) -> Prepared:
-    return _prepare_numba(inputs, parallel=False)
+    return host_prepared(inputs, _numba_loops(False), _shape(inputs), inputs[0].dtype)
 
 
 def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return _prepare_numba(inputs, parallel=True)
+    return host_prepared(inputs, _numba_loops(True), _shape(inputs), inputs[0].dtype)
 
 
 TILE = 16
@@ -133,16 +153,14 @@ def cuda_tiled_kernel(dtype_name: str):
 
 
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
-    a, b = (cuda.to_device(np.ascontiguousarray(x)) for x in inputs)
-    n, m = a.shape[0], b.shape[1]
-    out = cuda.device_array((n, m), dtype=a.dtype)
-    kernel = cuda_tiled_kernel(np.dtype(a.dtype).name)
+    n, m = _shape(inputs)
+    kernel = cuda_tiled_kernel(inputs[0].dtype.name)
     blocks = ((m + TILE - 1) // TILE, (n + TILE - 1) // TILE)
-    nan_block = np.full((n, m), np.nan, dtype=a.dtype)
-    return Prepared(
-        run=lambda: kernel[blocks, (TILE, TILE)](a, b, out),
-        fetch=lambda: out.copy_to_host(),
-        poison=lambda: out.copy_to_device(nan_block),
+    return numba_cuda_prepared(
+        inputs,
+        lambda a, b, out: kernel[blocks, (TILE, TILE)](a, b, out),
+        (n, m),
+        inputs[0].dtype,
     )
 
 
@@ -155,6 +173,7 @@ SPEC = KernelSpec(
     reference=reference,
     tolerance=tolerance,
     implementations={
+        "python": prepare_python,
         "numpy": prepare_numpy,
         "numba": prepare_numba,
         "numba-parallel": prepare_numba_parallel,
@@ -162,4 +181,6 @@ SPEC = KernelSpec(
         "cupy": prepare_cupy,
         "numba-cuda": prepare_numba_cuda,
     },
+    half_dtypes={"torch": ("float16", "bfloat16"), "cupy": ("float16",)},
+    naive_size_limit=96,
 )

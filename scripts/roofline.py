@@ -1,0 +1,21 @@
+"""Rule entry point: tidy table + roofs -> percent of roof, crossovers, roofline figures."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
+
+import pandas as pd
+
+from accelbench.analysis import roofline, style
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+frame = pd.read_parquet(snakemake.input[0])
+roofline.roof_table(frame).to_csv(snakemake.output.percent, index=False)
+pd.concat(
+    [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
+).to_csv(snakemake.output.crossovers, index=False)
+style.save(roofline.roofline_figure(frame), "results/figures/roofline")
+style.save(roofline.crossover_figure(frame), "results/figures/kernel_crossover")

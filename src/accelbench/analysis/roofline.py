@@ -1,0 +1,362 @@
+"""Kernels against the measured roofs: percent of roof, roofline and CPU/GPU crossovers.
+
+The roofs are records of their own (experiment "roof", one per device and
+dtype); here they are joined to the kernel records on (device, dtype). A
+kernel's attainable throughput is the roofline min(peak GEMM, arithmetic
+intensity x copy bandwidth); copies, which do no arithmetic, are held against
+the bandwidth of the path they take. Crossovers compare, size by size, the
+best CPU result with the best GPU result of a kernel, once for the kernel
+alone and once with the host<->device transfer included.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from accelbench.analysis import style
+from accelbench.analysis.tidy import natural_devices
+from accelbench.devices import DeviceError, parse_device
+
+ROOF_METRICS = ("peak_gflops", "copy_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
+# Kernels without arithmetic, and the bandwidth roof of the path each copy takes.
+BANDWIDTH_ROOFS = {
+    "transfer-d2d": "copy_bandwidth",
+    "transfer-h2d": "h2d_bandwidth",
+    "transfer-h2d-pinned": "h2d_bandwidth",
+    "transfer-d2h": "d2h_bandwidth",
+    "transfer-d2h-pinned": "d2h_bandwidth",
+}
+KEYS = ["device", "dtype"]
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def roofs(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (device, dtype) with a measured roof: the median of each roof metric."""
+    rows = frame[(frame["experiment"] == "roof") & (frame["status"] == "ok")]
+    columns = {f"{metric}_median": metric for metric in ROOF_METRICS}
+    present = [column for column in columns if column in rows.columns]
+    table = rows[KEYS + present].rename(columns=columns)
+    for metric in ROOF_METRICS:
+        if metric not in table.columns:
+            table[metric] = np.nan
+    return table[KEYS + list(ROOF_METRICS)].reset_index(drop=True)
+
+
+def _is_gpu(device: str) -> bool:
+    try:
+        return parse_device(str(device)).is_gpu
+    except DeviceError:
+        return False
+
+
+def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `roof_percent` and `roof_bound` for kernel rows that ran.
+
+    roof_percent = achieved / attainable x 100, where attainable is the
+    roofline min(peak_gflops, arithmetic_intensity x copy_bandwidth) in GFLOP/s,
+    or for a copy the bandwidth roof of its path in GB/s. roof_bound names the
+    roof that limits (peak_gflops, copy_bandwidth, h2d_bandwidth, d2h_bandwidth).
+    Rows without a matching roof (none measured for that device and dtype) get NaN.
+    """
+    out = frame.copy()
+    out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
+    out["roof_percent"] = np.nan
+    out["roof_bound"] = pd.Series(pd.NA, index=out.index, dtype="str")
+    rows = out[(out["experiment"] == "kernel") & (out["status"] == "ok")]
+    table = roofs(frame)
+    if rows.empty or table.empty:
+        return out
+    # One roof per (device, dtype), so the left join keeps the kernel rows in order.
+    ceilings = rows[KEYS].merge(table, on=KEYS, how="left").set_index(rows.index)
+
+    def measured(name: str) -> pd.Series:
+        return rows[name].astype(float) if name in rows else pd.Series(np.nan, index=rows.index)
+
+    memory = measured("arithmetic_intensity") * ceilings["copy_bandwidth"]
+    compute_bound = ceilings["peak_gflops"] <= memory
+    percent = (
+        100.0 * measured("gflops_median") / ceilings["peak_gflops"].where(compute_bound, memory)
+    )
+    bound = pd.Series(np.where(compute_bound, "peak_gflops", "copy_bandwidth"), index=rows.index)
+    for kernel, roof in BANDWIDTH_ROOFS.items():
+        copies = rows["kernel"] == kernel
+        percent[copies] = 100.0 * measured("bandwidth_median")[copies] / ceilings.loc[copies, roof]
+        bound[copies] = roof
+    known = np.isfinite(percent)
+    out.loc[rows.index, "roof_percent"] = percent.where(known)
+    out.loc[known[known].index, "roof_bound"] = bound[known]
+    return out
+
+
+def roof_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows that ran, with their throughput and percent of the measured roof."""
+    with_roofs = add_roof_percent(frame)
+    rows = with_roofs[(with_roofs["experiment"] == "kernel") & (with_roofs["status"] == "ok")]
+    columns = [
+        "kernel",
+        "device",
+        "backend",
+        "dtype",
+        "size",
+        "gflops_median",
+        "bandwidth_median",
+        "arithmetic_intensity",
+        "roof_bound",
+        "roof_percent",
+    ]
+    rows = rows.reindex(columns=columns)
+    return rows.sort_values(["kernel", "device", "dtype", "size", "backend"]).reset_index(drop=True)
+
+
+def _throughput(rows: pd.DataFrame, with_transfer: bool) -> pd.Series:
+    """GFLOP/s of each row; with the transfer, GPU rows use their end-to-end throughput."""
+    compute = rows.get("gflops_median", pd.Series(np.nan, index=rows.index)).astype(float)
+    if not with_transfer:
+        return compute
+    end_to_end = rows.get("end_to_end_gflops_median", pd.Series(np.nan, index=rows.index))
+    gpu = rows["device"].map(_is_gpu).astype(bool)
+    return compute.where(~gpu, end_to_end.astype(float))
+
+
+def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame:
+    """Per (kernel, dtype): the size from which the best GPU result beats the best CPU result.
+
+    Sizes where both sides ran are compared; the crossover is where log(GPU /
+    CPU throughput) changes sign for the last time, interpolated on log-log
+    axes between the two sizes around it. `first_gpu_size` is the smallest
+    measured size from which the GPU stays faster. Both are NaN where the GPU
+    is never faster at the largest size; where it is faster at every size, the
+    crossover is the smallest size (it lies at or below it).
+    """
+    columns = ["kernel", "dtype", "crossover_size", "first_gpu_size", "with_transfer"]
+    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")].copy()
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows["throughput"] = _throughput(rows, with_transfer)
+    rows = rows[np.isfinite(rows["throughput"])]
+    rows["gpu"] = rows["device"].map(_is_gpu).astype(bool)
+    found = []
+    for (kernel, dtype), group in rows.groupby(["kernel", "dtype"], sort=True):
+        best = group.groupby(["size", "gpu"])["throughput"].max().unstack()
+        if True not in best.columns or False not in best.columns:
+            continue
+        best = best.dropna().sort_index()
+        if best.empty:
+            continue
+        sizes = best.index.to_numpy(float)
+        ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
+        crossover = first = math.nan
+        if ratio[-1] > 0:
+            losing = np.nonzero(ratio <= 0)[0]
+            if losing.size == 0:
+                crossover = first = sizes[0]
+            else:
+                i = losing[-1]
+                first = sizes[i + 1]
+                low, high = np.log(sizes[i]), np.log(sizes[i + 1])
+                fraction = -ratio[i] / (ratio[i + 1] - ratio[i])
+                crossover = float(np.exp(low + fraction * (high - low)))
+        found.append((kernel, dtype, crossover, first, with_transfer))
+    return pd.DataFrame(found, columns=columns)
+
+
+def _label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
+    return frame.attrs.get("units", {}).get(column, fallback)
+
+
+def _empty(message: str) -> Figure:
+    fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return fig
+
+
+def _grid(panels: int) -> tuple[Figure, np.ndarray]:
+    ncols = min(panels, 2)
+    nrows = math.ceil(panels / ncols)
+    fig = Figure(
+        figsize=(
+            style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN,
+            style.PANEL_HEIGHT * nrows + 0.6,
+        ),
+        layout="constrained",
+    )
+    return fig, fig.subplots(nrows, ncols, squeeze=False).flatten()
+
+
+def roofline_figure(frame: pd.DataFrame) -> Figure:
+    """Roofline per (device, dtype): the measured ceilings as lines, each kernel as a point.
+
+    Ceilings: min(peak GEMM, intensity x copy bandwidth), and on a GPU the
+    pinned host->device bandwidth as the ceiling of work whose data must first
+    cross the host link. Points: each kernel and backend at its largest measured
+    size; copies (no arithmetic) have no place on the intensity axis.
+    """
+    style.apply()
+    table = roofs(frame).dropna(subset=["peak_gflops", "copy_bandwidth"])
+    kernels = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
+    if "gflops_median" in kernels and "arithmetic_intensity" in kernels:
+        kernels = kernels[
+            np.isfinite(kernels["gflops_median"].astype(float))
+            & (kernels["arithmetic_intensity"].astype(float) > 0)
+        ]
+    else:
+        kernels = kernels.iloc[0:0]
+    if table.empty:
+        return _empty("no roof records")
+    order = {device: i for i, device in enumerate(natural_devices(table["device"]))}
+    table = table.sort_values(
+        ["device", "dtype"], key=lambda s: s.map(order) if s.name == "device" else s
+    )
+    fig, axes = _grid(len(table))
+    names = sorted(set(kernels.get("kernel", pd.Series(dtype="str")).dropna()))
+    backends = sorted(set(kernels.get("backend", pd.Series(dtype="str")).dropna()))
+    palette = dict(zip(names, style.colors(max(len(names), 1)), strict=False))
+    markers = {backend: MARKERS[i % len(MARKERS)] for i, backend in enumerate(backends)}
+    intensities = (
+        kernels["arithmetic_intensity"].astype(float) if len(kernels) else pd.Series([1.0])
+    )
+    ridge_points = table["peak_gflops"] / table["copy_bandwidth"]
+    low = min(intensities.min(), ridge_points.min()) / 4
+    high = max(intensities.max(), ridge_points.max()) * 4
+    x = np.geomspace(low, high, 200)
+    gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
+    for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
+        ax.plot(x, np.minimum(roof.peak_gflops, x * roof.copy_bandwidth), color="black")
+        ax.text(
+            high,
+            roof.peak_gflops,
+            f"GEMM {roof.peak_gflops:.3g} {gflops_unit}",
+            ha="right",
+            va="bottom",
+        )
+        ax.text(
+            low,
+            low * roof.copy_bandwidth,
+            f"copy {roof.copy_bandwidth:.3g} GB/s",
+            ha="left",
+            va="bottom",
+            rotation=0,
+        )
+        if np.isfinite(roof.h2d_bandwidth):
+            ax.plot(x, np.minimum(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
+        here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
+        largest = (
+            here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
+        )
+        for point in largest.itertuples(index=False):
+            ax.plot(
+                float(point.arithmetic_intensity),
+                float(point.gflops_median),
+                linestyle="none",
+                marker=markers[point.backend],
+                color=palette[point.kernel],
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{roof.device}, {roof.dtype}")
+        ax.set_xlabel(
+            f"Arithmetic intensity ({_label_unit(frame, 'arithmetic_intensity', 'flop/byte')})"
+        )
+        ax.set_ylabel(f"Throughput ({gflops_unit})")
+    for ax in axes[len(table) :]:
+        ax.set_visible(False)
+    handles = [
+        Line2D([], [], color=palette[name], marker="o", ls="none", label=name) for name in names
+    ]
+    handles += [
+        Line2D([], [], color="black", marker=markers[b], ls="none", label=b) for b in backends
+    ]
+    handles += [Line2D([], [], color="black", label="measured roof")]
+    if table["h2d_bandwidth"].notna().any():
+        handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5))
+    return fig
+
+
+def crossover_figure(frame: pd.DataFrame) -> Figure:
+    """Throughput vs problem size per backend and device, kernel alone and with the transfer.
+
+    One row per (kernel, dtype); left the kernel alone, right including the
+    host<->device copies of the GPU backends (CPU lines are the same in both).
+    A dotted vertical line marks where the best GPU result overtakes the best
+    CPU result.
+    """
+    style.apply()
+    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
+    if "gflops_median" not in rows:
+        return _empty("no kernel records with a flop count")
+    rows = rows[np.isfinite(rows["gflops_median"].astype(float))]
+    groups = sorted(set(zip(rows["kernel"], rows["dtype"], strict=True)))
+    if not groups:
+        return _empty("no kernel records with a flop count")
+    fig = Figure(
+        figsize=(style.DOUBLE_COLUMN, style.PANEL_HEIGHT * len(groups) + 0.6), layout="constrained"
+    )
+    axes = fig.subplots(len(groups), 2, squeeze=False)
+    series = sorted(
+        set(zip(rows["backend"], rows["device"], strict=True)),
+        key=lambda item: (_is_gpu(item[1]), item[0], natural_devices([item[1]])),
+    )
+    backends = sorted({backend for backend, _ in series})
+    devices = natural_devices(rows["device"])
+    palette = dict(zip(backends, style.colors(len(backends)), strict=True))
+    looks = {
+        device: (MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)])
+        for i, device in enumerate(devices)
+    }
+    marks = {flag: crossovers(frame, with_transfer=flag) for flag in (False, True)}
+    unit = _label_unit(frame, "gflops_median", "GFLOP/s")
+    for row_axes, (kernel, dtype) in zip(axes, groups, strict=True):
+        here = rows[(rows["kernel"] == kernel) & (rows["dtype"] == dtype)]
+        for ax, with_transfer in zip(row_axes, (False, True), strict=True):
+            values = _throughput(here, with_transfer)
+            for backend, device in series:
+                line = here[(here["backend"] == backend) & (here["device"] == device)]
+                y = values[line.index].astype(float)
+                ok = np.isfinite(y)
+                if not ok.any():
+                    continue
+                order = np.argsort(line["size"].to_numpy(float)[ok])
+                marker, linestyle = looks[device]
+                ax.plot(
+                    line["size"].to_numpy(float)[ok][order],
+                    y[ok].to_numpy()[order],
+                    color=palette[backend],
+                    marker=marker,
+                    linestyle=linestyle,
+                )
+            found = marks[with_transfer]
+            found = found[(found["kernel"] == kernel) & (found["dtype"] == dtype)]
+            for size in found["crossover_size"].dropna():
+                ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
+                ax.text(
+                    size,
+                    0.97,
+                    f" GPU wins from n≈{size:.3g}",
+                    transform=ax.get_xaxis_transform(),
+                    va="top",
+                    ha="left",
+                )
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(
+                f"{kernel}, {dtype}, {'with transfer' if with_transfer else 'kernel only'}"
+            )
+            ax.set_xlabel("Problem size n")
+            ax.set_ylabel(f"Throughput ({unit})")
+    handles = [Line2D([], [], color=palette[b], label=b) for b in backends]
+    handles += [
+        Line2D([], [], color="black", marker=looks[d][0], linestyle=looks[d][1], label=d)
+        for d in devices
+    ]
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
+    return fig

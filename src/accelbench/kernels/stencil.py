@@ -1,0 +1,175 @@
+"""One Jacobi sweep of the 2-D 5-point stencil on an n x n grid.
+
+Each interior point becomes the mean of its four neighbours; the boundary is
+kept (Dirichlet). 4 flops per interior point (three adds, one multiply); the
+grid is read once and written once, 2 n^2 items. With positive inputs the
+sums cannot cancel, so every implementation stays within a few units of
+roundoff of the float64 result, whatever order it adds in.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numba
+import numpy as np
+from numba import cuda
+
+from accelbench.devices import Device
+from accelbench.kernels import (
+    NUMPY,
+    ArrayModule,
+    KernelSpec,
+    Prepared,
+    array_prepared,
+    cupy_module,
+    host_prepared,
+    numba_cuda_prepared,
+    python_prepared,
+    torch_prepared,
+    unit_roundoff,
+)
+
+TILE = 16
+
+
+def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    return (rng.uniform(0.5, 1.5, (n, n)).astype(dtype),)
+
+
+def sweep_sliced(u, out) -> None:
+    """The sweep in slices, for any array library whose views accept in-place ops."""
+    out[0], out[-1] = u[0], u[-1]  # the boundary is kept
+    out[:, 0], out[:, -1] = u[:, 0], u[:, -1]
+    interior = out[1:-1, 1:-1]
+    interior[...] = u[:-2, 1:-1]
+    interior += u[2:, 1:-1]
+    interior += u[1:-1, :-2]
+    interior += u[1:-1, 2:]
+    interior *= 0.25
+
+
+def reference(u: np.ndarray) -> np.ndarray:
+    u = u.astype(np.float64)
+    out = u.copy()
+    out[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return out
+
+
+def tolerance(n: int, dtype: np.dtype) -> float:
+    return 8.0 * unit_roundoff(dtype)
+
+
+def flops(n: int) -> float:
+    return 4.0 * max(n - 2, 0) ** 2
+
+
+def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
+    return array_prepared(am, inputs, sweep_sliced, inputs[0].shape, inputs[0].dtype)
+
+
+def prepare_numpy(inputs, device: Device) -> Prepared:
+    return prepare_array_module(NUMPY, inputs)
+
+
+def prepare_cupy(inputs, device: Device) -> Prepared:
+    return prepare_array_module(cupy_module(), inputs)
+
+
+def prepare_torch(inputs, device: Device) -> Prepared:
+    return torch_prepared(inputs, device, sweep_sliced, inputs[0].shape, inputs[0].dtype)
+
+
+def sweep_python(u: list) -> list:
+    n = len(u)
+    out = [row[:] for row in u]
+    for i in range(1, n - 1):
+        above, row, below, target = u[i - 1], u[i], u[i + 1], out[i]
+        for j in range(1, n - 1):
+            target[j] = 0.25 * (above[j] + below[j] + row[j - 1] + row[j + 1])
+    return out
+
+
+def prepare_python(inputs, device: Device) -> Prepared:
+    return python_prepared(inputs, sweep_python, inputs[0].shape, inputs[0].dtype)
+
+
+@cache
+def _numba_loops(parallel: bool):
+    @numba.njit(parallel=parallel, cache=True)
+    def sweep_loops(u, out):
+        n, m = u.shape
+        quarter = u.dtype.type(0.25)  # a float64 literal would widen float32 sums
+        for i in numba.prange(n):
+            if i == 0 or i == n - 1:
+                for j in range(m):
+                    out[i, j] = u[i, j]
+            else:
+                out[i, 0] = u[i, 0]
+                for j in range(1, m - 1):
+                    out[i, j] = quarter * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+                out[i, m - 1] = u[i, m - 1]
+
+    return sweep_loops
+
+
+def prepare_numba(inputs, device: Device) -> Prepared:
+    return host_prepared(inputs, _numba_loops(False), inputs[0].shape, inputs[0].dtype)
+
+
+def prepare_numba_parallel(inputs, device: Device) -> Prepared:
+    return host_prepared(inputs, _numba_loops(True), inputs[0].shape, inputs[0].dtype)
+
+
+@cache
+def cuda_kernel(dtype_name: str):
+    """One thread per grid point: interior points average, boundary points copy."""
+    element = getattr(numba, dtype_name)
+
+    @cuda.jit
+    def sweep(u, out):
+        i, j = cuda.grid(2)
+        n, m = u.shape
+        if i < n and j < m:
+            if 0 < i < n - 1 and 0 < j < m - 1:
+                total = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                out[i, j] = element(0.25) * total
+            else:
+                out[i, j] = u[i, j]
+
+    return sweep
+
+
+def prepare_numba_cuda(inputs, device: Device) -> Prepared:
+    n, m = inputs[0].shape
+    kernel = cuda_kernel(inputs[0].dtype.name)
+    blocks = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
+    return numba_cuda_prepared(
+        inputs, lambda u, out: kernel[blocks, (TILE, TILE)](u, out), (n, m), inputs[0].dtype
+    )
+
+
+SPEC = KernelSpec(
+    name="stencil",
+    description="one 2-D 5-point Jacobi sweep on an n x n grid",
+    flops=flops,
+    bytes_moved=lambda n, itemsize: 2.0 * n * n * itemsize,
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance=tolerance,
+    implementations={
+        "python": prepare_python,
+        "numpy": prepare_numpy,
+        "numba": prepare_numba,
+        "numba-parallel": prepare_numba_parallel,
+        "torch": prepare_torch,
+        "cupy": prepare_cupy,
+        "numba-cuda": prepare_numba_cuda,
+    },
+    half_dtypes={
+        "numpy": ("float16",),
+        "torch": ("float16", "bfloat16"),
+        "cupy": ("float16",),
+    },
+    naive_size_limit=512,
+)

@@ -1,0 +1,251 @@
+"""Percent of the measured roof, CPU/GPU crossovers and the roofline figures, from records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from accelbench.analysis import roofline, style, tidy
+from accelbench.results import make_record, write_record
+from accelbench.timing import rate_from_time, summarize, value
+
+SAMPLES = 5
+
+
+def times(median: float) -> dict:
+    return summarize([median * factor for factor in (0.98, 0.99, 1.0, 1.01, 1.02)], "s")
+
+
+def kernel_record(kernel, device, backend, size, seconds, flops, nbytes, end_to_end=None):
+    exp_id = f"kernels/{kernel}/{device}/{backend}/float32/n{size}"
+    time = times(seconds)
+    metrics = {"time": time}
+    if flops:
+        metrics["gflops"] = rate_from_time(time, flops / 1e9, "GFLOP/s")
+    metrics["bandwidth"] = rate_from_time(time, nbytes / 1e9, "GB/s")
+    metrics["arithmetic_intensity"] = value(flops / nbytes, "flop/byte")
+    if end_to_end is not None:
+        metrics["transfer_time"] = times(end_to_end - seconds)
+        metrics["end_to_end_time"] = times(end_to_end)
+        metrics["end_to_end_gflops"] = rate_from_time(
+            metrics["end_to_end_time"], flops / 1e9, "GFLOP/s"
+        )
+    params = {
+        "kernel": kernel,
+        "device": device,
+        "backend": backend,
+        "dtype": "float32",
+        "size": size,
+    }
+    return exp_id, make_record(
+        experiment="kernel",
+        experiment_id=exp_id,
+        status="ok",
+        params=params,
+        provenance={},
+        metrics=metrics,
+        check={"passed": True, "relative_error": 0.0},
+    )
+
+
+def roof_record(device, peak, copy, h2d=None, status="ok"):
+    exp_id = f"roofs/{device}/float32"
+    metrics = {}
+    if status == "ok":
+        metrics["peak_gflops"] = rate_from_time(times(1.0), peak, "GFLOP/s")
+        metrics["copy_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
+        if h2d is not None:
+            metrics["h2d_bandwidth"] = rate_from_time(times(1.0), h2d, "GB/s")
+            metrics["d2h_bandwidth"] = rate_from_time(times(1.0), h2d / 2, "GB/s")
+    return exp_id, make_record(
+        experiment="roof",
+        experiment_id=exp_id,
+        status=status,
+        reason=None if status == "ok" else "no GPU",
+        params={"device": device, "dtype": "float32", "gemm_size": 64},
+        provenance={},
+        metrics=metrics,
+    )
+
+
+def saxpy(device, backend, n, seconds, end_to_end=None):
+    return kernel_record("saxpy", device, backend, n, seconds, 2.0 * n, 12.0 * n, end_to_end)
+
+
+def matmul(device, backend, n, seconds, end_to_end=None):
+    return kernel_record(
+        "matmul", device, backend, n, seconds, 2.0 * n**3, 12.0 * n * n, end_to_end
+    )
+
+
+# CPU: fast at small sizes. GPU: slow at small sizes (launch overhead), fast at large ones;
+# its end-to-end time adds the copies, which moves the crossover up.
+RECORDS = [
+    roof_record("cpu2", peak=100.0, copy=20.0),
+    roof_record("cuda1", peak=10000.0, copy=2000.0, h2d=25.0),
+    matmul("cpu2", "numpy", 64, 2 * 64**3 / 50e9),  # 50 GFLOP/s
+    matmul("cpu2", "numpy", 256, 2 * 256**3 / 80e9),
+    matmul("cpu2", "numpy", 1024, 2 * 1024**3 / 90e9),
+    matmul("cpu2", "numba", 1024, 2 * 1024**3 / 9e9),
+    matmul("cuda1", "cupy", 64, 1e-5, end_to_end=1e-4),  # 52 GFLOP/s
+    matmul("cuda1", "cupy", 256, 1e-5, end_to_end=2e-3),  # 3355; e2e 16.8 GFLOP/s
+    matmul("cuda1", "cupy", 1024, 3e-4, end_to_end=2.3e-3),  # 7158; e2e 934
+    saxpy("cpu2", "numpy", 1000, 12e3 / 15e9),  # 15 GB/s: 2.5 GFLOP/s
+    saxpy("cuda1", "cupy", 1000, 12e3 / 1500e9),
+    kernel_record("transfer-d2d", "cpu2", "numpy", 1000, 8e3 / 18e9, 0.0, 8e3),
+    kernel_record("transfer-h2d-pinned", "cuda1", "torch", 1000, 4e3 / 20e9, 0.0, 4e3),
+]
+
+
+@pytest.fixture
+def frame(tmp_path):
+    paths = [write_record(tmp_path / f"{exp_id}.json", record) for exp_id, record in RECORDS]
+    collected, problems = tidy.collect(paths)
+    assert problems == []
+    return collected
+
+
+def row(table, kernel, device, backend, size):
+    match = table[
+        (table["kernel"] == kernel)
+        & (table["device"] == device)
+        & (table["backend"] == backend)
+        & (table["size"] == size)
+    ]
+    assert len(match) == 1
+    return match.iloc[0]
+
+
+def test_roofs_table(frame):
+    table = roofline.roofs(frame).set_index("device")
+    assert table.loc["cpu2", "peak_gflops"] == pytest.approx(100.0)
+    assert table.loc["cuda1", "h2d_bandwidth"] == pytest.approx(25.0)
+    assert math.isnan(table.loc["cpu2", "h2d_bandwidth"])
+
+
+def test_roof_percent_follows_the_roofline(frame):
+    table = roofline.add_roof_percent(frame)
+    assert table.attrs["units"]["roof_percent"] == "%"
+    assert len(table) == len(frame)
+    # GEMM at intensity n/6 >> ridge point: compute bound, against peak GEMM.
+    gemm = row(table, "matmul", "cpu2", "numpy", 1024)
+    assert gemm["roof_bound"] == "peak_gflops"
+    assert gemm["roof_percent"] == pytest.approx(90.0)
+    assert row(table, "matmul", "cpu2", "numba", 1024)["roof_percent"] == pytest.approx(9.0)
+    # saxpy at 1/6 flop/byte: memory bound, against 20 GB/s x 1/6 = 3.33 GFLOP/s.
+    axpy = row(table, "saxpy", "cpu2", "numpy", 1000)
+    assert axpy["roof_bound"] == "copy_bandwidth"
+    assert axpy["roof_percent"] == pytest.approx(75.0)
+    # Copies, which do no arithmetic, against the bandwidth of their path.
+    copy = row(table, "transfer-d2d", "cpu2", "numpy", 1000)
+    assert copy["roof_bound"] == "copy_bandwidth"
+    assert copy["roof_percent"] == pytest.approx(90.0)
+    link = row(table, "transfer-h2d-pinned", "cuda1", "torch", 1000)
+    assert link["roof_bound"] == "h2d_bandwidth"
+    assert link["roof_percent"] == pytest.approx(80.0)
+    # Roof rows themselves get no percent.
+    assert table.loc[table["experiment"] == "roof", "roof_percent"].isna().all()
+
+
+def test_roof_percent_is_nan_without_a_roof(frame):
+    no_gpu_roof = frame[~((frame["experiment"] == "roof") & (frame["device"] == "cuda1"))]
+    table = roofline.add_roof_percent(no_gpu_roof)
+    assert math.isnan(row(table, "matmul", "cuda1", "cupy", 256)["roof_percent"])
+    assert pd.isna(row(table, "matmul", "cuda1", "cupy", 256)["roof_bound"])
+    assert row(table, "matmul", "cpu2", "numpy", 256)["roof_percent"] == pytest.approx(80.0)
+    only_kernels = frame[frame["experiment"] == "kernel"]
+    assert roofline.add_roof_percent(only_kernels)["roof_percent"].isna().all()
+
+
+def test_roof_table_lists_the_kernels_that_ran(frame):
+    table = roofline.roof_table(frame)
+    assert len(table) == sum(1 for _, r in RECORDS if r["experiment"] == "kernel")
+    assert list(table.columns)[-2:] == ["roof_bound", "roof_percent"]
+
+
+def test_crossover_kernel_only(frame):
+    found = roofline.crossovers(frame).set_index("kernel")
+    assert set(found.index) == {"matmul", "saxpy"}
+    # matmul: CPU 50 vs GPU 52.4 GFLOP/s at n=64 already: the GPU wins from the smallest size.
+    assert found.loc["matmul", "crossover_size"] == 64
+    assert found.loc["matmul", "first_gpu_size"] == 64
+    assert not found.loc["matmul", "with_transfer"]
+
+
+def test_crossover_with_transfer_is_interpolated(frame):
+    found = roofline.crossovers(frame, with_transfer=True).set_index("kernel")
+    # End to end the GPU loses at 64 (5.2 < 50) and 256 (16.8 < 80), wins at 1024 (934 > 90).
+    assert found.loc["matmul", "first_gpu_size"] == 1024
+    crossover = found.loc["matmul", "crossover_size"]
+    assert 256 < crossover < 1024
+    cpu = {256: 80.0, 1024: 90.0}
+    gpu = {256: 2 * 256**3 / 2e-3 / 1e9, 1024: 2 * 1024**3 / 2.3e-3 / 1e9}
+    ratio = [math.log(gpu[n] / cpu[n]) for n in (256, 1024)]
+    expected = math.exp(math.log(256) + (-ratio[0] / (ratio[1] - ratio[0])) * math.log(4))
+    assert crossover == pytest.approx(expected)
+    # saxpy's GPU record has no end-to-end time: nothing to compare with the transfer.
+    assert "saxpy" not in found.index
+
+
+def test_no_crossover_where_the_gpu_never_wins(frame):
+    slow = frame.copy()
+    gpu = slow["device"] == "cuda1"
+    slow.loc[gpu, "gflops_median"] = slow.loc[gpu, "gflops_median"] / 1e6
+    found = roofline.crossovers(slow).set_index("kernel")
+    assert found["crossover_size"].isna().all()
+    assert found["first_gpu_size"].isna().all()
+
+
+def test_crossovers_need_both_sides(frame):
+    cpu_only = frame[frame["device"] != "cuda1"]
+    assert roofline.crossovers(cpu_only).empty
+
+
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+def test_figures_draw_and_save(frame, figure, tmp_path):
+    fig = figure(frame)
+    assert isinstance(fig, Figure)
+    labels = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert "numpy" in labels and "cupy" in labels
+    paths = style.save(fig, tmp_path / "figure")
+    assert paths[0].read_bytes().startswith(b"%PDF")
+    assert paths[1].read_bytes().startswith(b"\x89PNG")
+
+
+def test_roofline_figure_draws_measured_ceilings(frame):
+    fig = roofline.roofline_figure(frame)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["cpu2, float32", "cuda1, float32"]
+    gpu = axes[1]
+    ceiling = gpu.lines[0].get_ydata()
+    assert np.max(ceiling) == pytest.approx(10000.0)
+    assert gpu.lines[1].get_linestyle() == "--"  # host->device roof on the GPU only
+    texts = " ".join(text.get_text() for text in axes[0].texts)
+    assert "GEMM 100 GFLOP/s" in texts and "copy 20 GB/s" in texts
+    # One point per (kernel, backend) that does arithmetic, at its largest size.
+    points = [line for line in axes[0].lines if line.get_linestyle() == "None"]
+    assert len(points) == 3  # matmul numpy, matmul numba, saxpy numpy
+
+
+def test_crossover_figure_marks_the_crossover(frame):
+    fig = roofline.crossover_figure(frame)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "matmul, float32, kernel only" in titles
+    assert "matmul, float32, with transfer" in titles
+    marked = [ax for ax in fig.axes if any("GPU wins from" in text.get_text() for text in ax.texts)]
+    assert {ax.get_title() for ax in marked} == {
+        "matmul, float32, kernel only",
+        "matmul, float32, with transfer",
+        "saxpy, float32, kernel only",  # GPU faster at its only size
+    }
+
+
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+def test_figures_without_records_say_so(frame, figure):
+    empty = frame[frame["experiment"] == "train"]
+    fig = figure(empty)
+    assert fig.axes[0].texts[0].get_text().startswith("no ")
