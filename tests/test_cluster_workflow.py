@@ -30,6 +30,13 @@ kernels:
   dtypes: [float64]
   sizes:
     matmul: [64, 256]
+    saxpy: []
+    mandelbrot: []
+    reduction: []
+    stencil: []
+    fft1d: []
+    fft2d: []
+    transfer-d2d: []
 train:
   devices: [cpu1]
   batch_sizes:
@@ -136,12 +143,33 @@ def kernel_record(device, backend, n):
     )
 
 
+def roof_record(device):
+    """A measured roof; on the GPU with 10 GB/s each way, the bandwidth of the hand case."""
+    peak = 1000.0 if device == "cuda1" else 100.0
+    metrics = {"peak_gflops": summarize([peak] * 5, "GFLOP/s")}
+    if device == "cuda1":
+        metrics |= {
+            name: summarize([10.0] * 5, "GB/s") for name in ("h2d_bandwidth", "d2h_bandwidth")
+        }
+    return make_record(
+        experiment="roof",
+        experiment_id=f"roofs/{device}/float64",
+        status="ok",
+        params={"device": device, "dtype": "float64"},
+        metrics=metrics,
+        provenance={},
+    )
+
+
 def test_offload_run_on_fixed_records(workflow_dir):
     config = write_config(workflow_dir, "records.yaml", RECORDS_CONFIG)
     for device, backend in (("cpu1", "numpy"), ("cpu1", "torch"), ("cuda1", "torch")):
         for n in (64, 256):
             record = kernel_record(device, backend, n)
             write_record(workflow_dir / "results" / f"{record['id']}.json", record)
+    for device in ("cpu1", "cuda1"):
+        record = roof_record(device)
+        write_record(workflow_dir / "results" / f"{record['id']}.json", record)
     train = make_record(
         experiment="train",
         experiment_id="train/resnet18/cpu1/fp32/single/bs2",
@@ -154,11 +182,12 @@ def test_offload_run_on_fixed_records(workflow_dir):
 
     done = snakemake(workflow_dir, OFFLOAD_TABLE, "--cores", "1", "--configfile", config)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "kernel_benchmark" not in done.stdout + done.stderr  # nothing was re-measured
+    for rule in ("kernel_benchmark", "roof_benchmark"):
+        assert rule not in done.stdout + done.stderr  # nothing was re-measured
     table = (workflow_dir / OFFLOAD_TABLE).read_text(encoding="utf-8")
     assert "| matmul | float64 | cuda1 | cpu1 numpy | 100 | 1,000 |" in table
     assert "No overlap of copy and compute" in table
-    # The roofs are not part of this grid: the row says where W would come from.
-    assert "no H2D/D2H bandwidth for cuda1 (roofs experiment): no model" in table
+    # W = 10 GB/s from the planted roof: I* = 100 * 1000 / (10 * (1000 - 100)) = 11.1.
+    assert "| 10 |" in table and "11.1" in table
     figure = workflow_dir / "results" / "figures" / "offload_break_even.pdf"
     assert figure.read_bytes().startswith(b"%PDF")
