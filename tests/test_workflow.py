@@ -182,7 +182,7 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     ):
         assert (results / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
         assert (results / "figures" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
-    assert "| Status | ok (3) |" in (results / "provenance.md").read_text(encoding="utf-8")
+    assert "| Status | ok (5) |" in (results / "provenance.md").read_text(encoding="utf-8")
     assert "baseline_device: cpu1" in (results / "config.yaml").read_text(encoding="utf-8")
 
     report = snakemake(
