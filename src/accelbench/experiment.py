@@ -32,6 +32,8 @@ class Outcome:
     reason: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     check: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
+    series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -121,7 +123,11 @@ def _guarded(measure, exp, settings) -> Outcome:
 
 
 def run(exp: KernelExperiment | TrainExperiment, settings: dict[str, Any], output: str) -> str:
-    """Measure `exp` and write its record atomically to `output`; returns the status."""
+    """Measure `exp` and write its record atomically to `output`; returns the status.
+
+    In a group of launched processes (srun tasks) every rank measures and rank 0 writes.
+    """
+    from accelbench.train.distributed import is_primary_process
     from accelbench.train.loop import measure_training
 
     started = provenance.now()
@@ -132,13 +138,19 @@ def run(exp: KernelExperiment | TrainExperiment, settings: dict[str, Any], outpu
         experiment_id=exp.id,
         status=outcome.status,
         reason=outcome.reason,
-        params={**asdict(exp), **{k: v for k, v in settings.items() if k != "config_hash"}},
+        params={
+            **asdict(exp),
+            **{k: v for k, v in settings.items() if k != "config_hash"},
+            **outcome.params,
+        },
         metrics=outcome.metrics,
         check=outcome.check,
+        series=outcome.series,
         provenance=provenance.collect(
             seed=settings["seed"], config_digest=settings["config_hash"], started=started
         ),
     )
-    write_record(output, record)
+    if is_primary_process():
+        write_record(output, record)
     log.info("%s: %s%s", exp.id, outcome.status, f" ({outcome.reason})" if outcome.reason else "")
     return outcome.status
