@@ -27,7 +27,8 @@ def test_grid_lists_paths_and_exclusions(tmp_path, capsys):
         "excluded results/kernels/matmul/cuda1/numpy/float64/n128.json: "
         "backend 'numpy' runs on cpu devices, not on cuda1" in err
     )
-    assert f"{len(paths)} experiments, 8 excluded" in err
+    # 8 kernel cells, and ddp on cpu1 for the 3 models of the default grid.
+    assert f"{len(paths)} experiments, 11 excluded" in err
 
 
 def test_grid_reports_bad_names(tmp_path, capsys):

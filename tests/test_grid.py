@@ -76,9 +76,12 @@ def test_bad_kernel_wildcards_name_the_part(change, message):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: resnet18"),
+        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: alexnet, autoencoder"),
         ({"precision": "fp8"}, "precision 'fp8' is not known"),
-        ({"strategy": "magic"}, "strategy 'magic' is not known; allowed: single"),
+        (
+            {"strategy": "magic"},
+            "strategy 'magic' is not known; allowed: single, dp, ddp, fsdp, pipeline",
+        ),
         ({"batch": "-4"}, "batch size '-4' must be a positive integer"),
         ({"precision": "tf32"}, "tf32 is a CUDA tensor-core mode"),
         ({"device": "cuda4"}, "strategy 'single' uses one GPU; cuda4 asks for 4"),
@@ -100,9 +103,17 @@ def test_bad_train_wildcards_name_the_part(change, message):
 
 def test_default_grid_is_cpu_only_and_complete(config):
     expanded = grid.expand(config)
-    assert len(expanded.experiments) == 2 * 4 * 2 * 2 + 2
+    # kernels: 2 devices x 4 backends x 2 dtypes x 2 sizes; training: 3 models x
+    # (single on cpu1 and cpu2, ddp on cpu2); ddp on cpu1 (one process) is excluded.
+    assert len(expanded.experiments) == 2 * 4 * 2 * 2 + 3 * 3
     assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
-    assert expanded.excluded == ()
+    assert sorted(exp.path for exp, _ in expanded.excluded) == [
+        f"results/train/{model}/cpu1/fp32/ddp/bs{batch}.json"
+        for model, batch in (("lstm", 32), ("resnet18", 16), ("resnet56", 16))
+    ]
+    assert {reason for _, reason in expanded.excluded} == {
+        "ddp needs at least 2 processes; cpu1 gives one (use 'single')"
+    }
     assert len(set(expanded.paths)) == len(expanded.paths)
 
 

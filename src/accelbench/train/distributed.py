@@ -63,7 +63,7 @@ SINGLE_PROCESS = Rendezvous(0, 1, 0, "127.0.0.1", 0, "none")
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a Slurm hostlist ('gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b[7] -> 'a1-b7').
+    """The first host of a Slurm hostlist ('gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b[7]' -> 'a1-b7').
 
     Parsed here rather than with `scontrol show hostnames`, which is not on every compute node.
     """

@@ -91,7 +91,7 @@ def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) 
     torch.manual_seed(settings.seed)
     model = spec.build(options)
     parameters = sum(p.numel() for p in model.parameters())
-    flops = flops_per_sample(spec, model, options, settings.seed)
+    flops = flops_per_sample(spec, options, settings.seed)
 
     generator = torch.Generator().manual_seed(settings.seed)
     sample = spec.make_batch(generator, min(exp.batch, 2), options)
