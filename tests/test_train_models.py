@@ -56,7 +56,8 @@ def test_layers_compose_to_the_forward_pass(name):
     members = {id(module) for module in model.modules()}
     for layer in layers:
         for parameter in layer.parameters():
-            assert any(parameter is p for p in model.parameters()), "layers share the model's weights"
+            shared = any(parameter is p for p in model.parameters())
+            assert shared, "layers hold the model's own weights"
     assert any(id(layer) in members for layer in layers)
     with torch.no_grad():
         out = inputs
@@ -113,7 +114,7 @@ def test_options_resolve_defaults_image_size_and_overrides():
 @pytest.mark.parametrize(
     ("model", "overrides", "message"),
     [
-        ("resnet56", {"dept": 20}, "train.model_options.resnet56.dept: unknown option; allowed: lr"),
+        ("resnet56", {"dept": 20}, "model_options.resnet56.dept: unknown option; allowed: lr"),
         ("lstm", {"hidden": "big"}, "lstm.hidden: 'big' is a str, expected a int like the default"),
         ("fcn", {"hidden": [8, 2.5]}, "fcn.hidden: [8, 2.5] is a list, expected a list"),
         ("alexnet", {"classes": True}, "alexnet.classes: True is a bool, expected a int"),

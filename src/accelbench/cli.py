@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.set_defaults(handler=command_grid)
     train = commands.add_parser("train", help=command_train.__doc__.splitlines()[0])
-    train.add_argument("path", help="result path, e.g. results/train/resnet50/cpu2/fp32/ddp/bs16.json")
+    train.add_argument("path", help="result path, e.g. results/train/lstm/cpu2/fp32/ddp/bs32.json")
     train.add_argument(
         "--configfile",
         type=Path,

@@ -63,7 +63,7 @@ SINGLE_PROCESS = Rendezvous(0, 1, 0, "127.0.0.1", 0, "none")
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a Slurm hostlist ('gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b[7]' -> 'a1-b7').
+    """The first host of a Slurm hostlist: 'gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b7' -> 'a1-b7'.
 
     Parsed here rather than with `scontrol show hostnames`, which is not on every compute node.
     """
@@ -164,9 +164,11 @@ def launch_local(
     """Run accelbench.train.worker in `processes` local processes under torchrun.
 
     Returns rank 0's result; a failed rank raises LaunchError with its reason
-    (the text of its exception, so an out-of-memory error still reads as one).
+    (the text of its exception, so an out-of-memory error still reads as one),
+    or models.Unavailable if the model cannot run in this precision here.
     """
     import accelbench
+    from accelbench.train.models import Unavailable
 
     source = str(Path(accelbench.__file__).resolve().parents[1])
     env = {
@@ -196,7 +198,11 @@ def launch_local(
                 log.info("torchrun output:\n%s", stream[-20000:])
         errors = sorted(Path(folder).glob("result.json.rank*.error"))
         if errors:
-            raise LaunchError(errors[0].read_text())
+            rank = errors[0].name.removeprefix("result.json.rank").removesuffix(".error")
+            error = json.loads(errors[0].read_text())
+            if error["type"] == Unavailable.__name__:
+                raise Unavailable(error["message"])
+            raise LaunchError(f"rank {rank}: {error['type']}: {error['message']}")
         if done.returncode != 0 or not result_file.exists():
             tail = (done.stderr or done.stdout)[-2000:]
             raise LaunchError(f"torchrun exited with status {done.returncode}: {tail}")

@@ -29,6 +29,7 @@ from accelbench.devices import (
 )
 from accelbench.grid import TrainExperiment
 from accelbench.train import distributed, strategies
+from accelbench.train.models import Unavailable
 from accelbench.train.settings import TrainSettings
 
 
@@ -236,7 +237,10 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     reason = _unavailable_reason(exp, train_settings, device)
     if reason:
         return Outcome("unavailable", reason)
-    result = _launch(exp, train_settings, device)
+    try:
+        result = _launch(exp, train_settings, device)
+    except Unavailable as err:
+        return Outcome("unavailable", str(err))
     return outcome_from(result, exp, train_settings)
 
 

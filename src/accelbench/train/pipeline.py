@@ -44,14 +44,20 @@ def balanced_split(costs: list[float], stages: int) -> list[int]:
 
 
 def layer_costs(layers: list[nn.Module], sample: torch.Tensor) -> list[float]:
-    """Forward FLOPs of each layer on `sample` (1 for layers without matmuls or convolutions)."""
+    """Forward FLOPs of each layer on `sample` (1 for layers without matmuls or convolutions).
+
+    Layers run in evaluation mode, so that counting leaves BatchNorm's running statistics alone.
+    """
     from torch.utils.flop_counter import FlopCounterMode
 
     costs = []
     with torch.no_grad():
         for layer in layers:
+            training = layer.training
+            layer.eval()
             with FlopCounterMode(display=False) as counter:
                 sample = layer(sample)
+            layer.train(training)
             costs.append(float(max(counter.get_total_flops(), 1)))
     return costs
 

@@ -2,7 +2,8 @@
 
 `python -m accelbench.train.worker REQUEST RESULT`: REQUEST is the experiment
 and its settings (JSON); rank 0 writes the combined result to RESULT. A rank
-that fails writes RESULT.rank<N>.error with its exception and exits non-zero,
+that fails writes RESULT.rank<N>.error (its exception's type and message, JSON)
+and exits non-zero,
 so the launching process can say which rank failed and why.
 """
 
@@ -33,7 +34,7 @@ def main(request_path: str, result_path: str) -> int:
     except Exception as err:  # the launcher reports it; the traceback goes to torchrun's log
         traceback.print_exc()
         error = Path(f"{result_path}.rank{rendezvous.rank}.error")
-        error.write_text(f"rank {rendezvous.rank}: {type(err).__name__}: {err}")
+        error.write_text(json.dumps({"type": type(err).__name__, "message": str(err)}))
         return 1
     if rendezvous.is_primary:
         partial = Path(result_path + ".part")

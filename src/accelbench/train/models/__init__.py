@@ -103,6 +103,10 @@ class ModelSpec:
     real_data: Callable[[Any, Options, int], Any] | None = None
 
 
+class Unavailable(RuntimeError):
+    """This model cannot run in this precision on this device; recorded as "unavailable"."""
+
+
 class OptionError(ValueError):
     """A model option that does not exist or has the wrong type; names the key and the allowed."""
 

@@ -4,7 +4,9 @@ A batch is a set of graphs of `nodes` nodes each, given as node features
 (batch, nodes, features) and edge lists (batch, 2, edges); the forward pass
 builds the block-diagonal, symmetrically normalised adjacency with self-loops
 as one sparse COO matrix and propagates with `torch.sparse.mm`. Graph
-classification: mean over nodes, then a linear layer. In the synthetic task a
+classification: mean over nodes, then a linear layer. Under mixed precision the
+sparse products stay in float32 (PyTorch's sparse kernels have no half-precision
+backward); the dense layers run in the autocast type. In the synthetic task a
 graph's node features are its class pattern under heavy noise, so averaging
 over neighbours (what the convolution does) is what makes them readable.
 """
@@ -65,7 +67,9 @@ class GCN(nn.Module):
         adjacency = normalized_adjacency(edges, nodes, features.dtype)
         hidden = features.reshape(graphs * nodes, -1)
         for convolution in self.convolutions:
-            hidden = torch.relu(torch.sparse.mm(adjacency, convolution(hidden)))
+            support = convolution(hidden)
+            with torch.autocast(support.device.type, enabled=False):
+                hidden = torch.relu(torch.sparse.mm(adjacency, support.to(adjacency.dtype)))
         return self.head(hidden.reshape(graphs, nodes, -1).mean(dim=1))
 
 
