@@ -171,7 +171,8 @@ def test_validate_config_names_key_and_allowed_values(config, key, value, messag
 def test_device_grammar():
     assert parse_device("cpu16").count == 16
     assert parse_device("cuda2").is_gpu
-    for bad in ("cpu", "cuda0", "CPU1", "2x4cuda", "cpu1 "):
+    assert parse_device("2x4cuda").nodes == 2
+    for bad in ("cpu", "cuda0", "CPU1", "4xcuda", "cpu1 "):
         with pytest.raises(DeviceError, match="expected cpuN"):
             parse_device(bad)
 
@@ -188,4 +189,21 @@ def test_slurm_resources_follow_the_device(config):
     assert (
         cluster.scaled(config, "train", "mem_mb", attempt=2)
         == 2 * config["resources"]["train"]["mem_mb"]
+    )
+
+
+def test_an_empty_batch_list_asks_for_the_default_batch(config):
+    config["train"]["batch_sizes"] = {"gcn": [], "fcn": [8]}
+    config["train"]["strategies"] = ["single"]
+    paths = grid.expand(config).paths
+    assert "results/train/gcn/cpu1/fp32/single/bs32.json" in paths
+    assert "results/train/fcn/cpu2/fp32/single/bs8.json" in paths
+
+
+def test_model_options_are_checked_with_the_config(config):
+    config["train"]["model_options"] = {"lstm": {"hiden": 64}}
+    with pytest.raises(grid.GridError) as err:
+        grid.validate_config(config)
+    assert "config key train.model_options.lstm.hiden: unknown option; allowed: lr" in str(
+        err.value
     )

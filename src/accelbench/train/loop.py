@@ -254,6 +254,7 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "options": result["options"],
         "data": result["data"],
         "data_note": result["data_note"],
+        "launcher": result["launcher"],
     }
     series = {"loss": {"unit": "loss", "values": losses}}
     if not all(math.isfinite(value) for value in losses[warmup:]):
