@@ -228,3 +228,19 @@ def test_cuda_training(precision, tmp_path):
     assert record["status"] == "ok", record["reason"]
     check_ok_metrics(record["metrics"], BATCH, SETTINGS["steps"])
     assert record["provenance"]["accelerator"]["gpus"]
+
+
+def test_harness_overhead_compares_the_loop_with_the_bare_step():
+    from accelbench.train.overhead import harness_overhead
+
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
+    tiny = {"input_dim": 16, "hidden": [8], "classes": 3}
+    settings = {"steps": 3, "warmup_steps": 1, "model_options": tiny}
+    result = harness_overhead(exp, settings, rounds=2)
+    assert len(result["harness_rounds_s"]) == len(result["bare_rounds_s"]) == 2
+    assert result["harness_s"] > 0 and result["bare_s"] > 0
+    expected = (result["harness_s"] - result["bare_s"]) / result["bare_s"]
+    assert result["overhead"] == pytest.approx(expected)
+    gan = TrainExperiment("dcgan", "cpu1", "fp32", "single", 4)
+    with pytest.raises(ValueError, match="dcgan trains several parts"):
+        harness_overhead(gan, {"steps": 3, "model_options": dict(models()["dcgan"].tiny_options)})
