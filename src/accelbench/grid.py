@@ -187,8 +187,6 @@ class Grid:
 
 def expand(config: dict[str, Any]) -> Grid:
     """Every experiment the config asks for, split into runnable and excluded-with-reason."""
-    from accelbench.train.models import models
-
     candidates: list[KernelExperiment | TrainExperiment] = []
     kernels_cfg = config["kernels"]
     for kernel, sizes in kernels_cfg["sizes"].items():
@@ -198,8 +196,6 @@ def expand(config: dict[str, Any]) -> Grid:
             candidates.append(KernelExperiment(kernel, device, backend, dtype, int(size)))
     train_cfg = config["train"]
     for model, batches in train_cfg["batch_sizes"].items():
-        # An empty list asks for the model's own default batch size.
-        batches = batches or [models()[model].default_batch]
         for device, precision, strategy, batch in itertools.product(
             train_cfg["devices"], train_cfg["precisions"], train_cfg["strategies"], batches
         ):
