@@ -102,7 +102,7 @@ def test_sizes_a_model_cannot_take_are_refused(name, options, message):
 
 def test_options_resolve_defaults_image_size_and_overrides():
     spec = models()["resnet50"]
-    assert resolve_options(spec) == {"lr": 0.01, "image_size": 64, "classes": 10}
+    assert resolve_options(spec) == {"lr": 0.001, "image_size": 64, "classes": 10}
     assert resolve_options(spec, image_size=224)["image_size"] == 224
     assert resolve_options(spec, {"image_size": 96}, image_size=224)["image_size"] == 96
     # A CIFAR-size model keeps its own image size whatever train.image_size says.
