@@ -21,10 +21,14 @@ configfile: "config/config.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/cluster.smk"
 
 
 rule all:
@@ -33,3 +37,5 @@ rule all:
         rules.tidy.output,
         rules.tables.output,
         rules.figures.output,
+        CLUSTER_TARGETS,
+        rules.provenance.output,

@@ -1,4 +1,4 @@
-"""Rule entry point: tidy table -> figures (PDF and PNG)."""
+"""Rule entry point: tidy table -> figures (PDF and PNG), one per PDF the rule declares."""
 
 import logging
 import sys
@@ -13,5 +13,8 @@ from accelbench.analysis import figures, style
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
-style.save(figures.time_per_batch_by_device(frame), "results/figures/train_time_per_batch")
-style.save(figures.kernel_throughput_by_size(frame), "results/figures/kernel_throughput")
+width = style.figure_width(snakemake.params.width)
+for pdf in (Path(path) for path in snakemake.output if path.endswith(".pdf")):
+    draw = figures.FIGURES[pdf.stem]
+    style.save(draw(frame, snakemake.params.baseline, width), pdf.with_suffix(""))
+    logging.info("figure %s", pdf)

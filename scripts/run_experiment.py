@@ -6,7 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
-from accelbench import experiment, grid, provenance
+from accelbench import grid, provenance, supervise
+from accelbench.experiment import RetryableFailure
 
 logging.basicConfig(
     filename=snakemake.log[0],
@@ -21,4 +22,16 @@ settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),
 }
-experiment.run(exp, settings, snakemake.output[0])
+try:
+    supervise.run_supervised(
+        exp,
+        settings,
+        snakemake.output[0],
+        attempt=snakemake.resources.attempt,
+        max_attempts=snakemake.config["retries"] + 1,
+        time_limit=supervise.time_limit_seconds(snakemake.resources.runtime),
+        log_file=snakemake.log[0],
+    )
+except RetryableFailure as err:
+    logging.getLogger("run_experiment").error("%s", err)
+    sys.exit(1)

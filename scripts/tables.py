@@ -1,4 +1,4 @@
-"""Rule entry point: tidy table -> comparison tables (Markdown, LaTeX, CSV)."""
+"""Rule entry point: tidy table -> comparison tables (Markdown, LaTeX, CSV, HTML)."""
 
 import logging
 import sys
@@ -13,6 +13,7 @@ from accelbench.analysis import tables
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
-for experiment, stem in (("train", "train_time_per_batch"), ("kernel", "kernel_time")):
-    table, footnotes = tables.comparison_table(frame, experiment=experiment)
-    tables.write_table(table, footnotes, f"results/tables/{stem}")
+for markdown in (Path(path) for path in snakemake.output if path.endswith(".md")):
+    table, footnotes = tables.TABLES[markdown.stem](frame, snakemake.params.baseline)
+    tables.write_table(table, footnotes, markdown.with_suffix(""))
+    logging.info("table %s: %d rows", markdown.with_suffix(""), len(table))

@@ -39,17 +39,23 @@ slurm:
 """
 
 
-@pytest.fixture
-def workflow_dir(tmp_path: Path) -> Path:
+def copy_workflow(destination: Path) -> Path:
     """A copy of the workflow (no results) with config/tiny.yaml, so tests never touch results/."""
     for part in WORKFLOW_PARTS:
         source = REPO_ROOT / part
         if source.is_dir():
-            shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                source, destination / part, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
-            shutil.copy2(source, tmp_path / part)
-    (tmp_path / "config" / "tiny.yaml").write_text(TINY_CONFIG)
-    return tmp_path
+            shutil.copy2(source, destination / part)
+    (destination / "config" / "tiny.yaml").write_text(TINY_CONFIG)
+    return destination
+
+
+@pytest.fixture
+def workflow_dir(tmp_path: Path) -> Path:
+    return copy_workflow(tmp_path)
 
 
 def snakemake(

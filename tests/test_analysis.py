@@ -7,159 +7,22 @@ import json
 import pandas as pd
 import pytest
 
-from accelbench.analysis import figures, style, tables, tidy
-from accelbench.results import make_record, write_record
-from accelbench.timing import rate_from_time, summarize, value
+from accelbench.analysis import figures, provenance_summary, ratios, style, tables, tidy
+from accelbench.results import write_record
+
+from records import (
+    FAILED,
+    GPU_TRAIN,
+    KERNELS,
+    NO_GPU,
+    OOM,
+    TRAIN,
+    steps,
+    train_record,
+    write_records,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
-FAILED = "RuntimeError: 100% of threads_busy"
-OOM = "OutOfMemoryError: CUDA out of memory"
-
-
-def provenance(gpus=(), slurm=None):
-    return {
-        "host": "node01",
-        "platform": "Linux",
-        "cpu_model": "Test CPU",
-        "cpu_count": 16,
-        "usable_cpus": 16,
-        "python": "3.11.9",
-        "libraries": {"torch": "2.5.0"},
-        "accelerator": {"cuda_runtime": None, "cudnn": None, "gpus": list(gpus), "driver": None},
-        "cuda_visible_devices": None,
-        "git": {"commit": "abc123", "dirty": False},
-        "config_hash": "0123456789abcdef",
-        "slurm": slurm,
-        "seed": 0,
-        "started": "2024-05-01T12:00:00.000+00:00",
-        "finished": "2024-05-01T12:00:05.000+00:00",
-    }
-
-
-def train_record(model, device, status="ok", samples=None, reason=None):
-    exp_id = f"train/{model}/{device}/fp32/single/bs16"
-    params = {
-        "model": model,
-        "device": device,
-        "precision": "fp32",
-        "strategy": "single",
-        "batch": 16,
-        "steps": len(samples or []),
-        "warmup_steps": 3,
-        "image_size": 64,
-        "seed": 0,
-    }
-    metrics = None
-    if status == "ok":
-        time = summarize(samples, "s")
-        metrics = {
-            "time_per_batch": time,
-            "throughput": rate_from_time(time, 16, "samples/s"),
-            "peak_memory": value(123456789, "bytes"),
-            "loss_first": value(2.5, "loss"),
-            "loss_last": value(2.1, "loss"),
-            "parameters": value(11_000_000, "count"),
-        }
-    slurm = {
-        "job_id": "42",
-        "partition": "medium",
-        "node": "node01",
-        "cpus_per_task": "16",
-        "job_gpus": None,
-        "ntasks": "1",
-        "mem_per_node_mb": "4000",
-    }
-    return exp_id, make_record(
-        experiment="train",
-        experiment_id=exp_id,
-        status=status,
-        params=params,
-        provenance=provenance(slurm=slurm),
-        metrics=metrics,
-        reason=reason,
-    )
-
-
-def kernel_record(backend, device, size, status="ok", samples=None, reason=None):
-    exp_id = f"kernels/matmul/{device}/{backend}/float32/n{size}"
-    params = {
-        "kernel": "matmul",
-        "device": device,
-        "backend": backend,
-        "dtype": "float32",
-        "size": size,
-        "seed": 0,
-        "min_run_time": 0.3,
-        "samples": 10,
-    }
-    metrics = check = None
-    if status == "ok":
-        time = summarize(samples, "s")
-        flops = 2 * size**3
-        metrics = {
-            "time": time,
-            "gflops": rate_from_time(time, flops / 1e9, "GFLOP/s"),
-            "bandwidth": rate_from_time(time, 12 * size**2 / 1e9, "GB/s"),
-            "arithmetic_intensity": value(flops / (12 * size**2), "flop/byte"),
-            "first_call_time": value(0.01, "s"),
-            "threads": value(1, "threads"),
-        }
-        check = {
-            "passed": True,
-            "relative_error": 1e-7,
-            "tolerance": 1e-4,
-            "reference": "numpy float64",
-        }
-    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
-    return exp_id, make_record(
-        experiment="kernel",
-        experiment_id=exp_id,
-        status=status,
-        params=params,
-        provenance=provenance(gpus),
-        metrics=metrics,
-        check=check,
-        reason=reason,
-    )
-
-
-def steps(start, stride, count=10):
-    return [start + stride * i for i in range(count)]
-
-
-TRAIN = [
-    train_record(
-        "resnet18", "cpu1", samples=[0.50, 0.51, 0.52, 0.53, 0.54, 0.56, 0.57, 0.58, 0.59, 0.60]
-    ),
-    train_record(
-        "resnet18",
-        "cpu2",
-        samples=[0.300, 0.305, 0.310, 0.315, 0.320, 0.330, 0.335, 0.340, 0.345, 0.350],
-    ),
-    train_record("resnet18", "cpu16", samples=steps(0.100, 0.001)),
-    train_record("resnet18", "cuda1", "unavailable", reason=NO_GPU),
-    train_record("resnet50", "cpu1", samples=[0.8, 0.9, 1.0, 1.1, 1.2]),
-    train_record("resnet50", "cuda1", "unavailable", reason=NO_GPU),
-    train_record("vgg11", "cpu1", samples=steps(1.0, 0.1)),
-    train_record("vgg11", "cpu2", "failed", reason=FAILED),
-    train_record("vgg11", "cuda1", "oom", reason=OOM),
-]
-KERNELS = [
-    kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
-    kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
-    kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
-    kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
-    kernel_record("numba", "cuda1", 256, "unavailable", reason=NO_GPU),
-    kernel_record("numba", "cuda1", 512, "unavailable", reason=NO_GPU),
-]
-
-
-def write_records(root, records):
-    paths = []
-    for exp_id, record in records:
-        paths.append(write_record(root / f"{exp_id}.json", record))
-    return paths
 
 
 @pytest.fixture
@@ -214,19 +77,25 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-12:] == [
+    assert columns[-18:] == [
         "check_passed",
         "check_relative_error",
         "host",
         "cpu_model",
         "gpu",
+        "gpu_count",
+        "driver",
+        "cuda_runtime",
+        "python",
         "git_commit",
+        "git_dirty",
         "config_hash",
         "slurm_job_id",
         "slurm_partition",
         "slurm_node",
         "started",
         "finished",
+        "torch_version",
     ]
     start = columns.index("time_per_batch_median")
     assert columns[start : start + 7] == [
@@ -246,6 +115,8 @@ def test_collect_columns_dtypes_and_units(frame):
     assert row["peak_memory"] == 123456789
     assert pd.isna(row["size"]) and pd.isna(row["gpu"])
     assert row["slurm_job_id"] == "42" and row["slurm_partition"] == "medium"
+    assert (row["torch_version"], row["python"], row["git_dirty"]) == ("2.5.0", "3.11.9", False)
+    assert row["gpu_count"] == 0 and pd.isna(row["driver"])
     kernel = frame.set_index("id").loc["kernels/matmul/cuda1/numba/float32/n256"]
     assert kernel["gpu"] == "NVIDIA H100" and kernel["reason"] == NO_GPU
     assert pd.isna(kernel["time_median"])
@@ -345,28 +216,29 @@ def test_train_table_golden(frame):
     assert list(table.index) == ["resnet18", "resnet50", "vgg11"]
     assert table.to_dict("index") == {
         "resnet18": {
-            "cpu1": "0.550 [0.510, 0.590]",
-            "cpu2": "0.325 [0.305, 0.345]",
-            "cpu16": "0.1045 [0.1010, 0.1080]",
+            "cpu1": "550 [510, 590]",
+            "cpu2": "325 [305, 345]",
+            "cpu16": "104.5 [101.0, 108.0]",
             "cuda1": "n/a (a)",
         },
-        "resnet50": {"cpu1": "1.00 [0.80, 1.20]", "cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
+        "resnet50": {"cpu1": "1000 [800, 1200]", "cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
         "vgg11": {
-            "cpu1": "1.45 [1.10, 1.80]",
+            "cpu1": "1450 [1100, 1800]",
             "cpu2": "failed (b)",
             "cpu16": "–",
             "cuda1": "OOM (c)",
         },
     }
     assert table.attrs["caption"] == (
-        "Time per mini-batch (s), median [95% CI]; fp32, single, batch 16"
+        "Time per mini-batch (ms), median [95% CI]; fp32, single, batch 16"
     )
-    assert table.attrs["best"] == [["resnet18", "cpu16"], ["resnet50", "cpu1"], ["vgg11", "cpu1"]]
+    # A row with one number has nothing to be best against: only resnet18 has a bold cell.
+    assert table.attrs["best"] == [["resnet18", "cpu16"]]
     assert footnotes == [
         f"(a) n/a: {NO_GPU} [resnet18 on cuda1; resnet50 on cuda1]",
         f"(b) failed: {FAILED} [vgg11 on cpu2]",
         f"(c) OOM: {OOM} [vgg11 on cuda1]",
-        "Too few samples for a 95% interval; the interval shown is [min, max] at the level "
+        "Too few samples for a 95% interval; the interval shown has the level "
         "in parentheses: resnet50 on cpu1 (94%)",
     ]
 
@@ -374,17 +246,21 @@ def test_train_table_golden(frame):
 def test_train_table_writers(frame, tmp_path):
     table, footnotes = tables.comparison_table(frame, experiment="train")
     paths = tables.write_table(table, footnotes, tmp_path / "tables" / "train_time")
-    assert [path.name for path in paths] == ["train_time.md", "train_time.tex", "train_time.csv"]
+    assert [path.name for path in paths] == [
+        "train_time.md",
+        "train_time.tex",
+        "train_time.csv",
+        "train_time.html",
+    ]
     markdown = paths[0].read_text(encoding="utf-8")
     assert markdown.splitlines()[:7] == [
-        "Table: Time per mini-batch (s), median [95% CI]; fp32, single, batch 16",
+        "Table: Time per mini-batch (ms), median [95% CI]; fp32, single, batch 16",
         "",
         "| Model | cpu1 | cpu2 | cpu16 | cuda1 |",
         "|:---|---:|---:|---:|---:|",
-        "| resnet18 | 0.550 [0.510, 0.590] | 0.325 [0.305, 0.345] "
-        "| **0.1045 [0.1010, 0.1080]** | n/a (a) |",
-        "| resnet50 | **1.00 [0.80, 1.20]** | – | – | n/a (a) |",
-        "| vgg11 | **1.45 [1.10, 1.80]** | failed (b) | – | OOM (c) |",
+        "| resnet18 | 550 [510, 590] | 325 [305, 345] | **104.5 [101.0, 108.0]** | n/a (a) |",
+        "| resnet50 | 1000 [800, 1200] | – | – | n/a (a) |",
+        "| vgg11 | 1450 [1100, 1800] | failed (b) | – | OOM (c) |",
     ]
     assert "(b) failed: RuntimeError: 100% of threads\\_busy [vgg11 on cpu2]" in markdown
 
@@ -394,16 +270,17 @@ def test_train_table_writers(frame, tmp_path):
         r"\midrule",
         r"\bottomrule",
         r"\begin{tabular}{lrrrr}",
-        r"\caption{Time per mini-batch (s), median [95\% CI]; fp32, single, batch 16}",
+        r"\caption{Time per mini-batch (ms), median [95\% CI]; fp32, single, batch 16}",
         r"Model & cpu1 & cpu2 & cpu16 & cuda1 \\",
-        r"resnet50 & \textbf{1.00 [0.80, 1.20]} & -- & -- & n/a (a) \\",
+        r"resnet18 & 550 [510, 590] & 325 [305, 345] & \textbf{104.5 [101.0, 108.0]} & n/a (a) \\",
+        r"resnet50 & 1000 [800, 1200] & -- & -- & n/a (a) \\",
     ):
         assert line in latex.splitlines()
     assert r"RuntimeError: 100\% of threads\_busy" in latex
     assert "CUDA\\_VISIBLE\\_DEVICES=''" in latex
 
     cells = pd.read_csv(paths[2])
-    assert list(cells.columns) == list(tables.CSV_COLUMNS)
+    assert list(cells.columns) == ["row", "device", *tables.CSV_COLUMNS[2:]]
     assert len(cells) == 12
     best = cells[(cells["row"] == "resnet18") & (cells["device"] == "cpu16")].iloc[0]
     assert best["status"] == "ok" and bool(best["best"]) and best["unit"] == "s"
@@ -428,15 +305,16 @@ def test_kernel_table(frame):
         "matmul, torch, n=256",
         "matmul, torch, n=512",
     ]
-    assert table.attrs["caption"] == "Kernel time (s), median [95% CI]; float32"
+    # Kernel times read in µs, the unit that makes the middle median at least 1.
+    assert table.attrs["caption"] == "Kernel time (µs), median [95% CI]; float32"
     assert table.loc["matmul, torch, n=256"].tolist() == [
-        "2.045e-04 [2.010e-04, 2.080e-04]",
-        "1.145e-04 [1.110e-04, 1.180e-04]",
+        "204.5 [201.0, 208.0]",
+        "114.5 [111.0, 118.0]",
         "–",
     ]
     assert table.loc["matmul, torch, n=512"].tolist() == [
-        "1.645e-03 [1.610e-03, 1.680e-03]",
-        "0.945e-03 [0.910e-03, 0.980e-03]",
+        "1645 [1610, 1680]",
+        "945 [910, 980]",
         "–",
     ]
     assert table.loc["matmul, numba, n=512"].tolist() == ["–", "–", "n/a (a)"]
@@ -452,7 +330,7 @@ def test_kernel_table(frame):
 def test_tables_of_nothing_and_of_only_failures(tmp_path):
     empty, _ = tidy.collect([])
     table, footnotes = tables.comparison_table(empty, experiment="train")
-    assert table.empty and footnotes == []
+    assert table.empty and footnotes == ["No train records."]
     tables.write_table(table, footnotes, tmp_path / "empty")
     assert "| Model |" in (tmp_path / "empty.md").read_text(encoding="utf-8")
 
@@ -465,6 +343,216 @@ def test_tables_of_nothing_and_of_only_failures(tmp_path):
     }
     assert table.attrs["best"] == [] and len(footnotes) == 3
     assert table.attrs["caption"] == "Time per mini-batch, median [95% CI]; fp32, single, batch 16"
+
+
+@pytest.fixture
+def gpu_frame(tmp_path):
+    collected, problems = tidy.collect(write_records(tmp_path / "gpu", GPU_TRAIN))
+    assert problems == []
+    return collected
+
+
+@pytest.mark.parametrize(
+    ("unit", "medians", "expected"),
+    [
+        ("s", [2.5, 30.0], ("s", 1.0)),
+        ("s", [0.1045, 1.45], ("ms", 1e-3)),
+        ("s", [0.2, 0.5, 3.0], ("ms", 1e-3)),
+        ("s", [0.5, 1.45, 3.0, 4.0], ("s", 1.0)),
+        ("s", [2.0e-4, 1.6e-3, float("nan")], ("µs", 1e-6)),
+        ("s", [6e-5, 2e-3, 0.13], ("ms", 1e-3)),  # 0.060 to 130 ms
+        ("s", [5e-10], ("ns", 1e-9)),
+        ("GFLOP/s", [0.001], ("GFLOP/s", 1.0)),
+        ("s", [float("nan")], ("s", 1.0)),
+    ],
+)
+def test_readable_unit(unit, medians, expected):
+    assert tables.readable_unit(unit, medians) == expected
+
+
+def test_speedup_table_golden(frame):
+    table, footnotes = tables.speedup_table(frame, "train", "cpu1")
+    assert table.attrs["caption"] == (
+        "Speedup over cpu1: time per mini-batch on cpu1 / time per mini-batch on the device (×), "
+        "median [interval from both 95% CIs, level ≥ 90%]; fp32, single, batch 16"
+    )
+    # 0.55 s / 0.325 s = 1.69; the interval runs from 0.51/0.345 to 0.59/0.305.
+    assert table.to_dict("index") == {
+        "resnet18": {"cpu2": "1.69 [1.48, 1.93]", "cpu16": "5.3 [4.7, 5.8]", "cuda1": "n/a (a)"},
+        "resnet50": {"cpu2": "–", "cpu16": "–", "cuda1": "n/a (a)"},
+        "vgg11": {"cpu2": "failed (b)", "cpu16": "–", "cuda1": "OOM (c)"},
+    }
+    assert table.attrs["best"] == [["resnet18", "cpu16"]]
+    assert footnotes[1:] == [
+        f"(b) failed: {FAILED} [vgg11 on cpu2]",
+        f"(c) OOM: {OOM} [vgg11 on cuda1]",
+    ]
+    cell = next(c for c in table.attrs["cells"] if c["row"] == "resnet18" and c["column"] == "cpu2")
+    assert (cell["median"], cell["ci_low"], cell["ci_high"]) == pytest.approx(
+        (0.55 / 0.325, 0.51 / 0.345, 0.59 / 0.305)
+    )
+
+
+def test_speedup_table_says_when_the_baseline_is_missing_or_did_not_run(frame):
+    table, footnotes = tables.speedup_table(frame, "train", "cpu2")
+    assert list(table.columns) == ["cpu1", "cpu16", "cuda1"]
+    assert table.loc["resnet18"].tolist() == ["0.59 [0.52, 0.68]", "3.11 [2.82, 3.42]", "n/a (a)"]
+    assert table.loc["resnet50", "cpu1"] == "– (b)"
+    assert table.loc["vgg11", "cpu1"] == "– (c)"
+    assert footnotes[1:3] == [
+        "(b) no baseline: no record on the baseline cpu2 [resnet50 on cpu1]",
+        "(c) no baseline: the baseline cpu2 did not run (failed) [vgg11 on cpu1]",
+    ]
+    table, footnotes = tables.speedup_table(frame, "train", "cuda8")
+    assert set(table.loc["resnet18"]) == {"– (a)", "n/a (b)"}
+    assert footnotes[0].startswith("(a) no baseline: no record on the baseline cuda8 [resnet18")
+
+
+def test_kernel_speedup_table(frame):
+    table, _ = tables.speedup_table(frame, "kernel", "cpu1")
+    assert table.attrs["caption"].startswith("Speedup over cpu1: kernel time on cpu1 / kernel")
+    assert table.loc["matmul, torch, n=256"].tolist() == ["1.79 [1.70, 1.87]", "–"]
+
+
+def test_precision_table_keeps_rows_measured_in_two_precisions(gpu_frame):
+    table, footnotes = tables.comparison_table(gpu_frame, "train", across="precision")
+    assert table.attrs["caption"] == (
+        "Time per mini-batch by precision (ms), median [95% CI]; single, batch 16, cuda1"
+    )
+    assert list(table.columns) == ["fp32", "bf16", "fp16"]
+    assert table.to_dict("index") == {
+        "lstm": {
+            "fp32": "7.84 [7.58, 8.10]",
+            "bf16": "4.70 [4.54, 4.86]",
+            "fp16": "3.92 [3.79, 4.05]",
+        },
+        "resnet18": {
+            "fp32": "13.06 [12.62, 13.50]",
+            "bf16": "7.84 [7.58, 8.10]",
+            "fp16": "6.53 [6.31, 6.75]",
+        },
+    }
+    assert table.attrs["best"] == [["lstm", "fp16"], ["resnet18", "fp16"]]
+    assert footnotes == []
+
+
+def test_precision_table_of_one_precision_is_empty_and_says_why(frame):
+    table, footnotes = tables.comparison_table(frame, "train", across="precision")
+    assert table.empty
+    assert footnotes == ["No train configuration was measured in more than one precision."]
+
+
+def test_scaling_table_golden(gpu_frame):
+    table, footnotes = tables.scaling_table(gpu_frame)
+    assert list(table.columns) == ["cpu2", "cpu4", "cuda2", "cuda4"]
+    # DDP records count the batch over all GPUs (32 on two, 64 on four): their baseline is
+    # batch 16 on one GPU, and both make one row named after it.
+    assert table.to_dict("index") == {
+        "lstm, fp32, ddp, batch 16": {
+            "cpu2": "–",
+            "cpu4": "–",
+            "cuda2": "0.556 [0.520, 0.594]",
+            "cuda4": "0.556 [0.520, 0.594]",
+        },
+        "lstm, fp32, single, batch 16": {
+            "cpu2": "0.87 [0.81, 0.93]",
+            "cpu4": "0.76 [0.71, 0.81]",
+            "cuda2": "–",
+            "cuda4": "–",
+        },
+        "resnet18, fp32, ddp, batch 16": {
+            "cpu2": "–",
+            "cpu4": "–",
+            "cuda2": "0.556 [0.520, 0.594]",
+            "cuda4": "0.556 [0.520, 0.594]",
+        },
+        "resnet18, fp32, single, batch 16": {
+            "cpu2": "0.87 [0.81, 0.93]",
+            "cpu4": "0.76 [0.71, 0.81]",
+            "cuda2": "–",
+            "cuda4": "–",
+        },
+        "vgg11, fp32, ddp, batch 16": {
+            "cpu2": "–",
+            "cpu4": "–",
+            "cuda2": "failed (a)",
+            "cuda4": "–",
+        },
+    }
+    assert table.attrs["caption"].startswith(
+        "Scaling efficiency: throughput on K devices / (K × throughput on one; strategy single)"
+    )
+    assert footnotes[0] == f"(a) failed: {FAILED} [vgg11, fp32, ddp, batch 16 on cuda2]"
+
+
+def test_scaling_with_a_batch_per_device_and_a_missing_baseline(tmp_path):
+    records = [
+        train_record("resnet18", "cuda1", samples=steps(0.100, 0.001)),
+        train_record("resnet18", "cuda2", samples=steps(0.125, 0.001), strategy="ddp"),
+        train_record("resnet18", "cuda4", "oom", reason=OOM, strategy="ddp"),
+        train_record("lstm", "cuda2", samples=steps(0.1, 0.001), strategy="ddp"),
+    ]
+    collected, _ = tidy.collect(write_records(tmp_path, records))
+    cells, _ = ratios.scaling(collected)
+    ddp = cells[cells["device"] == "cuda2"].set_index("label")
+    # Throughput 16 / 0.1295 s on two GPUs against 16 / 0.1045 s on one: 0.81x, 0.40 each.
+    assert ddp.loc["resnet18, ddp", "median"] == pytest.approx(0.1045 / 0.1295)
+    assert ddp.loc["resnet18, ddp", "efficiency_median"] == pytest.approx(0.1045 / 0.1295 / 2)
+    assert ddp.loc["lstm, ddp", "status"] == ratios.NO_BASELINE
+    assert "no record on the baseline cuda1" in ddp.loc["lstm, ddp", "reason"]
+    oom = cells[cells["device"] == "cuda4"].iloc[0]
+    assert oom["status"] == "oom" and pd.isna(oom["efficiency_median"])
+
+
+def test_labels_name_other_parameters_only_where_they_tell_records_apart(tmp_path):
+    small = train_record("resnet18", "cpu1", samples=steps(1.0, 0.1))
+    large = train_record("resnet18", "cpu1", samples=steps(2.0, 0.1))
+    small[1]["params"]["image_size"], large[1]["params"]["image_size"] = 32, 224
+    large[1]["id"] += "-large"
+    collected, _ = tidy.collect(write_records(tmp_path, [small, (large[1]["id"], large[1])]))
+    table, _ = tables.comparison_table(collected)
+    assert list(table.index) == ["resnet18, image_size=32", "resnet18, image_size=224"]
+
+
+def test_every_registered_table_writes_four_formats(frame, gpu_frame, tmp_path):
+    empty, _ = tidy.collect([])
+    for name, build in tables.TABLES.items():
+        for index, records in enumerate((frame, gpu_frame, empty)):
+            table, footnotes = build(records, "cpu1")
+            paths = tables.write_table(table, footnotes, tmp_path / str(index) / name)
+            assert [path.suffix for path in paths] == [".md", ".tex", ".csv", ".html"]
+            assert all(path.stat().st_size > 0 for path in paths)
+            if table.empty:
+                assert footnotes, name  # an empty table says why
+
+
+def test_latex_and_html_of_units_and_bold(gpu_frame, tmp_path):
+    table, footnotes = tables.speedup_table(gpu_frame, "train", "cpu1")
+    tex, page = tables.to_latex(table, footnotes, "x"), tables.to_html(table, footnotes)
+    assert r"($\times$)" in tex and r"level $\geq$ 90\%" in tex
+    assert "<b>40.0 [37.4, 42.8]</b>" in page
+    assert "<caption>Speedup over cpu1" in page and '<p class="note">(a) no baseline' in page
+    kernel, _ = tables.comparison_table(tidy.collect(write_records(tmp_path, KERNELS))[0], "kernel")
+    assert r"Kernel time (\textmu{}s)" in tables.to_latex(kernel, [], "k")
+
+
+def test_provenance_summary(frame, gpu_frame):
+    table, footnotes = provenance_summary.summary_table(frame)
+    values = table["Value (records)"].to_dict()
+    assert values["Status"] == "ok (9); n/a (4); OOM (1); failed (1)"
+    assert values["GPU"] == "none (13); NVIDIA H100 (2)"
+    assert values["torch"] == "2.5.0 (15)"
+    assert values["Uncommitted changes"] == "no (15)"
+    assert values["Measured"] == "2024-05-01 12:00 – 2024-05-01 12:00 UTC (15)"
+    assert footnotes == [
+        "More than one value of GPU, GPUs per job, Slurm partition: compare numbers measured "
+        "with the same setup (see the tidy table's provenance columns)."
+    ]
+    cells = pd.DataFrame(table.attrs["cells"])
+    assert cells[cells["field"] == "GPU"].to_dict("records") == [
+        {"field": "GPU", "value": "none", "records": 13},
+        {"field": "GPU", "value": "NVIDIA H100", "records": 2},
+    ]
 
 
 # --- figures ----------------------------------------------------------------------------------
@@ -540,3 +628,93 @@ def test_figures_of_only_failures_and_of_nothing(tmp_path):
         fig = function(empty)
         assert texts(fig) == [message]
         assert_saved(fig, tmp_path / function.__name__)
+
+
+def failures_only(tmp_path):
+    paths = write_records(tmp_path / "failures", [TRAIN[3], TRAIN[7], TRAIN[8], *KERNELS[4:]])
+    return tidy.collect(paths)[0]
+
+
+def test_every_figure_renders_on_records_on_failures_and_on_nothing(gpu_frame, tmp_path):
+    empty, _ = tidy.collect([])
+    for name, draw in figures.FIGURES.items():
+        for kind, records in (
+            ("gpu", gpu_frame),
+            ("failures", failures_only(tmp_path)),
+            ("empty", empty),
+        ):
+            assert_saved(draw(records, "cpu1", None), tmp_path / kind / name)
+
+
+def test_speedup_heatmap(gpu_frame, tmp_path):
+    fig = figures.speedup_heatmap(gpu_frame, "cpu1")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "cpu2",
+        "cpu4",
+        "cuda1",
+        "cuda2",
+        "cuda4",
+    ]
+    assert ax.get_yticklabels()[0].get_text() == "lstm, fp32, ddp, batch 32"
+    shown = texts(fig)
+    # The medians as the table prints them; grey cells say why they have none.
+    assert {"1.74", "3.03", "40.0", "no base", "failed", "OOM"} <= set(shown)
+    assert fig.axes[1].get_ylabel() == "Speedup over cpu1 (×)"
+    assert_saved(fig, tmp_path / "heat")
+    fig = figures.speedup_heatmap(gpu_frame, "cuda1", width=style.WIDTHS["double"])
+    assert fig.get_figwidth() == 7.0
+    assert "0.0250" in texts(fig)  # cpu1 is 40 times slower than cuda1
+    assert "1/16" in [t.get_text() for t in fig.axes[1].get_yticklabels()]
+
+
+def test_cpu_thread_scaling(gpu_frame, frame, tmp_path):
+    fig = figures.cpu_thread_scaling(gpu_frame)
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert list(ax.get_xticks()) == [1, 2, 4]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("CPU threads", "Speedup over 1 thread (×)")
+    ideal = ax.get_lines()[0]
+    assert list(ideal.get_xdata()) == list(ideal.get_ydata()) == [1, 2, 4]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "ideal",
+        "lstm, fp32, single, batch 16",
+        "resnet18, fp32, single, batch 16",
+    ]
+    assert_saved(fig, tmp_path / "threads")
+    # resnet18 on 1, 2 and 16 threads, resnet50 and vgg11 on one only (no line), cpu2 failed.
+    fig = figures.cpu_thread_scaling(frame)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ideal", "resnet18", "vgg11"]
+    assert texts(fig) == ["failed"]
+
+
+def test_multi_gpu_scaling_efficiency(gpu_frame, frame, tmp_path):
+    fig = figures.scaling_efficiency(gpu_frame)
+    ax = fig.axes[0]
+    assert ax.get_ylim() == (0, 1.1)
+    assert list(ax.get_xticks()) == [1, 2, 4] and ax.get_xlabel() == "GPUs"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "ideal",
+        "lstm, fp32, ddp, batch 16",
+        "resnet18, fp32, ddp, batch 16",
+        "vgg11, fp32, ddp, batch 16",
+    ]
+    # lstm and resnet18: 1.8 times the one-GPU time per step for twice (four times) the
+    # samples on two (four) GPUs: efficiency 1 / 1.8 at both counts.
+    medians = [list(container.lines[0].get_ydata()) for container in ax.containers]
+    assert medians == [pytest.approx([1 / 1.8, 1 / 1.8])] * 2
+    assert texts(fig) == ["failed"]
+    assert_saved(fig, tmp_path / "efficiency")
+    assert texts(figures.scaling_efficiency(frame)) == ["no multi-GPU records"]
+
+
+def test_precision_comparison(gpu_frame, frame, tmp_path):
+    fig = figures.precision_comparison(gpu_frame)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["cuda1"]
+    assert [t.get_text() for t in visible[0].get_xticklabels()] == ["lstm", "resnet18"]
+    assert sum(len(c) for c in visible[0].containers if hasattr(c, "patches")) == 6
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["fp32", "bf16", "fp16"]
+    assert visible[0].get_ylabel() == "Time per mini-batch (s)"
+    assert_saved(fig, tmp_path / "precision")
+    assert texts(figures.precision_comparison(frame)) == ["no model measured in two precisions"]

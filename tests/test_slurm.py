@@ -9,17 +9,60 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from conftest import snakemake
+from accelbench.results import load_record
+
+from conftest import copy_workflow, snakemake
 
 pytestmark = pytest.mark.slurm
 
 CPU_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
 GPU_TARGET = "results/kernels/matmul/cuda1/torch/float64/n32.json"
+SLURM_ARGS = (
+    "--workflow-profile",
+    "profiles/slurm",
+    "--slurm-init-seconds-before-status-checks",
+    "3",
+)
+SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+
+# 20 short kernel experiments on one device, and one training experiment that
+# fails for real: ResNet-18 at 32 px has 1x1 feature maps in its last block,
+# where batch norm cannot train on a batch of one.
+BATCH_CONFIG = """\
+retries: 1
+kernels:
+  devices: [cpu1]
+  backends: [numpy, torch]
+  dtypes: [float64, float32]
+  sizes:
+    matmul: [8, 12, 16, 20, 24]
+  min_run_time: 0.01
+  samples: 3
+train:
+  devices: [cpu1]
+  precisions: [fp32]
+  batch_sizes:
+    resnet18: [1]
+  steps: 3
+  warmup_steps: 1
+  image_size: 32
+resources:
+  kernels: {mem_mb: 1000, runtime: 5}
+  train: {mem_mb: 2000, runtime: 5}
+slurm:
+  cpus_per_gpu: 1
+"""
 
 
 def slurm_partitions() -> set[str]:
@@ -50,38 +93,35 @@ def slurm():
         pytest.skip(message)
 
 
-def sacct_partition_and_state(job_id: str) -> tuple[str, str]:
+def submissions(output: str) -> list[tuple[str, str]]:
+    """(Slurm job id, Snakemake's log path) of every sbatch call Snakemake reported."""
+    return SUBMITTED.findall(output)
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Job id -> (partition, state) as Slurm's accounting has it."""
     done = subprocess.run(
         [
             "sacct",
-            "-j",
-            job_id,
+            "--jobs",
+            ",".join(job_ids),
             "--noheader",
             "--allocations",
             "--parsable2",
-            "--format=Partition,State",
+            "--format=JobID,Partition,State",
         ],
         capture_output=True,
         text=True,
         timeout=30,
         check=True,
     )
-    partition, state = done.stdout.strip().splitlines()[0].split("|")
-    return partition, state
+    rows = [line.split("|") for line in done.stdout.strip().splitlines()]
+    return {job: (partition, state.split()[0]) for job, partition, state in rows}
 
 
 def test_experiments_land_in_their_partitions(slurm, workflow_dir):
     done = snakemake(
-        workflow_dir,
-        CPU_TARGET,
-        GPU_TARGET,
-        "--workflow-profile",
-        "profiles/slurm",
-        "--slurm-init-seconds-before-status-checks",
-        "5",
-        "--configfile",
-        "config/tiny.yaml",
-        timeout=600,
+        workflow_dir, CPU_TARGET, GPU_TARGET, *SLURM_ARGS, "--configfile", "config/tiny.yaml"
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
@@ -100,9 +140,144 @@ def test_experiments_land_in_their_partitions(slurm, workflow_dir):
         assert gpu["status"] == "unavailable"
         assert "no CUDA device" in gpu["reason"]
 
+    states = sacct_states([r["provenance"]["slurm"]["job_id"] for r in (cpu, gpu)])
     for record in (cpu, gpu):
-        job_id = record["provenance"]["slurm"]["job_id"]
-        assert job_id.isdigit()
-        partition, state = sacct_partition_and_state(job_id)
-        assert partition == record["provenance"]["slurm"]["partition"]
-        assert state == "COMPLETED"
+        slurm_info = record["provenance"]["slurm"]
+        assert states[slurm_info["job_id"]] == (slurm_info["partition"], "COMPLETED")
+
+
+@pytest.fixture(scope="module")
+def batch_run(slurm, tmp_path_factory):
+    """The whole workflow on BATCH_CONFIG through Slurm: grouped kernels, one failing job."""
+    directory = copy_workflow(tmp_path_factory.mktemp("batch"))
+    (directory / "config" / "batch.yaml").write_text(BATCH_CONFIG)
+    done = snakemake(directory, *SLURM_ARGS, "--configfile", "config/batch.yaml")
+    return directory, done
+
+
+def test_short_kernel_experiments_share_a_handful_of_submissions(batch_run):
+    directory, done = batch_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    jobs = submissions(done.stdout + done.stderr)
+    kernel_jobs = [job for job, log in jobs if "group_kernels_cpu1" in log]
+    records = list((directory / "results" / "kernels").glob("**/*.json"))
+    assert len(records) == 20
+    assert 1 <= len(kernel_jobs) <= 2, jobs  # 20 experiments, batches of up to 25
+    assert all(state == ("medium", "COMPLETED") for state in sacct_states(kernel_jobs).values())
+    job_ids = {load_record(path)["provenance"]["slurm"]["job_id"] for path in records}
+    assert job_ids <= set(kernel_jobs)
+
+
+def test_failing_job_is_retried_reported_and_shown_in_the_aggregate(batch_run):
+    directory, done = batch_run
+    output = done.stdout + done.stderr
+    assert "Error in rule train_benchmark" in output  # the first attempt failed, as reported
+    train_jobs = [job for job, log in submissions(output) if "rule_train_benchmark" in log]
+    assert len(train_jobs) == 2
+    states = sacct_states(train_jobs)
+    assert sorted(state for _, state in states.values()) == ["COMPLETED", "FAILED"]
+
+    tidy = pd.read_parquet(directory / "results" / "tidy.parquet")
+    assert len(tidy) == 21
+    failed = tidy[tidy["status"] == "failed"]
+    assert list(failed["id"]) == ["train/resnet18/cpu1/fp32/single/bs1"]
+    assert "Expected more than 1 value per channel" in failed["reason"].iloc[0]
+    table = (directory / "results" / "tables" / "train_time_per_batch.md").read_text()
+    assert "failed" in table
+
+
+def test_deleting_one_record_resubmits_exactly_one_job(batch_run):
+    directory, _ = batch_run
+    target = "results/kernels/matmul/cpu1/torch/float32/n16.json"
+    (directory / target).unlink()
+    # Status through squeue this time, for sites without accounting.
+    done = snakemake(
+        directory,
+        target,
+        *SLURM_ARGS,
+        "--configfile",
+        "config/batch.yaml",
+        "--slurm-status-command",
+        "squeue",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(submissions(done.stdout + done.stderr)) == 1
+    assert load_record(directory / target)["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("slurm_config", "message"),
+    [
+        (
+            "slurm:\n  cpu_partition: nosuch\n",
+            "config key slurm.cpu_partition: partition 'nosuch' does not exist on this cluster; "
+            "partitions: gpu, medium",
+        ),
+        (
+            "slurm:\n  account: nosuch\n",
+            "config key slurm.account: account 'nosuch' is not one of yours",
+        ),
+    ],
+)
+def test_unknown_partition_or_account_stops_before_submission(
+    slurm, workflow_dir, slurm_config, message
+):
+    (workflow_dir / "config" / "site.yaml").write_text(slurm_config)
+    done = snakemake(
+        workflow_dir,
+        CPU_TARGET,
+        *SLURM_ARGS,
+        "--configfile",
+        "config/tiny.yaml",
+        "config/site.yaml",
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert message in output
+    assert submissions(output) == []
+
+
+def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workflow_dir):
+    (workflow_dir / "config" / "resume.yaml").write_text(
+        "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: [2, 3, 4, 5]\n"
+        "  steps: 15\n  image_size: 32\nkernels:\n  devices: []\n"
+    )
+    # One job at a time, so that the stop comes while some experiments are not yet
+    # submitted; SIGTERM asks Snakemake to stop: running jobs finish, no new ones start.
+    args = (
+        *SLURM_ARGS,
+        "--configfile",
+        "config/tiny.yaml",
+        "config/resume.yaml",
+        "--until",
+        "train_benchmark",
+        "--jobs",
+        "1",
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    log = workflow_dir / "stopped-run.log"
+    with log.open("w") as output:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=workflow_dir,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        records = workflow_dir / "results" / "train"
+        deadline = time.monotonic() + 240
+        while not list(records.glob("**/*.json")) and time.monotonic() < deadline:
+            time.sleep(1)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=180) != 0
+    finished = {path: path.stat().st_mtime_ns for path in records.glob("**/*.json")}
+    assert 1 <= len(finished) < 4, log.read_text()[-3000:]
+    for path in finished:
+        load_record(path)  # complete and valid, never half-written
+
+    done = snakemake(workflow_dir, *args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(list(records.glob("**/*.json"))) == 4
+    for path, mtime in finished.items():
+        assert path.stat().st_mtime_ns == mtime  # not measured again
+    assert len(submissions(done.stdout + done.stderr)) == 4 - len(finished)

@@ -479,7 +479,7 @@ def test_gpu_precisions(model, precision):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
 @pytest.mark.parametrize("strategy", ["dp", "ddp", "fsdp", "pipeline"])
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_gpu_strategies_on_two_gpus(strategy, precision):
     exp = TrainExperiment("gpt", "cuda2", precision, strategy, 8)
     assert train_exclusion(exp) is None

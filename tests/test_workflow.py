@@ -33,7 +33,7 @@ def test_default_grid_plans_every_cell(workflow_dir):
     # 3 models x (single on cpu1 and cpu2, ddp on cpu2).
     assert jobs["kernel_benchmark"] == 32
     assert jobs["train_benchmark"] == 9
-    assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == 1
+    assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,8 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     [
         (
             "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'kernels', 'train', 'resources', 'slurm']",
+            "'kernls' is not one of ['seed', 'retries', 'kernels', 'train', 'resources', "
+            "'slurm', 'cluster_analysis', 'report']",
         ),
         ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
         (
@@ -91,6 +92,8 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
         ),
         ("kernels:\n  devices: [gpu0]\n", "'gpu0' does not match"),
         ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),
+        ("report:\n  baseline_device: gpu1\n", "'gpu1' does not match"),
+        ("report:\n  figure_width: wide\n", "'wide' is not one of ['auto', 'single', 'double']"),
     ],
 )
 def test_bad_config_stops_before_any_job(workflow_dir, config, message):
@@ -134,9 +137,31 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     table = (results / "tables" / "train_time_per_batch.md").read_text()
     assert "| resnet18 |" in table and "cpu1" in table
     assert "\\toprule" in (results / "tables" / "kernel_time.tex").read_text()
-    for stem in ("train_time_per_batch", "kernel_throughput"):
+    # One device only: the speedup table is empty and says why.
+    assert "No train records on a device other than cpu1." in (
+        results / "tables" / "train_speedup.md"
+    ).read_text(encoding="utf-8")
+    for stem in ("train_time_per_batch", "train_speedup", "train_gpu_scaling", "kernel_throughput"):
         assert (results / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
         assert (results / "figures" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+    assert "| Status | ok (3) |" in (results / "provenance.md").read_text(encoding="utf-8")
+    assert "baseline_device: cpu1" in (results / "config.yaml").read_text(encoding="utf-8")
+
+    report = snakemake(
+        workflow_dir, "--report", "results/report.html", "--configfile", "config/tiny.yaml"
+    )
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    page = (results / "report.html").read_text(encoding="utf-8")
+    for item in (
+        *(f"{stem}.html" for stem in ("train_time_per_batch", "train_scaling", "kernel_time")),
+        *(f"{stem}.png" for stem in ("train_speedup", "train_thread_scaling", "kernel_throughput")),
+        "provenance.html",
+        "config.yaml",
+    ):
+        assert item in page, item
+    assert "Parallel scaling efficiency" in page  # a caption
+    # The description renders the config; the report JSON writes its line breaks as \n.
+    assert "Speedups are over cpu1" in " ".join(page.replace("\\n", " ").split())
 
     again = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
     assert again.returncode == 0

@@ -11,9 +11,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from accelbench import grid
+from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
 
 DEFAULT_CONFIG = Path("config/config.yaml")
 
@@ -69,6 +71,70 @@ def command_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_sacct(args: argparse.Namespace) -> int:
+    """Query sacct (on a Slurm login node) and store the raw text the queue analysis reads."""
+    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    settings = config["cluster_analysis"]
+    text = sacct.query(
+        args.partition or sacct.configured_partitions(config),
+        args.since or settings["since"],
+        args.until or settings["until"],
+    )
+    sacct.write_dump(text, args.output)
+    print(f"{args.output}: {sacct.parse(text).summary()}", file=sys.stderr)
+    return 0
+
+
+def command_advise(args: argparse.Namespace) -> int:
+    """Which partition gives the result first: expected queue wait plus measured run time."""
+    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    settings = config["cluster_analysis"]
+    for path in [args.sacct] + ([args.tidy] if args.experiment else []):
+        if not path.is_file():
+            raise advisor.AdviceError(f"{path} does not exist")
+    parsed = sacct.read(args.sacct)
+    if args.experiment:
+        options = advisor.experiment_options(
+            pd.read_parquet(args.tidy), args.experiment, config, args.count
+        )
+    else:
+        options = advisor.job_size_options(
+            args.partition or sacct.configured_partitions(config),
+            args.cpus,
+            args.mem,
+            args.time,
+            args.runtime,
+        )
+    table = advisor.rank(
+        parsed.jobs,
+        options,
+        settings["cpu_hour_bins"],
+        settings["gb_hour_bins"],
+        settings["min_jobs"],
+    )
+    notes = [queue_wait.FORECAST_METHOD.format(min_jobs=settings["min_jobs"])]
+    notes += [f"{args.sacct}: {parsed.summary()}"]
+    print(plain_tables.to_markdown(advisor.display(table), "Time to result", notes, 2))
+    print(advisor.verdict(table))
+    return 0
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    """Compare two result directories; exit 1 if a cell regressed beyond its CI."""
+    runs = []
+    for path in (args.old, args.new):
+        frame, problems = compare.load_run(path)
+        for record, problem in problems:
+            print(f"invalid record {record}: {problem}", file=sys.stderr)
+        runs.append(frame)
+    result = compare.compare(*runs, metrics=args.metric or None, threshold=args.threshold)
+    print(compare.report_text(result, args.threshold, compare.provenance_changes(*runs)), end="")
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(args.csv, index=False)
+    return 1 if (result["verdict"] == compare.REGRESSION).any() else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +157,59 @@ def build_parser() -> argparse.ArgumentParser:
         help="config merged over config/config.yaml (repeatable)",
     )
     train.set_defaults(handler=command_train)
+
+    query = commands.add_parser("sacct", help=command_sacct.__doc__)
+    query.add_argument("--configfile", type=Path, action="append", default=[])
+    query.add_argument(
+        "--partition", action="append", default=[], help="default: cluster_analysis.partitions"
+    )
+    query.add_argument("--since", help="sacct --starttime; default: cluster_analysis.since")
+    query.add_argument("--until", help="sacct --endtime; default: cluster_analysis.until")
+    query.add_argument("--output", type=Path, default=Path("results/cluster/sacct.txt"))
+    query.set_defaults(handler=command_sacct)
+
+    advise = commands.add_parser("advise", help=command_advise.__doc__)
+    advise.add_argument("--configfile", type=Path, action="append", default=[])
+    advise.add_argument("--sacct", type=Path, required=True, help="sacct dump (accelbench sacct)")
+    advise.add_argument(
+        "--experiment", help="result id glob, e.g. 'kernels/matmul/*/*/float32/n4096'"
+    )
+    advise.add_argument("--tidy", type=Path, default=Path("results/tidy.parquet"))
+    advise.add_argument(
+        "--count", type=int, default=1, help="units of work: kernel calls or training steps"
+    )
+    advise.add_argument("--cpus", type=int, help="job size: CPUs")
+    advise.add_argument("--mem", help="job size: memory, e.g. 16G")
+    advise.add_argument("--time", help="job size: time limit, Slurm format, e.g. 2:00:00")
+    advise.add_argument(
+        "--runtime",
+        action="append",
+        default=[],
+        metavar="PARTITION=TIME",
+        help="job size: expected run time in a partition, Slurm format (repeatable)",
+    )
+    advise.add_argument(
+        "--partition", action="append", default=[], help="job size: partitions to compare"
+    )
+    advise.set_defaults(handler=command_advise)
+
+    comparing = commands.add_parser("compare", help=command_compare.__doc__)
+    comparing.add_argument("old", type=Path, help="results directory (or tidy .parquet) before")
+    comparing.add_argument("new", type=Path, help="results directory (or tidy .parquet) after")
+    comparing.add_argument(
+        "--threshold",
+        type=float,
+        default=0.1,
+        help="slowdown that counts as a regression, as a fraction (default 0.1: 10%%)",
+    )
+    comparing.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="metric to compare (repeatable; default: every measured time, unit s)",
+    )
+    comparing.add_argument("--csv", type=Path, help="also write every compared cell here")
+    comparing.set_defaults(handler=command_compare)
     return parser
 
 
@@ -98,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except grid.GridError as err:
+    except (grid.GridError, sacct.SacctError, advisor.AdviceError, compare.CompareError) as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 2
 

@@ -128,3 +128,23 @@ def cpu_threads(device: Device) -> Iterator[int]:
         finally:
             torch.set_num_threads(previous_torch)
             numba.set_num_threads(previous_numba)
+
+
+def slurm_gpu_shortfall(device: Device) -> str | None:
+    """Why the Slurm allocation has fewer GPUs than `device` asks for, or None.
+
+    A job submitted for K GPUs that is started with fewer (a resource mapping
+    gone wrong) must fail loudly rather than measure something else.
+    """
+    if not device.is_gpu or "SLURM_JOB_ID" not in os.environ:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None  # the site does not bind GPUs through this variable; nothing to compare
+    granted = len([index for index in visible.split(",") if index.strip()])
+    if granted < device.count:
+        return (
+            f"Slurm gave this job {granted} GPU(s) (CUDA_VISIBLE_DEVICES={visible!r}) but "
+            f"{device.name} needs {device.count}: check the job's gpu/gres resources"
+        )
+    return None

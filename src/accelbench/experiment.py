@@ -18,7 +18,7 @@ import numpy as np
 
 from accelbench import provenance, timing
 from accelbench.backends import BACKENDS
-from accelbench.devices import cpu_threads, parse_device
+from accelbench.devices import cpu_threads, parse_device, slurm_gpu_shortfall
 from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.kernels import Prepared, kernels, relative_error
 from accelbench.results import make_record, write_record
@@ -34,6 +34,11 @@ class Outcome:
     check: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
     series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
+    raised: bool = False  # the measurement raised: worth another attempt, unlike a result
+
+
+class RetryableFailure(RuntimeError):
+    """An experiment failed on an attempt that is not the last: no record, the job fails."""
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -119,20 +124,48 @@ def _guarded(measure, exp, settings) -> Outcome:
     except Exception as err:  # the record must say what went wrong, whatever it was
         log.error("%s raised:\n%s", exp.id, traceback.format_exc())
         status = "oom" if is_out_of_memory(err) else "failed"
-        return Outcome(status, f"{type(err).__name__}: {err}")
+        return Outcome(status, f"{type(err).__name__}: {err}", raised=True)
 
 
-def run(exp: KernelExperiment | TrainExperiment, settings: dict[str, Any], output: str) -> str:
+def run(
+    exp: KernelExperiment | TrainExperiment,
+    settings: dict[str, Any],
+    output: str,
+    *,
+    final_attempt: bool = True,
+) -> str:
     """Measure `exp` and write its record atomically to `output`; returns the status.
 
+    An error on an attempt that is not the last raises RetryableFailure instead
+    of writing a record, so the scheduler retries it (with more memory and time);
+    on the last attempt the error goes into the record, so the grid keeps the cell.
     In a group of launched processes (srun tasks) every rank measures and rank 0 writes.
     """
-    from accelbench.train.distributed import is_primary_process
+    from accelbench.train.distributed import from_environment
     from accelbench.train.loop import measure_training
 
     started = provenance.now()
     measure = measure_kernel if isinstance(exp, KernelExperiment) else measure_training
-    outcome = _guarded(measure, exp, settings)
+    # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
+    launched = from_environment() is not None
+    shortfall = None if launched else slurm_gpu_shortfall(parse_device(exp.device))
+    outcome = Outcome("failed", shortfall) if shortfall else _guarded(measure, exp, settings)
+    if outcome.raised and not final_attempt:
+        raise RetryableFailure(f"{exp.id}: {outcome.reason}")
+    write_outcome(exp, settings, output, outcome, started)
+    return outcome.status
+
+
+def write_outcome(
+    exp: KernelExperiment | TrainExperiment,
+    settings: dict[str, Any],
+    output: str,
+    outcome: Outcome,
+    started: str,
+) -> None:
+    """The record of one outcome, with the provenance of this process, written atomically."""
+    from accelbench.train.distributed import is_primary_process
+
     record = make_record(
         experiment=exp.family,
         experiment_id=exp.id,
@@ -153,4 +186,3 @@ def run(exp: KernelExperiment | TrainExperiment, settings: dict[str, Any], outpu
     if is_primary_process():
         write_record(output, record)
     log.info("%s: %s%s", exp.id, outcome.status, f" ({outcome.reason})" if outcome.reason else "")
-    return outcome.status

@@ -1,11 +1,13 @@
-# Records -> tidy table -> comparison tables and figures. Cheap, so they run
-# where Snakemake runs (the login node on a cluster), never as Slurm jobs.
+# Records -> tidy table -> comparison tables, figures and provenance. Cheap, so they
+# run where Snakemake runs (the login node on a cluster), never as Slurm jobs. The
+# files a rule declares choose what its script builds (by file name).
 
 
 localrules:
     tidy,
     tables,
     figures,
+    provenance,
 
 
 rule tidy:
@@ -17,12 +19,12 @@ rule tidy:
         csv="results/tidy.csv",
         problems="results/record_problems.csv",
         excluded="results/excluded.csv",
-    params:
-        excluded=[(exp.path, reason) for exp, reason in GRID.excluded],
     log:
         "results/logs/tidy.log",
     conda:
         "../../envs/accelbench.yaml"
+    params:
+        excluded=[(exp.path, reason) for exp, reason in GRID.excluded],
     script:
         "../../scripts/tidy.py"
 
@@ -32,12 +34,18 @@ rule tables:
     input:
         rules.tidy.output.parquet,
     output:
-        multiext("results/tables/train_time_per_batch", ".md", ".tex", ".csv"),
-        multiext("results/tables/kernel_time", ".md", ".tex", ".csv"),
+        table_files("train_time_per_batch", "Training"),
+        table_files("train_speedup", "Training"),
+        table_files("train_precision", "Training"),
+        table_files("train_scaling", "Training"),
+        table_files("kernel_time", "Kernels"),
+        table_files("kernel_speedup", "Kernels"),
     log:
         "results/logs/tables.log",
     conda:
         "../../envs/accelbench.yaml"
+    params:
+        baseline=config["report"]["baseline_device"],
     script:
         "../../scripts/tables.py"
 
@@ -47,21 +55,44 @@ rule figures:
     input:
         rules.tidy.output.parquet,
     output:
-        "results/figures/train_time_per_batch.pdf",
-        report(
-            "results/figures/train_time_per_batch.png",
-            caption="../report/train_time_per_batch.rst",
-            category="Training",
-        ),
-        "results/figures/kernel_throughput.pdf",
-        report(
-            "results/figures/kernel_throughput.png",
-            caption="../report/kernel_throughput.rst",
-            category="Kernels",
-        ),
+        figure_files("train_time_per_batch", "Training"),
+        figure_files("train_speedup", "Training"),
+        figure_files("train_thread_scaling", "Training"),
+        figure_files("train_precision", "Training"),
+        figure_files("train_gpu_scaling", "Training"),
+        figure_files("kernel_throughput", "Kernels"),
     log:
         "results/logs/figures.log",
     conda:
         "../../envs/accelbench.yaml"
+    params:
+        baseline=config["report"]["baseline_device"],
+        width=config["report"]["figure_width"],
     script:
         "../../scripts/figures.py"
+
+
+rule provenance:
+    """Where and with what the records were measured, and the configuration as run."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        multiext("results/provenance", ".md", ".tex", ".csv"),
+        table=report(
+            "results/provenance.html",
+            caption="../report/provenance.rst",
+            category="Provenance",
+        ),
+        config=report(
+            "results/config.yaml",
+            caption="../report/config.rst",
+            category="Provenance",
+        ),
+    log:
+        "results/logs/provenance.log",
+    conda:
+        "../../envs/accelbench.yaml"
+    params:
+        config=config,
+    script:
+        "../../scripts/provenance.py"

@@ -43,16 +43,38 @@ def experiment_resources(family):
         "gpu": lambda wc: cluster.gpus(device(wc)),
         "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
         "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
+        # The job's own attempt number: its last attempt records a failure instead of retrying.
+        "attempt": lambda wc, attempt: attempt,
         # Local runs take this slot so that no two benchmarks share the machine.
         "benchmark_slots": 1,
     }
-    if config["slurm"]["account"]:
-        resources["slurm_account"] = config["slurm"]["account"]
+    optional = {
+        "slurm_account": config["slurm"]["account"],
+        "qos": config["slurm"]["qos"],
+        "constraint": config["slurm"]["constraint"],
+    }
+    resources.update({key: value for key, value in optional.items() if value})
+    if config["slurm"]["gpu_model"]:
+        resources["gpu_model"] = lambda wc: (
+            config["slurm"]["gpu_model"] if parse_device(wc.device).is_gpu else ""
+        )
     return resources
 
 
 def experiment_threads(wildcards):
     return cluster.local_threads(parse_device(wildcards.device))
+
+
+# Retries belong to the Snakemake that submits jobs; the one running a job inside
+# its Slurm allocation must not retry it again in place.
+RETRIES = config["retries"] if workflow.is_main_process else 0
+NEEDS_GPU = any(parse_device(exp.device).is_gpu for exp in GRID.experiments)
+
+
+onstart:
+    # Before anything is submitted: the partitions and account must exist.
+    if workflow.executor_plugin.name == "slurm":
+        cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
 
 
 KERNEL_SETTINGS = {
@@ -67,3 +89,25 @@ DATASET_PATTERN = str(data.dataset_root(config["train"].get("data_dir") or "data
 def train_settings(wildcards):
     """The settings of one model's experiments (its own options only, so others do not rerun it)."""
     return settings.for_model(config, wildcards.model)
+
+
+def table_files(name, category):
+    """Markdown, LaTeX and CSV of a table, and its HTML page as a report item."""
+    page = report(
+        f"results/tables/{name}.html",
+        caption=f"../report/tables/{name}.rst",
+        category=category,
+        subcategory="Tables",
+    )
+    return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
+
+
+def figure_files(name, category):
+    """Vector PDF of a figure, and its 300 dpi PNG as a report item."""
+    png = report(
+        f"results/figures/{name}.png",
+        caption=f"../report/figures/{name}.rst",
+        category=category,
+        subcategory="Figures",
+    )
+    return [f"results/figures/{name}.pdf", png]

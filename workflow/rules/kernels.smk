@@ -8,10 +8,17 @@ rule kernel_benchmark:
         "results/logs/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.log",
     params:
         settings=KERNEL_SETTINGS,
+    # On a cluster, short kernel experiments of one device share a submission
+    # (profiles/slurm sets how many); locally, groups have no effect.
+    group:
+        "kernels_{device}"
     threads: experiment_threads
+    retries: RETRIES
     resources:
         **experiment_resources("kernels"),
     conda:
         "../../envs/accelbench.yaml"
+    envmodules:
+        *config["slurm"]["modules"],
     script:
         "../../scripts/run_experiment.py"

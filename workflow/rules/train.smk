@@ -9,10 +9,13 @@ rule train_benchmark:
     params:
         settings=train_settings,
     threads: experiment_threads
+    retries: RETRIES
     resources:
         **experiment_resources("train"),
     conda:
         "../../envs/accelbench.yaml"
+    envmodules:
+        *config["slurm"]["modules"],
     script:
         "../../scripts/run_experiment.py"
 

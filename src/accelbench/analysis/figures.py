@@ -1,28 +1,38 @@
-"""Figures from the tidy table: training time per mini-batch, kernel throughput vs size.
+"""Figures from the tidy table, one function each: training time per mini-batch by
+device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
+scaling efficiency, kernel throughput against size. `FIGURES` names the ones
+the workflow draws.
 
 The records hold summaries (median and its 95% CI), not raw samples, so bars
 and error bars are drawn explicitly from those columns rather than letting
 seaborn estimate them. A cell that exists but did not run is labelled where
 its bar or point would be (n/a, OOM, failed) so an absent bar is never read
-as a zero or forgotten.
+as a zero or forgotten; a selection with nothing in it draws a "no data" note.
+Every function takes an optional width in inches (style.WIDTHS); without one
+it picks single or double column by its content.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from accelbench.analysis import style, tidy
+from accelbench.analysis import ratios, style, tables, tidy
 
 LOG_SPAN = 100.0  # switch to a log axis when the values span more than two decades
 MARKERS = ("o", "s", "^", "D", "v")
 LINESTYLES = ("-", "--", ":", "-.")
+NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
+LEGEND_CHAR_WIDTH = 0.06  # inches per character of a legend entry at the style's font size
+LEGEND_HANDLE = 0.5  # inches of marker, padding and gap per legend entry
 
 
 def _axis_label(title: str, frame: pd.DataFrame, column: str) -> str:
@@ -80,38 +90,33 @@ def _annotate(ax, x: float, status: str, *, height: float, rotation: float, colo
     )
 
 
-def time_per_batch_by_device(frame: pd.DataFrame) -> Figure:
-    """Bars of time per mini-batch: one group per model (row label), one bar per device."""
-    style.apply()
-    metric = "time_per_batch"
-    rows, _ = tidy.experiment_rows(frame, "train")
-    rows = _with_metric(rows, metric)
-    labels = list(dict.fromkeys(rows["label"]))
-    devices = tidy.natural_devices(rows["device"]) if labels else []
-    bars = len(labels) * len(devices)
-    width = style.SINGLE_COLUMN if bars <= 12 else style.DOUBLE_COLUMN
-    fig = Figure(figsize=(width, style.PANEL_HEIGHT + 0.4), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_ylabel(_axis_label("Time per mini-batch", frame, f"{metric}_median"))
-    if not labels:
-        return _no_data(fig, ax, "no training records")
+def _legend(fig: Figure, handles: list) -> None:
+    """Legend above the axes, in as many columns as the longest entry lets fit the width."""
+    longest = max(len(handle.get_label()) for handle in handles)
+    per_row = max(1, int(fig.get_figwidth() // (LEGEND_CHAR_WIDTH * longest + LEGEND_HANDLE)))
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), per_row))
 
+
+def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> None:
+    """Grouped bars of `metric` with CI error bars: one group per label, one bar per value
+    of `hue`; cells that did not run are labelled where their bar would be. The axis goes
+    logarithmic when the values span more than two decades."""
+    labels = list(dict.fromkeys(rows["label"]))
     measured = _measured(rows, metric)
     log = _spans_decades(measured[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float))
-    bar_width = 0.8 / len(devices)
+    bar_width = 0.8 / len(hues)
     positions = {label: index for index, label in enumerate(labels)}
-    palette = dict(zip(devices, style.colors(len(devices)), strict=True))
-    for index, device in enumerate(devices):
-        here = rows[rows["device"] == device]
+    for index, value in enumerate(hues):
+        here = rows[rows[hue] == value]
         x = np.array([positions[label] for label in here["label"]], float)
-        x += (index - (len(devices) - 1) / 2) * bar_width
+        x += (index - (len(hues) - 1) / 2) * bar_width
         ok = here.index.isin(measured.index)
         done = here[ok]
         ax.bar(
             x[ok],
             done[f"{metric}_median"].to_numpy(float),
             bar_width,
-            color=palette[device],
+            color=palette[value],
             log=log,
         )
         ax.errorbar(
@@ -130,20 +135,232 @@ def time_per_batch_by_device(frame: pd.DataFrame) -> Figure:
     elif measured.empty:
         ax.set_yticks([])  # nothing measured: a number scale would suggest values
     ax.set_xticks(range(len(labels)), labels)
-    if sum(map(len, labels)) > 8 * width:  # about the characters that fit side by side
+    fig = ax.get_figure()
+    panel_width = fig.get_figwidth() / len(fig.axes)
+    if sum(map(len, labels)) > 8 * panel_width:  # about the characters that fit side by side
         ax.tick_params(axis="x", labelrotation=30)
         for text in ax.get_xticklabels():
             text.set_horizontalalignment("right")
     ax.set_xlim(-0.5, len(labels) - 0.5)
-    fig.legend(
-        handles=[Patch(color=palette[device], label=device) for device in devices],
-        loc="outside upper center",
-        ncols=min(len(devices), 5),
-    )
+
+
+def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) -> Figure:
+    """Bars of time per mini-batch: one group per model (row label), one bar per device."""
+    style.apply()
+    metric = "time_per_batch"
+    rows, _ = tidy.experiment_rows(frame, "train")
+    rows = _with_metric(rows, metric)
+    labels = list(dict.fromkeys(rows["label"]))
+    devices = tidy.natural_devices(rows["device"]) if labels else []
+    auto = style.SINGLE_COLUMN if len(labels) * len(devices) <= 12 else style.DOUBLE_COLUMN
+    fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT + 0.4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_ylabel(_axis_label("Time per mini-batch", frame, f"{metric}_median"))
+    if not labels:
+        return _no_data(fig, ax, "no training records")
+    palette = dict(zip(devices, style.colors(len(devices)), strict=True))
+    _bars(ax, rows, "device", devices, metric, palette)
+    _legend(fig, [Patch(color=palette[device], label=device) for device in devices])
     return fig
 
 
-def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
+def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Figure:
+    """Time per mini-batch by precision: one panel per device, one group per model, one bar
+    per precision (fp64 ... fp16), so the gain of a narrower type is read within a panel.
+    Only models measured in two or more precisions on a device are shown."""
+    style.apply()
+    metric = "time_per_batch"
+    rows, _ = tidy.compared_rows(frame, "train", "precision")
+    devices = tidy.natural_devices(rows["device"]) if not rows.empty else []
+    if not devices:
+        fig = Figure(
+            figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained"
+        )
+        return _no_data(fig, fig.add_subplot(), "no model measured in two precisions")
+    precisions = tidy.ordered("precision", rows["precision"])
+    ncols = min(len(devices), 3)
+    nrows = math.ceil(len(devices) / ncols)
+    auto = style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN
+    fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT * nrows + 0.4), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    palette = dict(zip(precisions, style.colors(len(precisions)), strict=True))
+    label = _axis_label("Time per mini-batch", frame, f"{metric}_median")
+    for index, (ax, device) in enumerate(zip(axes, devices, strict=False)):
+        ids = rows.loc[rows["device"] == device, "id"]
+        here, _ = tidy.experiment_rows(frame[frame["id"].isin(ids)], "train", "precision")
+        _bars(ax, _with_metric(here, metric), "precision", precisions, metric, palette)
+        ax.set_title(device)
+        ax.set_ylabel(label if index % ncols == 0 else "")
+    for ax in axes[len(devices) :]:
+        ax.set_visible(False)
+    _legend(fig, [Patch(color=palette[name], label=name) for name in precisions])
+    return fig
+
+
+def _ratio_text(median: float, low: float, high: float) -> str:
+    """The median as the tables print it: with the digits its interval supports."""
+    return tables.format_with_ci(median, low, high).split(" [", 1)[0]
+
+
+def speedup_heatmap(
+    frame: pd.DataFrame, baseline: str, experiment: str = "train", width: float | None = None
+) -> Figure:
+    """Speedup over the `baseline` device, rows x devices, coloured on a log scale centred
+    on 1 (one hue faster, the other slower); cells that did not run say why."""
+    style.apply()
+    cells, _ = ratios.speedup(frame, experiment, baseline)
+    labels = list(dict.fromkeys(cells["label"]))
+    devices = tidy.natural_devices(cells["device"])
+    auto = style.SINGLE_COLUMN if len(devices) <= 4 else style.DOUBLE_COLUMN
+    height = min(0.9 + 0.25 * len(labels), 9.0)
+    fig = Figure(figsize=(width or auto, max(height, style.PANEL_HEIGHT)), layout="constrained")
+    ax = fig.add_subplot()
+    if not labels:
+        return _no_data(fig, ax, f"no {experiment} records besides {baseline}")
+    grid = cells.set_index(["label", "device"])
+    values = np.full((len(labels), len(devices)), np.nan)
+    for (label, device), cell in grid.iterrows():
+        if cell["status"] == "ok" and cell["median"] > 0:
+            values[labels.index(label), devices.index(device)] = math.log2(cell["median"])
+    span = max(1.0, math.ceil(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0)
+    norm = Normalize(-span, span)
+    mesh = ax.pcolormesh(
+        np.ma.masked_invalid(values),
+        cmap=style.diverging_colormap(),
+        norm=norm,
+        edgecolors="white",
+        linewidth=0.5,
+    )
+    for (label, device), cell in grid.iterrows():
+        row, column = labels.index(label), devices.index(device)
+        if cell["status"] == "ok" and math.isfinite(values[row, column]):
+            text = _ratio_text(cell["median"], cell["ci_low"], cell["ci_high"])
+            dark = abs(norm(values[row, column]) - 0.5) > 0.3
+            color = "white" if dark else "black"
+        else:
+            ax.add_patch(Rectangle((column, row), 1, 1, facecolor=style.NOT_RUN, edgecolor="white"))
+            text, color = NOT_RUN_TEXT.get(cell["status"], tables.MISSING), "black"
+        ax.text(column + 0.5, row + 0.5, text, ha="center", va="center", color=color)
+    ax.set_xticks(np.arange(len(devices)) + 0.5, devices)
+    ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
+    ax.set_xlim(0, len(devices))
+    ax.set_ylim(len(labels), 0)
+    ax.tick_params(length=0)
+    ax.set_xlabel("Device")
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ticks = np.arange(-span, span + 1, 1 if span <= 3 else 2)
+    bar = fig.colorbar(mesh, ax=ax, ticks=ticks, shrink=0.9)
+    bar.ax.set_yticklabels([f"{2**tick:g}" if tick >= 0 else f"1/{2**-tick:g}" for tick in ticks])
+    bar.set_label(f"Speedup over {baseline} (×)")
+    return fig
+
+
+def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
+    """One line per label over the device count, with interval error bars; cells that did
+    not run are labelled at their count, in the label's colour. Returns legend handles."""
+    handles = []
+    for slot, label in enumerate(palette):
+        here = cells[cells["label"] == label].sort_values("count")
+        ok = (here["status"] == "ok") & np.isfinite(here[f"{prefix}median"].astype(float))
+        done = here[ok]
+        marker = MARKERS[slot % len(MARKERS)]
+        # Every label is in the legend, also one whose cells all failed: its colour names them.
+        handles.append(Line2D([], [], color=palette[label], marker=marker, label=label))
+        if not done.empty:
+            median = done[f"{prefix}median"].to_numpy(float)
+            below = (median - done[f"{prefix}ci_low"].to_numpy(float)).clip(min=0)
+            above = (done[f"{prefix}ci_high"].to_numpy(float) - median).clip(min=0)
+            ax.errorbar(
+                done["count"].to_numpy(float),
+                median,
+                yerr=np.vstack([below, above]),
+                color=palette[label],
+                marker=marker,
+            )
+        for count, status in here.loc[~ok, ["count", "status"]].itertuples(index=False):
+            text = NOT_RUN_TEXT.get(status)
+            if text:
+                ax.text(
+                    float(count),
+                    0.03 + 0.08 * (slot % 10),
+                    text,
+                    transform=ax.get_xaxis_transform(),
+                    ha="center",
+                    va="bottom",
+                    color=palette[label],
+                )
+    return handles
+
+
+def _count_axis(ax, counts: list[int], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(counts[0] / 1.3, counts[-1] * 1.3)
+    ax.set_xlabel(label)
+
+
+def cpu_thread_scaling(
+    frame: pd.DataFrame, experiment: str = "train", width: float | None = None
+) -> Figure:
+    """Speedup over one thread against CPU threads, log-log, one line per row label, with
+    the ideal (linear) speedup as a dashed line."""
+    style.apply()
+    cells, _ = ratios.scaling(frame, experiment)
+    cells = cells[cells["kind"] == "cpu"]
+    scaled = cells.loc[cells["count"] > 1, "label"]
+    cells = cells[cells["label"].isin(scaled)]  # a row measured on one thread only has no line
+    counts = sorted(set(cells["count"].astype(int)))
+    fig = Figure(
+        figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.4), layout="constrained"
+    )
+    ax = fig.add_subplot()
+    ax.set_ylabel("Speedup over 1 thread (×)")
+    if len(counts) < 2:
+        return _no_data(fig, ax, "no CPU thread-scaling records")
+    labels = list(dict.fromkeys(cells["label"]))
+    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
+    ideal = ax.plot(counts, counts, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "", palette)
+    _count_axis(ax, counts, "CPU threads")
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    _legend(fig, [*ideal, *handles])
+    return fig
+
+
+def scaling_efficiency(
+    frame: pd.DataFrame, experiment: str = "train", kind: str = "cuda", width: float | None = None
+) -> Figure:
+    """Parallel efficiency (speedup over one device, over K) against the device count K,
+    one line per row label (model and strategy); 1 is linear scaling."""
+    style.apply()
+    cells, _ = ratios.scaling(frame, experiment)
+    # Efficiency on one device is 1 by definition: the lines start at two.
+    cells = cells[(cells["kind"] == kind) & (cells["count"] > 1)]
+    counts = sorted(set(cells["count"].astype(int)))
+    fig = Figure(
+        figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.4), layout="constrained"
+    )
+    ax = fig.add_subplot()
+    ax.set_ylabel("Scaling efficiency")
+    if not counts:
+        what = "multi-GPU" if kind == "cuda" else "multi-thread"
+        return _no_data(fig, ax, f"no {what} records")
+    labels = list(dict.fromkeys(cells["label"]))
+    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
+    ideal = ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "efficiency_", palette)
+    _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
+    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=1.0)
+    ax.set_ylim(0, max(1.1, top * 1.05))
+    _legend(fig, [ideal, *handles])
+    return fig
+
+
+def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
     """GFLOP/s against problem size n, log-log: one panel per (kernel, device), colour = backend,
     line style and marker = dtype."""
     style.apply()
@@ -156,14 +373,16 @@ def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
         for device in tidy.natural_devices(rows.loc[rows["kernel"] == kernel, "device"])
     ]
     if not panels:
-        fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
+        fig = Figure(
+            figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained"
+        )
         return _no_data(fig, fig.add_subplot(), "no kernel records")
 
     ncols = min(len(panels), 4)
     nrows = math.ceil(len(panels) / ncols)
     fig = Figure(
         figsize=(
-            style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN,
+            width or (style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN),
             style.PANEL_HEIGHT * nrows + 0.4,
         ),
         layout="constrained",
@@ -237,3 +456,20 @@ def kernel_throughput_by_size(frame: pd.DataFrame) -> Figure:
     ]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
     return fig
+
+
+# Every figure the workflow draws, by file name: draw(frame, baseline device, width).
+FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
+    "train_time_per_batch": lambda frame, baseline, width: time_per_batch_by_device(frame, width),
+    "train_speedup": lambda frame, baseline, width: speedup_heatmap(
+        frame, baseline, "train", width
+    ),
+    "train_thread_scaling": lambda frame, baseline, width: cpu_thread_scaling(
+        frame, "train", width
+    ),
+    "train_precision": lambda frame, baseline, width: precision_comparison(frame, width),
+    "train_gpu_scaling": lambda frame, baseline, width: scaling_efficiency(
+        frame, "train", "cuda", width
+    ),
+    "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
+}

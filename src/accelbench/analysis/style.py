@@ -8,6 +8,7 @@ gives the same file.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -17,13 +18,22 @@ matplotlib.use("Agg")  # files only: no display on cluster or CI nodes
 
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.colors import Colormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+# Font subsetting while writing a PDF logs every table it touches at INFO level.
+logging.getLogger("fontTools").setLevel(logging.WARNING)
 
 SINGLE_COLUMN = 3.5  # inches, one column of a two-column paper
 DOUBLE_COLUMN = 7.0  # inches, full text width
 PANEL_HEIGHT = 2.2  # inches, one row of axes
+WIDTHS = {"single": SINGLE_COLUMN, "double": DOUBLE_COLUMN}
 PNG_DPI = 300
 PALETTE = "colorblind"
+# Diverging map for ratios around 1 (speedup): ColorBrewer's purple-orange, safe for
+# colour-vision deficiencies and in greyscale print as light-to-dark on both sides.
+DIVERGING = "PuOr"
+NOT_RUN = "0.85"  # grey fill of a cell that has no number (did not run, no baseline)
 
 RC = {
     "font.size": 8,
@@ -55,6 +65,16 @@ def apply() -> None:
 def colors(count: int) -> list[tuple[float, float, float]]:
     """`count` colours from the palette, in order, so a category keeps its colour."""
     return sns.color_palette(PALETTE, n_colors=count)
+
+
+def diverging_colormap() -> Colormap:
+    """The colour map of heat maps of ratios centred on 1."""
+    return matplotlib.colormaps[DIVERGING]
+
+
+def figure_width(name: str) -> float | None:
+    """Inches for a named width (single, double); None for "auto" (each figure chooses)."""
+    return WIDTHS.get(name)
 
 
 def save(fig: Figure, stem: str | os.PathLike[str]) -> list[Path]:

@@ -1,32 +1,44 @@
 """Comparison tables in the style of Shi et al. (2016): rows x devices, median [95% CI].
 
-One cell per (row, device). A cell that could not run says why (OOM, n/a,
+One cell per (row, column). A cell that could not run says why (OOM, n/a,
 failed) and points to a footnote with the reason, so a missing number is never
 mistaken for a slow one; a cell with no record at all shows a dash. The best
-(lowest) time in each row is set in bold.
+cell of each row (lowest time, highest speedup) is set in bold where the row
+has two numbers to compare. Numbers keep the digits their interval supports
+and no more, and a table of times is printed in the unit (s, ms, µs, ns) that
+makes its middle time at least 1.
 
-`comparison_table` returns display strings; the numbers behind them, the bold
-cells and the caption ride along in `table.attrs` so the writers can emit
-Markdown, LaTeX and a CSV of plain numbers from the same table.
+Tables: the classic one (rows x devices), the same across precisions, speedup
+over a baseline device, and scaling efficiency over device counts. Each builder
+returns (table of display strings, footnotes); the numbers behind the strings,
+the bold cells and the caption ride along in `table.attrs` so the writers can
+emit Markdown, LaTeX, HTML and a CSV of plain numbers from the same table.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from accelbench.analysis import tidy
+from accelbench.analysis import ratios, tidy
 from accelbench.timing import CI_LEVEL
 
 MISSING = "–"
-# Columns of the CSV (long form, one line per table cell).
-CSV_COLUMNS = ("row", "device", "status", "median", "ci_low", "ci_high", "unit", "best", "reason")
+# Columns of the CSV (long form, one line per table cell); "column" is written under the
+# name of what the table's columns are (device, precision).
+CSV_COLUMNS = ("row", "column", "status", "median", "ci_low", "ci_high", "unit", "best", "reason")
+# What a cell that holds no number shows, and how its footnote names the cause.
+CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING}
+NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline"}
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 @dataclass(frozen=True)
@@ -93,111 +105,247 @@ def _marker(index: int) -> str:
     return letters
 
 
-def _cells(
-    rows: pd.DataFrame, devices: list[str], metric: str, unit: str | None
+def readable_unit(unit: str | None, medians: list[float]) -> tuple[str | None, float]:
+    """(unit, seconds per unit) for a table of times: the largest of s, ms, µs, ns in which
+    the middle one of the medians is at least 1, so most numbers read without exponents
+    or leading zeros. Other units are kept as they are (factor 1)."""
+    finite = sorted(value for value in medians if math.isfinite(value) and value > 0)
+    if unit != "s" or not finite:
+        return unit, 1.0
+    middle = finite[(len(finite) - 1) // 2]
+    for name, factor in TIME_UNITS:
+        if middle >= factor:
+            return name, factor
+    return TIME_UNITS[-1]
+
+
+def _blank_cell(row: str, column: str, unit: str | None) -> dict[str, Any]:
+    return {
+        "row": row,
+        "column": column,
+        "status": "missing",
+        "median": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "ci_level": math.nan,
+        "unit": unit,
+        "best": False,
+        "reason": None,
+    }
+
+
+def _grid(
+    found: pd.DataFrame, labels: list[str], columns: list[str], across: str, unit: str | None
 ) -> list[dict[str, Any]]:
-    """One dict per (row label, device), row-major: status, reason and the metric's numbers."""
-    if rows.empty:
-        return []
-    by_cell = rows.set_index(["label", "device"])
+    """One cell per (label, column), row-major, from long-form cells with `label`, `across`,
+    status, reason, median, ci_low, ci_high and ci_level; a pair not in `found` is missing."""
+    by_cell = found.set_index(["label", across])
     if not by_cell.index.is_unique:
         raise ValueError(
-            "records with the same row label and device: "
+            f"records with the same row label and {across}: "
             f"{sorted(set(by_cell.index[by_cell.index.duplicated()]))}"
         )
     cells = []
-    for label in dict.fromkeys(rows["label"]):
-        for device in devices:
-            cell = {
-                "row": label,
-                "device": device,
-                "status": "missing",
-                "median": math.nan,
-                "ci_low": math.nan,
-                "ci_high": math.nan,
-                "ci_level": math.nan,
-                "unit": unit,
-                "best": False,
-                "reason": None,
-            }
-            if (label, device) in by_cell.index:
-                record = by_cell.loc[(label, device)]
+    for label in labels:
+        for column in columns:
+            cell = _blank_cell(label, column, unit)
+            if (label, column) in by_cell.index:
+                record = by_cell.loc[(label, column)]
                 cell["status"], cell["reason"] = record["status"], record["reason"]
                 if record["status"] == "ok":
                     for field in ("median", "ci_low", "ci_high", "ci_level"):
-                        cell[field] = float(record.get(f"{metric}_{field}", math.nan))
+                        cell[field] = float(record[field])
             cells.append(cell)
     return cells
 
 
-def comparison_table(
-    frame: pd.DataFrame, experiment: str = "train"
+def _render(
+    cells: list[dict[str, Any]],
+    labels: list[str],
+    columns: list[str],
+    *,
+    row_header: str,
+    column_header: str,
+    caption: str,
+    higher_is_better: bool = False,
+    expected_level: float = CI_LEVEL,
+    factor: float = 1.0,
+    empty: str = "No records.",
 ) -> tuple[pd.DataFrame, list[str]]:
-    """(table of display strings, footnotes) for one experiment family.
-
-    Rows are models (train) or kernels, labelled with the parameters that vary;
-    columns are devices in natural order (cpu1, cpu2, cpu16, cuda1). The table's
-    attrs hold `caption`, `best` ([row, device] pairs set in bold) and `cells`
-    (one dict per cell with the plain numbers, the CSV's rows).
-    """
-    spec = SPECS[experiment]
-    rows, constants = tidy.experiment_rows(frame, experiment)
-    unit = frame.attrs.get("units", {}).get(f"{spec.metric}_median")
-    caption = f"{spec.title}{f' ({unit})' if unit else ''}, median [95% CI]"
-    if constants:
-        caption += "; " + ", ".join(constants)
-    labels = list(dict.fromkeys(rows["label"]))
-    devices = tidy.natural_devices(rows["device"]) if labels else []
-    cells = _cells(rows, devices, spec.metric, unit)
+    """Display strings, bold cells and footnotes for a grid of cells (numbers / `factor`);
+    a table without rows gets the footnote `empty`, saying why it has none."""
     by_row = {label: [cell for cell in cells if cell["row"] == label] for label in labels}
     exponents = {}
     for label, row_cells in by_row.items():
         medians = [cell["median"] for cell in row_cells]
-        fastest = min((median for median in medians if math.isfinite(median)), default=None)
+        finite = [median for median in medians if math.isfinite(median)]
+        # A lone number in its row is not "best" of anything: bold needs two to compare.
+        best = (max if higher_is_better else min)(finite) if len(finite) > 1 else None
         for cell in row_cells:
-            cell["best"] = cell["median"] == fastest
-        exponents[label] = shared_exponent(medians)
+            cell["best"] = cell["median"] == best
+        exponents[label] = shared_exponent([median / factor for median in medians])
+
+    def place(row: str, column: str) -> str:
+        return f"{row} on {column}" if column_header == "device" else f"{row}, {column}"
 
     markers: dict[tuple[str, str], str] = {}
     places: dict[tuple[str, str], list[str]] = {}
     text = pd.DataFrame(
         MISSING,
-        index=pd.Index(labels, name=spec.row_header, dtype="str"),
-        columns=pd.Index(devices, name="device", dtype="str"),
+        index=pd.Index(labels, name=row_header, dtype="str"),
+        columns=pd.Index(columns, name=column_header, dtype="str"),
         dtype="str",
     )
     for cell in cells:
-        row, device, status = cell["row"], cell["device"], cell["status"]
+        row, column, status = cell["row"], cell["column"], cell["status"]
         if status == "ok":
-            text.loc[row, device] = format_with_ci(
-                cell["median"], cell["ci_low"], cell["ci_high"], exponents[row]
+            text.loc[row, column] = format_with_ci(
+                *(cell[field] / factor for field in ("median", "ci_low", "ci_high")),
+                exponents[row],
             )
-        elif status in tidy.STATUS_TEXT:
+        elif status in CELL_TEXT:
             key = (status, " ".join(str(cell["reason"]).split()))
             marker = markers.setdefault(key, _marker(len(markers)))
-            places.setdefault(key, []).append(f"{row} on {device}")
-            text.loc[row, device] = f"{tidy.STATUS_TEXT[status]} ({marker})"
+            places.setdefault(key, []).append(place(row, column))
+            text.loc[row, column] = f"{CELL_TEXT[status]} ({marker})"
 
     footnotes = [
-        f"({marker}) {tidy.STATUS_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
+        f"({marker}) {NOTE_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
         for (status, reason), marker in markers.items()
     ]
     weak = [
-        f"{cell['row']} on {cell['device']} ({cell['ci_level']:.0%})"
+        f"{place(cell['row'], cell['column'])} ({cell['ci_level']:.0%})"
         for cell in cells
-        if cell["ci_level"] < CI_LEVEL
+        if cell["ci_level"] < expected_level
     ]
+    if not labels:
+        footnotes.append(empty)
     if weak:
         footnotes.append(
-            "Too few samples for a 95% interval; the interval shown is "
-            f"[min, max] at the level in parentheses: {'; '.join(weak)}"
+            f"Too few samples for a {expected_level:.0%} interval; the interval shown has "
+            f"the level in parentheses: {'; '.join(weak)}"
         )
     text.attrs = {
         "caption": caption,
-        "best": [[cell["row"], cell["device"]] for cell in cells if cell["best"]],
+        "best": [[cell["row"], cell["column"]] for cell in cells if cell["best"]],
         "cells": [{key: cell[key] for key in CSV_COLUMNS} for cell in cells],
     }
     return text, footnotes
+
+
+def _caption(text: str, unit: str | None, interval: str, constants: list[str]) -> str:
+    caption = f"{text}{f' ({unit})' if unit else ''}, median [{interval}]"
+    return caption + ("; " + ", ".join(constants) if constants else "")
+
+
+def comparison_table(
+    frame: pd.DataFrame, experiment: str = "train", across: str = "device"
+) -> tuple[pd.DataFrame, list[str]]:
+    """(table of display strings, footnotes): one experiment's metric, rows x `across`.
+
+    Rows are models (train) or kernels, labelled with the parameters that vary;
+    columns are the values of `across`: devices in natural order (cpu1, cpu2,
+    cpu16, cuda1) for the classic table, precisions for the precision table
+    (which keeps only the rows measured in two or more precisions).
+    The table's attrs hold `caption`, `best` ([row, column] pairs set in bold)
+    and `cells` (one dict per cell with the plain numbers, the CSV's rows).
+    """
+    spec = SPECS[experiment]
+    if across == "device":
+        rows, constants = tidy.experiment_rows(frame, experiment, across)
+    else:
+        rows, constants = tidy.compared_rows(frame, experiment, across)
+    labels = list(dict.fromkeys(rows["label"]))
+    columns = tidy.ordered(across, rows[across]) if labels else []
+    unit = frame.attrs.get("units", {}).get(f"{spec.metric}_median")
+    found = pd.DataFrame(
+        {
+            "label": rows["label"],
+            across: rows[across] if labels else [],
+            "status": rows["status"],
+            "reason": rows["reason"],
+            **{
+                field: rows.get(f"{spec.metric}_{field}", pd.Series(math.nan, index=rows.index))
+                for field in ("median", "ci_low", "ci_high", "ci_level")
+            },
+        }
+    )
+    cells = _grid(found, labels, columns, across, unit)
+    shown, factor = readable_unit(unit, [cell["median"] for cell in cells])
+    title = spec.title if across == "device" else f"{spec.title} by {across}"
+    return _render(
+        cells,
+        labels,
+        columns,
+        row_header=spec.row_header,
+        column_header=across,
+        caption=_caption(title, shown, f"{CI_LEVEL:.0%} CI", constants),
+        factor=factor,
+        empty=(
+            f"No {experiment} records."
+            if across == "device"
+            else f"No {experiment} configuration was measured in more than one {across}."
+        ),
+    )
+
+
+def _ratio_table(
+    found: pd.DataFrame, experiment: str, caption: str, columns: list[str], empty: str
+) -> tuple[pd.DataFrame, list[str]]:
+    labels = list(dict.fromkeys(found["label"]))
+    cells = _grid(found, labels, columns if labels else [], "device", None)
+    return _render(
+        cells,
+        labels,
+        columns if labels else [],
+        row_header=SPECS[experiment].row_header,
+        column_header="device",
+        caption=caption,
+        higher_is_better=True,
+        expected_level=ratios.RATIO_LEVEL,
+        empty=empty,
+    )
+
+
+def speedup_table(
+    frame: pd.DataFrame, experiment: str, baseline: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """How many times faster each device runs each row than the `baseline` device does."""
+    cells, constants = ratios.speedup(frame, experiment, baseline)
+    title = SPECS[experiment].title.lower()
+    caption = _caption(
+        f"Speedup over {baseline}: {title} on {baseline} / {title} on the device",
+        "×",
+        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
+        constants,
+    )
+    empty = f"No {experiment} records on a device other than {baseline}."
+    return _ratio_table(cells, experiment, caption, tidy.natural_devices(cells["device"]), empty)
+
+
+def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
+    """Parallel efficiency on K devices of a kind: speedup over one device of it, over K."""
+    cells, constants = ratios.scaling(frame, experiment)
+    cells = cells[cells["count"] > 1]
+    efficiency = cells.drop(columns=["median", "ci_low", "ci_high"]).rename(
+        columns=lambda name: name.removeprefix("efficiency_")
+    )
+    caption = _caption(
+        f"Scaling efficiency: {ratios.RATE_METRIC[experiment]} on K devices / "
+        f"(K × {ratios.RATE_METRIC[experiment]} on one; strategy single), 1 = linear",
+        None,
+        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
+        constants,
+    )
+    empty = f"No {experiment} configuration was measured on more than one device of a kind."
+    devices = tidy.natural_devices(cells["device"])
+    table, footnotes = _ratio_table(efficiency, experiment, caption, devices, empty)
+    if not table.empty:
+        footnotes.append(
+            "Each row is named after the one-device configuration its cells are compared "
+            "with; a batch size is per device."
+        )
+    return table, footnotes
 
 
 _LATEX_SPECIAL = {
@@ -213,6 +361,9 @@ _LATEX_SPECIAL = {
     "^": r"\textasciicircum{}",
     "–": "--",
     "—": "---",
+    "µ": r"\textmu{}",
+    "×": r"$\times$",
+    "≥": r"$\geq$",
 }
 _LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
 _MARKDOWN_PATTERN = re.compile(r"([\\|*_])")
@@ -227,7 +378,7 @@ def markdown_escape(text: str) -> str:
 
 
 def _bold_cells(table: pd.DataFrame) -> set[tuple[str, str]]:
-    return {(row, device) for row, device in table.attrs.get("best", [])}
+    return {(row, column) for row, column in table.attrs.get("best", [])}
 
 
 def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
@@ -291,21 +442,74 @@ def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+HTML_STYLE = """
+body { font-family: sans-serif; font-size: 14px; margin: 1em; }
+table { border-collapse: collapse; }
+caption { caption-side: top; text-align: left; font-weight: bold; padding-bottom: 0.5em; }
+thead th { border-top: 2px solid black; border-bottom: 1px solid black; }
+tbody tr:last-child td { border-bottom: 2px solid black; }
+th, td { padding: 0.2em 0.8em; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+p.note { font-size: 12px; max-width: 60em; }
+"""
+
+
+def to_html(table: pd.DataFrame, footnotes: list[str]) -> str:
+    """A standalone HTML page with the table (booktabs-like rules) and its footnotes."""
+    bold = _bold_cells(table)
+
+    def cell(row: str, column: str) -> str:
+        text = html.escape(table.loc[row, column])
+        return f"<td><b>{text}</b></td>" if (row, column) in bold else f"<td>{text}</td>"
+
+    header = "".join(
+        f"<th>{html.escape(str(name))}</th>" for name in (table.index.name, *table.columns)
+    )
+    body = "\n".join(
+        f"<tr><td>{html.escape(row)}</td>"
+        + "".join(cell(row, column) for column in table.columns)
+        + "</tr>"
+        for row in table.index
+    )
+    caption = html.escape(table.attrs.get("caption", ""))
+    notes = "\n".join(f'<p class="note">{html.escape(note)}</p>' for note in footnotes)
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{caption}</title>'
+        f"<style>{HTML_STYLE}</style></head><body>\n"
+        f"<table><caption>{caption}</caption>\n<thead><tr>{header}</tr></thead>\n"
+        f"<tbody>\n{body}\n</tbody></table>\n{notes}\n</body></html>\n"
+    )
+
+
 def write_table(
     table: pd.DataFrame, footnotes: list[str], stem: str | os.PathLike[str]
 ) -> list[Path]:
-    """Write `<stem>.md`, `<stem>.tex` and `<stem>.csv`; returns the paths.
+    """Write `<stem>.md`, `.tex`, `.csv` and `.html`; returns the paths.
 
-    The CSV is long form, one line per cell with the columns in CSV_COLUMNS:
-    plain numbers (median, ci_low, ci_high in `unit`) for cells that ran, NaN
-    and the status (oom, unavailable, failed, missing) with its reason otherwise.
+    The CSV is long form, one line per cell (the columns of `attrs["csv_columns"]`,
+    by default CSV_COLUMNS with "column" named after the table's columns): plain
+    numbers (median, ci_low, ci_high in `unit`) for cells that ran, NaN and the
+    status (oom, unavailable, failed, no_baseline, missing) with its reason otherwise.
     """
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_name(stem.name + suffix) for suffix in (".md", ".tex", ".csv")]
+    paths = [stem.with_name(stem.name + suffix) for suffix in (".md", ".tex", ".csv", ".html")]
     paths[0].write_text(to_markdown(table, footnotes), encoding="utf-8")
     paths[1].write_text(to_latex(table, footnotes, stem.name), encoding="utf-8")
-    pd.DataFrame(table.attrs.get("cells", []), columns=list(CSV_COLUMNS)).to_csv(
-        paths[2], index=False
-    )
+    columns = table.attrs.get("csv_columns", CSV_COLUMNS)
+    pd.DataFrame(table.attrs.get("cells", []), columns=list(columns)).rename(
+        columns={"column": str(table.columns.name or "column")}
+    ).to_csv(paths[2], index=False)
+    paths[3].write_text(to_html(table, footnotes), encoding="utf-8")
     return paths
+
+
+# Every table the workflow writes, by file name: builder(frame, baseline device).
+TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]] = {
+    "train_time_per_batch": lambda frame, baseline: comparison_table(frame, "train"),
+    "kernel_time": lambda frame, baseline: comparison_table(frame, "kernel"),
+    "train_speedup": lambda frame, baseline: speedup_table(frame, "train", baseline),
+    "kernel_speedup": lambda frame, baseline: speedup_table(frame, "kernel", baseline),
+    "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),
+    "train_scaling": lambda frame, baseline: scaling_table(frame, "train"),
+}

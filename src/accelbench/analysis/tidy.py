@@ -9,13 +9,18 @@ from what was measured.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from accelbench.devices import DeviceError, parse_device
 from accelbench.results import RecordError, load_record
@@ -34,12 +39,18 @@ PARAM_ORDER = (
     "batch",
 )
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
+UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
 PROVENANCE_COLUMNS = (
     "host",
     "cpu_model",
     "gpu",
+    "gpu_count",
+    "driver",
+    "cuda_runtime",
+    "python",
     "git_commit",
+    "git_dirty",
     "config_hash",
     "slurm_job_id",
     "slurm_partition",
@@ -48,6 +59,9 @@ PROVENANCE_COLUMNS = (
     "finished",
 )
 TIMESTAMP_COLUMNS = ("started", "finished")
+# Library versions follow the provenance columns as `<library>_version`, one column each.
+VERSION_SUFFIX = "_version"
+CSV_OPTIONS = pa_csv.WriteOptions(quoting_style="needed")
 STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed", "skipped": "skipped"}
 
 # How each experiment's rows are named in tables and figures: the primary
@@ -55,32 +69,38 @@ STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed", "skipped"
 PRIMARY = {"train": "model", "kernel": "kernel"}
 SECONDARY = {"train": ("precision", "strategy", "batch"), "kernel": ("backend", "dtype", "size")}
 LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
+# Reading order of parameter values that have one (others sort alphabetically).
+VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
 
 
-def _metric_columns(name: str, metric: dict[str, Any]) -> dict[str, Any]:
-    if "median" in metric:
-        return {f"{name}_{field}": metric.get(field) for field in DISTRIBUTION_FIELDS}
-    return {name: metric["value"]}
-
-
-def _metric_units(name: str, metric: dict[str, Any]) -> dict[str, str]:
-    if "median" in metric:
-        return {
-            f"{name}_{field}": metric["unit"]
-            for field in DISTRIBUTION_FIELDS
-            if field not in ("n", "ci_level")
-        }
-    return {name: metric["unit"]}
+@functools.cache
+def _metric_names(name: str, distribution: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(column names, columns that carry the unit) of one metric; cached because every
+    record repeats the same few metrics."""
+    if not distribution:
+        return (name,), (name,)
+    columns = tuple(f"{name}_{field}" for field in DISTRIBUTION_FIELDS)
+    with_unit = tuple(
+        f"{name}_{field}" for field in DISTRIBUTION_FIELDS if field not in UNITLESS_FIELDS
+    )
+    return columns, with_unit
 
 
 def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
-    gpus = (provenance.get("accelerator") or {}).get("gpus") or []
+    accelerator = provenance.get("accelerator") or {}
+    gpus = accelerator.get("gpus") or []
+    git = provenance.get("git") or {}
     slurm = provenance.get("slurm") or {}
     return {
         "host": provenance.get("host"),
         "cpu_model": provenance.get("cpu_model"),
         "gpu": gpus[0] if gpus else None,
-        "git_commit": (provenance.get("git") or {}).get("commit"),
+        "gpu_count": len(gpus),
+        "driver": accelerator.get("driver"),
+        "cuda_runtime": accelerator.get("cuda_runtime"),
+        "python": provenance.get("python"),
+        "git_commit": git.get("commit"),
+        "git_dirty": git.get("dirty"),
         "config_hash": provenance.get("config_hash"),
         "slurm_job_id": slurm.get("job_id"),
         "slurm_partition": slurm.get("partition"),
@@ -90,20 +110,47 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _flatten(
-    record: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
-    """One record's (record/check/provenance columns, params, metric columns by metric, units)."""
+@dataclass(frozen=True)
+class _Flat:
+    row: dict[str, Any]  # record fields, check, provenance and <library>_version columns
+    params: dict[str, Any]
+    measured: dict[str, Any]  # metric columns
+    metrics: dict[str, tuple[str, ...]]  # metric name -> its column names
+    units: dict[str, str]  # metric column -> unit
+
+
+def _flatten(record: dict[str, Any]) -> _Flat:
+    """One record as record/check/provenance columns, params, metric columns and units."""
     row = {key: record[key] for key in RECORD_COLUMNS}
     check = record["check"] or {}
     row["check_passed"] = check.get("passed")
     row["check_relative_error"] = check.get("relative_error")
     row.update(_provenance_columns(record["provenance"]))
-    metrics = {name: _metric_columns(name, metric) for name, metric in record["metrics"].items()}
+    for library, version in (record["provenance"].get("libraries") or {}).items():
+        row[f"{library}{VERSION_SUFFIX}"] = version
+    measured: dict[str, Any] = {}
+    metrics: dict[str, tuple[str, ...]] = {}
     units: dict[str, str] = {}
     for name, metric in record["metrics"].items():
-        units.update(_metric_units(name, metric))
-    return row, dict(record["params"]), metrics, units
+        if not isinstance(metric["unit"], str):
+            raise TypeError(f"unit of metric {name!r} is {metric['unit']!r}, not text")
+        distribution = "median" in metric
+        columns, with_unit = _metric_names(name, distribution)
+        fields = DISTRIBUTION_FIELDS if distribution else ("value",)
+        measured.update(zip(columns, map(metric.get, fields), strict=True))
+        metrics[name] = columns
+        units.update(dict.fromkeys(with_unit, metric["unit"]))
+    return _Flat(row, dict(record["params"]), measured, metrics, units)
+
+
+def _load(path: str) -> _Flat | str:
+    """One file flattened, or what is wrong with it (the message names the file)."""
+    try:
+        return _flatten(load_record(path))
+    except (RecordError, OSError, UnicodeDecodeError) as err:
+        return str(err)
+    except (AttributeError, KeyError, TypeError) as err:
+        return f"{path}: malformed record ({type(err).__name__}: {err})"
 
 
 def _coerce(name: str, values: list[Any]) -> pd.Series:
@@ -112,17 +159,15 @@ def _coerce(name: str, values: list[Any]) -> pd.Series:
         return pd.to_datetime(
             pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
         )
-    present = [value for value in values if value is not None]
-    if present and all(isinstance(value, bool) for value in present):
+    kinds = set(map(type, values)) - {type(None)}
+    if kinds == {bool}:
         return pd.Series(values, dtype="boolean")
-    if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
+    if kinds == {int}:
         return pd.Series(values, dtype="Int64")
-    if present and all(
-        isinstance(value, int | float) and not isinstance(value, bool) for value in present
-    ):
-        return pd.Series(
-            [float("nan") if value is None else value for value in values], dtype="float64"
-        )
+    if kinds and kinds <= {int, float}:
+        return pd.Series(values, dtype="float64")  # None becomes NaN
+    if kinds <= {str}:
+        return pd.Series(values, dtype="str")
     return pd.Series(
         [
             value if value is None or isinstance(value, str) else json.dumps(value)
@@ -132,12 +177,46 @@ def _coerce(name: str, values: list[Any]) -> pd.Series:
     )
 
 
-def _column_order(param_names: set[str], metric_columns: dict[str, dict[str, None]]) -> list[str]:
+def _column_order(
+    param_names: set[str], metric_columns: dict[str, dict[str, None]], versions: set[str]
+) -> list[str]:
     """Record fields, params (grid ones first), metrics by name, check, provenance."""
     params = [name for name in PARAM_ORDER if name in param_names]
     params += sorted(param_names - set(PARAM_ORDER))
     metrics = [column for name in sorted(metric_columns) for column in metric_columns[name]]
-    return [*RECORD_COLUMNS, *params, *metrics, *CHECK_COLUMNS, *PROVENANCE_COLUMNS]
+    return [
+        *RECORD_COLUMNS,
+        *params,
+        *metrics,
+        *CHECK_COLUMNS,
+        *PROVENANCE_COLUMNS,
+        *sorted(versions),
+    ]
+
+
+class _Columns:
+    """Rows gathered column-wise: rows with the same keys share one block, so building the
+    columns is one transpose per block rather than a lookup per cell."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+
+    def add(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        self.blocks.setdefault(keys, []).append(values)
+
+    def columns(self, names: list[str]) -> dict[str, list[Any]]:
+        gathered: dict[str, list[Any]] = {name: [] for name in names}
+        for keys, rows in self.blocks.items():
+            transposed = dict(zip(keys, zip(*rows, strict=True), strict=True))
+            for name, values in gathered.items():
+                values.extend(transposed.get(name) or [None] * len(rows))
+        return gathered
+
+
+def _clash(flat: _Flat) -> list[str]:
+    """Names used twice across params, metric columns and record fields."""
+    params, row, measured = set(flat.params), set(flat.row), set(flat.measured)
+    return sorted((params & (row | measured)) | (measured & row))
 
 
 def collect(
@@ -148,34 +227,39 @@ def collect(
     A file is a problem if it is unreadable or not a valid record, if its id
     repeats one already read, if a params key or metric column has the name of
     another column, or if a metric's unit differs from the same metric's unit
-    in the records read before it.
+    in the records read before it. Files are judged in path order, so the same
+    set of files always gives the same table and the same problems. Records
+    come in a few shapes (sets of keys); what depends on the shape alone is
+    worked out once per shape.
     """
-    rows: list[dict[str, Any]] = []
-    param_names: set[str] = set()
+    paths = sorted(str(path) for path in paths)
+    gathered = _Columns()
+    clashes: dict[tuple[str, ...], list[str]] = {}
+    accepted: set[tuple[str, ...]] = set()
+    param_names: dict[str, None] = {}
     metric_columns: dict[str, dict[str, None]] = {}
+    versions: set[str] = set()
     units: dict[str, str] = {}
     seen: dict[str, str] = {}
     problems: list[tuple[str, str]] = []
-    for path in sorted(str(path) for path in paths):
-        try:
-            row, params, metrics, record_units = _flatten(load_record(path))
-        except (RecordError, OSError, UnicodeDecodeError) as err:
-            problems.append((path, str(err)))
+    for path, flat in zip(paths, map(_load, paths), strict=True):
+        if isinstance(flat, str):
+            problems.append((path, flat))
             continue
-        except (AttributeError, KeyError, TypeError) as err:
-            problems.append((path, f"{path}: malformed record ({type(err).__name__}: {err})"))
-            continue
-        measured = {
-            column: value for columns in metrics.values() for column, value in columns.items()
-        }
-        clash = sorted((set(params) & (set(row) | set(measured))) | (set(measured) & set(row)))
-        conflicts = [
-            f"{column} in {unit!r}, earlier records use {units[column]!r}"
-            for column, unit in record_units.items()
-            if units.get(column, unit) != unit
-        ]
-        if row["id"] in seen:
-            problems.append((path, f"{path}: id {row['id']!r} already read from {seen[row['id']]}"))
+        shape = (*flat.row, *flat.params, *flat.measured)
+        clash = clashes.get(shape)
+        if clash is None:
+            clash = clashes[shape] = _clash(flat)
+        conflicts = []
+        if not flat.units.items() <= units.items():
+            conflicts = [
+                f"{column} in {unit!r}, earlier records use {units[column]!r}"
+                for column, unit in flat.units.items()
+                if units.get(column, unit) != unit
+            ]
+        record_id = flat.row["id"]
+        if record_id in seen:
+            problems.append((path, f"{path}: id {record_id!r} already read from {seen[record_id]}"))
         elif clash:
             problems.append(
                 (path, f"{path}: columns {clash} named twice (params, metrics, record fields)")
@@ -183,27 +267,45 @@ def collect(
         elif conflicts:
             problems.append((path, f"{path}: unit mismatch: {'; '.join(conflicts)}"))
         else:
-            seen[row["id"]] = path
-            units.update(record_units)
-            param_names.update(params)
-            for name, columns in metrics.items():
-                metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
-            rows.append({**row, **params, **measured})
-    columns = _column_order(param_names, metric_columns)
-    rows.sort(key=lambda row: row["id"])
-    frame = pd.DataFrame({name: _coerce(name, [row.get(name) for row in rows]) for name in columns})
+            seen[record_id] = path
+            units.update(flat.units)
+            if shape not in accepted:
+                accepted.add(shape)
+                param_names.update(dict.fromkeys(flat.params))
+                versions.update(name for name in flat.row if name.endswith(VERSION_SUFFIX))
+                for name, columns in flat.metrics.items():
+                    metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
+            gathered.add(
+                shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
+            )
+    columns = _column_order(set(param_names), metric_columns, versions)
+    frame = pd.DataFrame(
+        {name: _coerce(name, values) for name, values in gathered.columns(columns).items()}
+    )
+    frame = frame.sort_values("id", kind="stable", ignore_index=True)
     frame.attrs["units"] = {column: units[column] for column in columns if column in units}
+    frame.attrs["params"] = [column for column in columns if column in param_names]
     return frame, problems
 
 
 def write(
     frame: pd.DataFrame, parquet_path: str | os.PathLike[str], csv_path: str | os.PathLike[str]
 ) -> None:
-    """Parquet for the analysis (keeps dtypes and units), CSV for reading by eye or elsewhere."""
-    for path in (parquet_path, csv_path):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(parquet_path, index=False)
-    frame.to_csv(csv_path, index=False)
+    """Parquet for the analysis (keeps dtypes and units), CSV for reading by eye or elsewhere.
+
+    Both go through one Arrow table; Arrow's CSV writer is several times faster
+    than pandas' on a table of 100,000 records. Each file is written under a
+    temporary name and renamed, so an interrupted run leaves no partial table.
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for path, writer in (
+        (Path(parquet_path), lambda target: pq.write_table(table, target)),
+        (Path(csv_path), lambda target: pa_csv.write_csv(table, target, CSV_OPTIONS)),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        writer(partial)
+        partial.replace(path)
 
 
 def device_key(device: str) -> tuple[int, int, str]:
@@ -220,33 +322,95 @@ def natural_devices(devices: Iterable[Any]) -> list[str]:
     return sorted({str(device) for device in devices if pd.notna(device)}, key=device_key)
 
 
-def experiment_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame, list[str]]:
+def ordered(name: str, values: Iterable[Any]) -> list[Any]:
+    """The distinct values of parameter `name` in reading order: devices naturally,
+    precisions from wide to narrow, anything else sorted."""
+    present = [value for value in dict.fromkeys(values) if pd.notna(value)]
+    if name == "device":
+        return natural_devices(present)
+    known = VALUE_ORDER.get(name, ())
+    rank = {value: index for index, value in enumerate(known)}
+    return sorted(present, key=lambda value: (rank.get(value, len(known)), value))
+
+
+def _sort_key(column: pd.Series) -> pd.Series:
+    rank = {value: index for index, value in enumerate(ordered(str(column.name), column))}
+    return column.map(rank)
+
+
+def label_part(name: str, value: Any) -> str:
+    """How a parameter value reads in a row label: grid parameters by their value alone
+    (or as `LABEL_FORMATS` says), any other parameter as name=value."""
+    if name in LABEL_FORMATS:
+        return LABEL_FORMATS[name].format(value)
+    if name in PARAM_ORDER:
+        return str(value)
+    return f"{name}={value}"
+
+
+def row_label(row: pd.Series, params: list[str]) -> str:
+    """A row's label: the first parameter's value, then the others as `label_part` says."""
+    primary, *others = params
+    parts = [str(row[primary])]
+    parts += [label_part(name, row[name]) for name in others if pd.notna(row[name])]
+    return ", ".join(parts)
+
+
+def experiment_rows(
+    frame: pd.DataFrame, experiment: str, across: str = "device"
+) -> tuple[pd.DataFrame, list[str]]:
     """Rows of one experiment, sorted, with a `label` column; also the constant parameters.
 
-    The label holds the primary parameter (model or kernel) and each secondary
-    one that varies across these rows; the constant ones are returned as text
-    so that a caption can state them instead of repeating them on every row.
+    `across` is the parameter a table spreads over its columns (the device in
+    the classic table). The label holds the primary parameter (model or kernel),
+    every grid parameter that varies across these rows and, where two records
+    would still share a table cell, the other parameters that tell them apart,
+    whatever parameters the records carry. The constant grid parameters are
+    returned as text so that a caption can state them instead of repeating them
+    on every row. The parameters the label is made of are in the rows'
+    `attrs["label_params"]`.
     """
     rows = frame[frame["experiment"] == experiment]
-    primary = PRIMARY[experiment]
-    secondary = [name for name in SECONDARY[experiment] if name in rows.columns]
-    varying = [name for name in secondary if rows[name].nunique(dropna=False) > 1]
-    constants = [
-        LABEL_FORMATS.get(name, "{}").format(rows[name].iloc[0])
-        for name in secondary
-        if name not in varying and rows[name].notna().any()
-    ]
     if rows.empty:
-        return rows.assign(label=pd.Series(dtype="str")), constants
-    rows = rows.sort_values([primary, *varying], kind="stable", na_position="last")
+        empty = rows.assign(label=pd.Series(dtype="str"))
+        empty.attrs["label_params"] = []
+        return empty, []
+    primary = PRIMARY[experiment]
+    known = [name for name in (*SECONDARY[experiment], "device") if name in rows.columns]
+    others = [name for name in frame.attrs.get("params", []) if name not in (*known, primary)]
+    candidates = [name for name in known if name != across]
+    varying = [name for name in candidates if rows[name].nunique(dropna=False) > 1]
+    # Other parameters (settings such as steps or seed) join the label only where they
+    # are needed to tell two records in the same table cell apart.
+    cell = [primary, *varying, *([across] if across in rows.columns else [])]
+    for name in others:
+        if not rows.duplicated(subset=cell).any():
+            break
+        if name != across and rows[name].nunique(dropna=False) > 1:
+            varying.append(name)
+            cell.append(name)
+    constants = [
+        label_part(name, rows[name].dropna().iloc[0])
+        for name in known
+        if name in candidates and name not in varying and rows[name].notna().any()
+    ]
+    rows = rows.sort_values([primary, *varying], kind="stable", na_position="last", key=_sort_key)
 
-    def label(row: pd.Series) -> str:
-        parts = [str(row[primary])]
-        parts += [
-            LABEL_FORMATS.get(name, "{}").format(row[name])
-            for name in varying
-            if pd.notna(row[name])
-        ]
-        return ", ".join(parts)
+    params = [primary, *varying]
+    labelled = rows.assign(label=rows.apply(row_label, axis=1, params=params).astype("str"))
+    labelled.attrs["label_params"] = params
+    return labelled, constants
 
-    return rows.assign(label=rows.apply(label, axis=1).astype("str")), constants
+
+def compared_rows(
+    frame: pd.DataFrame, experiment: str, across: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """`experiment_rows` of only the configurations measured for two or more values of
+    `across`, labelled anew: a comparison across precisions says nothing about a model
+    measured in one, and parameters that no longer vary move to the caption."""
+    rows, _ = experiment_rows(frame, experiment, across)
+    if rows.empty or across not in rows.columns:
+        return experiment_rows(frame.iloc[:0], experiment, across)
+    spread = rows.groupby("label")[across].nunique()
+    kept = rows.loc[rows["label"].isin(spread.index[spread > 1]), "id"]
+    return experiment_rows(frame[frame["id"].isin(kept)], experiment, across)

@@ -1,0 +1,19 @@
+"""Rule entry point: tidy table -> offload break-even table and figure."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
+
+import pandas as pd
+
+from accelbench.analysis import offload, style
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+frame = pd.read_parquet(snakemake.input[0])
+numbers = offload.break_even_table(frame)
+offload.write_table(numbers, "results/tables/offload_break_even")
+style.save(offload.figure(frame, numbers), "results/figures/offload_break_even")
+logging.getLogger("offload").info("%d kernel/dtype/GPU rows", len(numbers))

@@ -1,0 +1,31 @@
+"""Rule entry point: sacct dump -> queue-wait tables and figure, parsed jobs, unreadable lines."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
+
+from accelbench.analysis import queue_wait, sacct, style
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+log = logging.getLogger("queue_wait")
+
+params = snakemake.params
+parsed = sacct.read(snakemake.input[0])
+for number, line, problem in parsed.problems:
+    log.warning("line %d unreadable (%s): %s", number, problem, line)
+log.info("%s", parsed.summary())
+notes = queue_wait.data_notes(parsed, snakemake.input[0], params.partitions)
+notes.append(queue_wait.FORECAST_METHOD.format(min_jobs=params.min_jobs))
+summaries = [
+    queue_wait.summarise(parsed.jobs, dimension, edges, params.partitions)
+    for dimension, edges in (("cpu_hours", params.cpu_hour_bins), ("gb_hours", params.gb_hour_bins))
+]
+for summary in summaries:
+    queue_wait.write_table(
+        summary, f"results/tables/queue_wait_{summary.attrs['dimension']}", notes
+    )
+style.save(queue_wait.figure(summaries), "results/figures/queue_wait")
+parsed.jobs.to_csv(snakemake.output.jobs, index=False)
+parsed.problems_frame().to_csv(snakemake.output.problems, index=False)

@@ -1,0 +1,15 @@
+"""Rule entry point: sacct of the configured partitions and window -> raw text file."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
+
+from accelbench.analysis import sacct
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+text = sacct.query(snakemake.params.partitions, snakemake.params.since, snakemake.params.until)
+sacct.write_dump(text, snakemake.output[0])
+logging.getLogger("sacct").info("%s: %s", snakemake.output[0], sacct.parse(text).summary())

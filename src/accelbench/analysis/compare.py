@@ -1,0 +1,276 @@
+"""Comparing two runs: the cells that changed beyond their confidence intervals.
+
+A cell is one experiment (its id, the same in both runs because it is built
+from the parameters) and one measured metric. A change counts only where the
+two 95% confidence intervals of the median do not overlap; a change inside
+them is noise, however large the medians' difference looks. A regression is
+such a change in the bad direction (a time up, a rate such as GFLOP/s down)
+that slows the cell by more than the threshold, or a cell that ran before and
+now fails or runs out of memory. Cells in one run only are listed, not judged.
+
+The verdicts feed a CI gate: `accelbench compare OLD NEW` exits non-zero when
+any cell regressed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from accelbench.analysis import provenance_summary, ratios, tables, tidy
+
+REGRESSION = "regression"
+VERDICTS = (
+    REGRESSION,  # slower beyond the CIs by more than the threshold, or ok -> failed/oom
+    "slower",  # slower beyond the CIs, by less than the threshold
+    "faster",  # faster beyond the CIs
+    "now runs",  # did not run before, runs now
+    "not run",  # ran before, now unavailable or skipped (another machine, not a defect)
+    "status changed",  # did not run in either, for different reasons
+    "added",  # only in the new run
+    "removed",  # only in the old run
+    "unchanged",  # both ran and the CIs overlap, or neither ran, for the same reason
+)
+BROKEN = ("failed", "oom")
+STATUS_METRIC = "status"
+COLUMNS = (
+    "verdict",
+    "id",
+    "metric",
+    "unit",
+    "old_status",
+    "new_status",
+    "old_median",
+    "old_ci_low",
+    "old_ci_high",
+    "new_median",
+    "new_ci_low",
+    "new_ci_high",
+    "change",
+    "slowdown",
+)
+
+
+class CompareError(ValueError):
+    """A run that cannot be read; the message names the path and what was expected."""
+
+
+def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """A run's tidy table and its invalid records: from the records under a directory (the
+    source of truth), else its tidy.parquet, or from a tidy .parquet file itself."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        return pd.read_parquet(path), []
+    if path.is_dir():
+        records = sorted(path.rglob("*.json"))
+        if records:
+            return tidy.collect(records)
+        if (path / "tidy.parquet").is_file():
+            return pd.read_parquet(path / "tidy.parquet"), []
+        raise CompareError(f"{path}: no result records (*.json) and no tidy.parquet in it")
+    if path.exists():
+        raise CompareError(f"{path}: expected a result directory or a tidy .parquet file")
+    raise CompareError(f"{path}: no such file or directory")
+
+
+def distribution_metrics(frame: pd.DataFrame) -> list[str]:
+    """Metrics with a median and its CI in the table, by name."""
+    return sorted(
+        column.removesuffix("_median")
+        for column in frame.columns
+        if column.endswith("_median")
+        and {column.replace("_median", "_ci_low"), column.replace("_median", "_ci_high")}
+        <= set(frame.columns)
+    )
+
+
+def default_metrics(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The measured times (unit s) of either run: the figures of merit; rates derived from
+    them would count the same change twice."""
+    units = {**old.attrs.get("units", {}), **new.attrs.get("units", {})}
+    found = set(distribution_metrics(old)) | set(distribution_metrics(new))
+    return sorted(metric for metric in found if units.get(f"{metric}_median") == "s")
+
+
+def _numbers(row: pd.Series, side: str, metric: str) -> tuple[float, float, float]:
+    return tuple(  # type: ignore[return-value]
+        float(row.get(f"{side}_{metric}_{field}", math.nan))
+        for field in ("median", "ci_low", "ci_high")
+    )
+
+
+def _status_verdict(old: Any, new: Any) -> str:
+    if pd.isna(new):
+        return "removed"
+    if pd.isna(old):
+        return "added"
+    if old == "ok":
+        return REGRESSION if new in BROKEN else "not run"
+    if new == "ok":
+        return "now runs"
+    return "unchanged" if old == new else "status changed"
+
+
+def _metric_verdict(
+    before: tuple[float, float, float],
+    after: tuple[float, float, float],
+    rate: bool,
+    threshold: float,
+) -> tuple[str, float, float]:
+    """(verdict, relative change of the median, slowdown) of one metric in one cell."""
+    (old, old_low, old_high), (new, new_low, new_high) = before, after
+    change = new / old - 1 if old else math.nan
+    slowdown = (old / new if rate else new / old) - 1 if old and new else math.nan
+    if new_low <= old_high and new_high >= old_low:
+        return "unchanged", change, slowdown
+    if slowdown > 0:
+        return (REGRESSION if slowdown > threshold else "slower"), change, slowdown
+    return "faster", change, slowdown
+
+
+def compare(
+    old: pd.DataFrame,
+    new: pd.DataFrame,
+    metrics: list[str] | None = None,
+    threshold: float = 0.1,
+) -> pd.DataFrame:
+    """One row per cell that was compared, with its verdict (see VERDICTS) and numbers.
+
+    `slowdown` is how much slower the new median is (0.2: takes 20% longer), for
+    times new/old - 1 and for rates old/new - 1, so the threshold means the same
+    for both; a regression needs it above `threshold` and the CIs apart.
+    """
+    if threshold < 0:
+        raise CompareError(f"threshold must be >= 0, got {threshold}")
+    metrics = default_metrics(old, new) if metrics is None else metrics
+    known = set(distribution_metrics(old)) | set(distribution_metrics(new))
+    unknown = [metric for metric in metrics if metric not in known]
+    if unknown:
+        raise CompareError(
+            f"metric {', '.join(unknown)} not in either run; "
+            f"measured with an interval: {', '.join(sorted(known)) or 'none'}"
+        )
+    units = {**old.attrs.get("units", {}), **new.attrs.get("units", {})}
+
+    def side(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+        wanted = [
+            f"{metric}_{field}"
+            for metric in metrics
+            for field in ("median", "ci_low", "ci_high")
+            if f"{metric}_{field}" in frame.columns
+        ]
+        part = frame[["id", "status", *wanted]].set_index("id")
+        return part.add_prefix(f"{name}_")
+
+    merged = side(old, "old").join(side(new, "new"), how="outer").reset_index()
+    rows = []
+    for _, cell in merged.iterrows():
+        before, after = cell.get("old_status"), cell.get("new_status")
+        if not (before == "ok" and after == "ok"):
+            rows.append(
+                {
+                    "verdict": _status_verdict(before, after),
+                    "id": cell["id"],
+                    "metric": STATUS_METRIC,
+                    "old_status": before,
+                    "new_status": after,
+                }
+            )
+            continue
+        for metric in metrics:
+            old_numbers, new_numbers = _numbers(cell, "old", metric), _numbers(cell, "new", metric)
+            if not (math.isfinite(old_numbers[0]) and math.isfinite(new_numbers[0])):
+                continue  # not a metric of this experiment (or missing in one run)
+            unit = units.get(f"{metric}_median")
+            verdict, change, slowdown = _metric_verdict(
+                old_numbers, new_numbers, ratios.is_rate(unit), threshold
+            )
+            rows.append(
+                {
+                    "verdict": verdict,
+                    "id": cell["id"],
+                    "metric": metric,
+                    "unit": unit,
+                    "old_status": before,
+                    "new_status": after,
+                    **dict(
+                        zip(("old_median", "old_ci_low", "old_ci_high"), old_numbers, strict=True)
+                    ),
+                    **dict(
+                        zip(("new_median", "new_ci_low", "new_ci_high"), new_numbers, strict=True)
+                    ),
+                    "change": change,
+                    "slowdown": slowdown,
+                }
+            )
+    result = pd.DataFrame(rows, columns=list(COLUMNS))
+    order = {verdict: index for index, verdict in enumerate(VERDICTS)}
+    result = result.sort_values(
+        ["verdict", "id", "metric"],
+        key=lambda column: column.map(order) if column.name == "verdict" else column,
+    )
+    return result.reset_index(drop=True)
+
+
+def _side_text(row: pd.Series, side: str) -> str:
+    status = row[f"{side}_status"]
+    if pd.isna(status):
+        return tables.MISSING
+    if row["metric"] == STATUS_METRIC or status != "ok":
+        return tidy.STATUS_TEXT.get(status, status)
+    unit, factor = tables.readable_unit(
+        row["unit"] if isinstance(row["unit"], str) else None,
+        [row["old_median"], row["new_median"]],
+    )
+    numbers = [row[f"{side}_{field}"] / factor for field in ("median", "ci_low", "ci_high")]
+    return tables.format_with_ci(*numbers) + (f" {unit}" if unit else "")
+
+
+def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -> str:
+    """The changed cells as a Markdown table, then the counts and what else changed."""
+    listed = result[result["verdict"] != "unchanged"]
+    lines = []
+    if not listed.empty:
+        lines += [
+            "| verdict | cell | metric | old, median [95% CI] | new, median [95% CI] | change |",
+            "|:---|:---|:---|---:|---:|---:|",
+        ]
+        for _, row in listed.iterrows():
+            change = f"{row['change']:+.1%}" if pd.notna(row["change"]) else ""
+            lines.append(
+                f"| {row['verdict']} | {row['id']} | {row['metric']} | {_side_text(row, 'old')} "
+                f"| {_side_text(row, 'new')} | {change} |"
+            )
+        lines.append("")
+    counts = result["verdict"].value_counts()
+    summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts) or "nothing"
+    lines.append(
+        f"{len(result)} cells compared: {summary} "
+        f"(regression: slower by more than {threshold:.0%} with the 95% CIs apart, "
+        "or ok before and failed or out of memory now)"
+    )
+    if provenance:
+        lines += ["", "Changed between the runs:", *(f"- {line}" for line in provenance)]
+    return "\n".join(lines) + "\n"
+
+
+def provenance_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """Provenance fields (GPU, driver, libraries, commit, ...) whose values differ."""
+    fields = [(label, column) for label, column in provenance_summary.FIELDS]
+    versions = sorted(
+        {c for frame in (old, new) for c in frame.columns if c.endswith(tidy.VERSION_SUFFIX)}
+    )
+    fields += [(column.removesuffix(tidy.VERSION_SUFFIX), column) for column in versions]
+    changes = []
+    for label, column in fields:
+        before = sorted({str(v) for v in old.get(column, pd.Series(dtype=object)).dropna()})
+        after = sorted({str(v) for v in new.get(column, pd.Series(dtype=object)).dropna()})
+        if before != after:
+            changes.append(
+                f"{label}: {', '.join(before) or 'none'} -> {', '.join(after) or 'none'}"
+            )
+    return changes

@@ -1,0 +1,102 @@
+"""Plain tables (a caption, text columns, then number columns, notes below) in three forms.
+
+For analysis tables that are not a rows x devices comparison: queue wait by
+request size, the offload break-even per kernel. Markdown and LaTeX (booktabs)
+show the display strings; the CSV holds the plain numbers behind them, so
+nothing read from the CSV has been rounded for display.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from accelbench.analysis.tables import latex_escape, markdown_escape
+
+# Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
+_LATEX_MATH = {
+    "<": "$<$",
+    ">": "$>$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "×": r"$\times$",
+    "µ": r"$\mu$",
+}
+
+
+def _latex(text: str) -> str:
+    text = latex_escape(text)
+    for char, math in _LATEX_MATH.items():
+        text = text.replace(char, math)
+    return text
+
+
+def to_markdown(display: pd.DataFrame, caption: str, notes: list[str], text_columns: int) -> str:
+    """Pipe table with a pandoc `Table:` caption; the first `text_columns` align left."""
+    align = ["|:---"] * text_columns + ["|---:"] * (len(display.columns) - text_columns)
+    lines = [
+        f"Table: {markdown_escape(caption)}",
+        "",
+        "| " + " | ".join(markdown_escape(str(name)) for name in display.columns) + " |",
+        "".join(align) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(markdown_escape(str(value)) for value in row) + " |"
+        for row in display.itertuples(index=False)
+    ]
+    for note in notes:
+        lines += ["", markdown_escape(note)]
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(
+    display: pd.DataFrame, caption: str, notes: list[str], text_columns: int, label: str
+) -> str:
+    """A booktabs table float, ready for \\input; notes in small type below the rule."""
+    spec = "l" * text_columns + "r" * (len(display.columns) - text_columns)
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        rf"\caption{{{_latex(caption)}}}",
+        rf"\label{{tab:{label}}}",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(_latex(str(name)) for name in display.columns) + r" \\",
+        r"\midrule",
+    ]
+    lines += [
+        " & ".join(_latex(str(value)) for value in row) + r" \\"
+        for row in display.itertuples(index=False)
+    ]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if notes:
+        lines += [
+            r"\par\smallskip",
+            r"\begin{minipage}{\linewidth}\footnotesize",
+            " \\\\\n".join(_latex(note) for note in notes),
+            r"\end{minipage}",
+        ]
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def write(
+    display: pd.DataFrame,
+    numbers: pd.DataFrame,
+    caption: str,
+    notes: list[str],
+    stem: str | os.PathLike[str],
+    text_columns: int = 1,
+) -> list[Path]:
+    """Write `<stem>.md` and `<stem>.tex` from `display`, `<stem>.csv` from `numbers`."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_name(stem.name + suffix) for suffix in (".md", ".tex", ".csv")]
+    paths[0].write_text(to_markdown(display, caption, notes, text_columns), encoding="utf-8")
+    paths[1].write_text(
+        to_latex(display, caption, notes, text_columns, stem.name), encoding="utf-8"
+    )
+    numbers.to_csv(paths[2], index=False)
+    return paths

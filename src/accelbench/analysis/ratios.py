@@ -1,0 +1,213 @@
+"""Speedup and scaling efficiency: ratios of measured medians, each with an interval.
+
+The interval of a ratio runs between the ends of the two medians' confidence
+intervals (for a/b: [a_low / b_high, a_high / b_low]). Whenever both intervals
+hold their medians it holds the ratio, so it is conservative: its level is at
+least 1 - (1 - level_a) - (1 - level_b), i.e. 90% for two 95% intervals. That
+level is stored with every ratio so captions and footnotes can state it.
+
+Both functions return one row per cell in long form (label, device, status,
+reason, numbers), the same shape for tables and figures. A cell whose own
+record did not run keeps that record's status and reason; a cell whose
+baseline did not run or does not exist gets the status NO_BASELINE and a
+reason naming the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from accelbench.analysis import tidy
+from accelbench.devices import Device, DeviceError, parse_device
+from accelbench.timing import CI_LEVEL
+
+NO_BASELINE = "no_baseline"
+# The level two 95% intervals guarantee for their ratio (see the module docstring).
+RATIO_LEVEL = 1 - 2 * (1 - CI_LEVEL)
+# The metric each experiment's speedup and scaling are computed from.
+TIME_METRIC = {"train": "time_per_batch", "kernel": "time"}
+RATE_METRIC = {"train": "throughput", "kernel": "gflops"}
+SINGLE_STRATEGY = "single"
+CELL_COLUMNS = ("label", "device", "status", "reason", "median", "ci_low", "ci_high", "ci_level")
+
+
+def is_rate(unit: str | None) -> bool:
+    """A rate (GFLOP/s, samples/s) grows as things get faster; a time shrinks."""
+    return bool(unit) and unit.endswith("/s")
+
+
+def _stats(row: pd.Series, metric: str) -> tuple[float, ...]:
+    """(median, ci_low, ci_high, ci_level) of `metric` in one tidy row; NaN where absent."""
+    return tuple(
+        float(row.get(f"{metric}_{field}", math.nan))
+        for field in ("median", "ci_low", "ci_high", "ci_level")
+    )
+
+
+def ratio(numerator: tuple[float, ...], denominator: tuple[float, ...]) -> tuple[float, ...]:
+    """(median, low, high, level) of numerator / denominator from two (median, low, high,
+    level) tuples; NaN where a number is missing or a denominator bound is not positive."""
+    top, top_low, top_high, top_level = numerator
+    bottom, bottom_low, bottom_high, bottom_level = denominator
+    if not (bottom > 0 and bottom_low > 0 and bottom_high > 0):
+        return (math.nan,) * 4
+    level = max(0.0, top_level + bottom_level - 1.0)
+    return top / bottom, top_low / bottom_high, top_high / bottom_low, level
+
+
+def _speedup(row: pd.Series, base: pd.Series, metric: str, rate: bool) -> tuple[float, ...]:
+    """How many times faster `row` is than `base`."""
+    mine, theirs = _stats(row, metric), _stats(base, metric)
+    return ratio(mine, theirs) if rate else ratio(theirs, mine)
+
+
+def _baseline_problem(base: pd.Series | None, device: str) -> str | None:
+    if base is None:
+        return f"no record on the baseline {device}"
+    if base["status"] != "ok":
+        return f"the baseline {device} did not run ({tidy.STATUS_TEXT.get(base['status'])})"
+    return None
+
+
+def _cell(
+    label: str,
+    device: str,
+    row: pd.Series,
+    base: pd.Series | None,
+    base_device: str,
+    metric: str,
+    rate: bool,
+) -> dict[str, Any]:
+    cell: dict[str, Any] = dict.fromkeys(CELL_COLUMNS, math.nan)
+    cell.update(label=label, device=device, status=row["status"], reason=row["reason"])
+    if row["status"] != "ok":
+        return cell
+    problem = _baseline_problem(base, base_device)
+    if problem:
+        cell.update(status=NO_BASELINE, reason=problem)
+        return cell
+    cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = _speedup(
+        row, base, metric, rate
+    )
+    return cell
+
+
+def _is_rate(frame: pd.DataFrame, metric: str) -> bool:
+    """Whether `metric` is a rate, from its unit in the table."""
+    return is_rate(frame.attrs.get("units", {}).get(f"{metric}_median"))
+
+
+def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.DataFrame, list[str]]:
+    """Speedup of every (row, device) over the same row on the `baseline` device.
+
+    Returns (cells, constant parameters for the caption); the baseline's own
+    column is left out (it would read 1 everywhere).
+    """
+    metric = TIME_METRIC[experiment]
+    rate = _is_rate(frame, metric)
+    rows, constants = tidy.experiment_rows(frame, experiment)
+    by_cell = {(row["label"], row["device"]): row for _, row in rows.iterrows()}
+    cells = [
+        _cell(label, device, row, by_cell.get((label, baseline)), baseline, metric, rate)
+        for (label, device), row in by_cell.items()
+        if device != baseline
+    ]
+    return pd.DataFrame(cells, columns=list(CELL_COLUMNS)), constants
+
+
+def _device(text: str) -> Device | None:
+    try:
+        return parse_device(str(text))
+    except DeviceError:
+        return None
+
+
+def _with_strategy(row: pd.Series, strategy: Any) -> pd.Series:
+    changed = row.copy()
+    changed["strategy"] = strategy
+    return changed
+
+
+def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
+    """Speedup and parallel efficiency of every record on K devices of a kind (cpuK, cudaK)
+    over the same configuration on one device of that kind.
+
+    The baseline is the record with the same parameters on `<kind>1`, with the
+    strategy "single" where the strategy is a parameter (DDP on cuda4 against
+    one GPU training alone), else with the same strategy, and with the same
+    batch size or, failing that, the batch size over K (for a batch counted
+    over all K devices). Efficiency is the speedup over K: 1 is linear scaling.
+    Throughput (GFLOP/s for kernels) is compared, so a strategy that changes the
+    samples per step is still fair. A cell is labelled after the one-device
+    configuration it is compared with (with its own strategy), so DDP on 2 and
+    4 GPUs with a batch counted over all devices still make one line.
+    Returns (cells with columns kind, count, speedup*, efficiency*, constants).
+    """
+    metric = RATE_METRIC[experiment]
+    rate = _is_rate(frame, metric)
+    rows, constants = tidy.experiment_rows(frame, experiment)
+    params = rows.attrs.get("label_params", [])
+    keys = [name for name in params if name != "strategy"]
+    if "strategy" in rows.columns:
+        keys.append("strategy")
+
+    def key(row: pd.Series, kind: str, **changes: Any) -> tuple:
+        return (kind, *(changes.get(name, row[name]) for name in keys))
+
+    singles = {}
+    for _, row in rows.iterrows():
+        parsed = _device(row["device"])
+        if parsed is not None and parsed.count == 1:
+            singles[key(row, parsed.kind)] = row
+
+    def baseline_of(row: pd.Series, kind: str, count: int) -> pd.Series | None:
+        """Same parameters on one device: strategy single first, then the same strategy;
+        the same batch first, then batch / K (a batch size counted over all devices)."""
+        strategies = [SINGLE_STRATEGY, row["strategy"]] if "strategy" in keys else [None]
+        batches = [row["batch"]] if "batch" in keys else [None]
+        if "batch" in keys and pd.notna(row["batch"]) and row["batch"] % count == 0:
+            batches.append(row["batch"] // count)
+        for batch in batches:
+            for strategy in strategies:
+                changes = {"strategy": strategy} if strategy is not None else {}
+                if batch is not None:
+                    changes["batch"] = batch
+                found = singles.get(key(row, kind, **changes))
+                if found is not None:
+                    return found
+        return None
+
+    cells = []
+    for _, row in rows.iterrows():
+        parsed = _device(row["device"])
+        if parsed is None:
+            continue
+        base = baseline_of(row, parsed.kind, parsed.count)
+        base_device = f"{parsed.kind}1"
+        label = row["label"]
+        if base is not None and "strategy" in keys:
+            # Named after the one-device configuration it scales (its batch size).
+            label = tidy.row_label(_with_strategy(base, row["strategy"]), params)
+        cell = _cell(label, row["device"], row, base, base_device, metric, rate)
+        if base is not None and base.name == row.name and row["status"] == "ok":
+            cell.update(median=1.0, ci_low=1.0, ci_high=1.0, ci_level=1.0)  # the baseline
+        cell.update(kind=parsed.kind, count=parsed.count)
+        cell.update(
+            {
+                f"efficiency_{field}": cell[field] / parsed.count
+                for field in ("median", "ci_low", "ci_high")
+            }
+        )
+        cells.append(cell)
+    columns = [
+        *CELL_COLUMNS,
+        "kind",
+        "count",
+        "efficiency_median",
+        "efficiency_ci_low",
+        "efficiency_ci_high",
+    ]
+    return pd.DataFrame(cells, columns=columns), constants

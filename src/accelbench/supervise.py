@@ -1,0 +1,138 @@
+"""Supervise one experiment job: a child process, a time limit, and the retry decision.
+
+The measurement runs in a child process so that a crash no Python handler can
+catch (killed by the host's OOM killer, a segfault in a native library) or a
+hang past the job's time limit still ends in a definite outcome. On an attempt
+that is not the last, any failure makes the job fail, and Snakemake retries it
+with more memory and time. On the last attempt the failure is written into the
+record instead, so the aggregate shows the cell as failed and is never blocked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from accelbench import experiment, provenance
+from accelbench.grid import KernelExperiment, TrainExperiment
+
+RETRY_EXIT_CODE = 3
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+log = logging.getLogger(__name__)
+
+
+def time_limit_seconds(runtime_minutes: float) -> float:
+    """The child's budget: the job's limit less a margin to write the record before Slurm kills."""
+    limit = runtime_minutes * 60.0
+    return limit - max(10.0, 0.05 * limit)
+
+
+def _child(payload: dict[str, Any]) -> int:
+    """Body of the child process: measure and write the record, or signal a retry."""
+    if payload["log_file"]:
+        logging.basicConfig(
+            filename=payload["log_file"],
+            level=logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        logging.captureWarnings(True)
+    kind = KernelExperiment if payload["family"] == "kernel" else TrainExperiment
+    exp = kind(**payload["experiment"])
+    try:
+        experiment.run(exp, payload["settings"], payload["output"], final_attempt=payload["final"])
+    except experiment.RetryableFailure as err:
+        log.error("%s", err)
+        return RETRY_EXIT_CODE
+    return 0
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (the usual sign of the host running out of memory)" if name == "SIGKILL" else ""
+        return f"the measuring process was killed by {name}{hint}"
+    return f"the measuring process exited with code {code}"
+
+
+def run_supervised(
+    exp: KernelExperiment | TrainExperiment,
+    settings: dict[str, Any],
+    output: str,
+    *,
+    attempt: int,
+    max_attempts: int,
+    time_limit: float,
+    log_file: str | None = None,
+) -> None:
+    """Run `exp` in a child process; raise RetryableFailure unless this is the last attempt."""
+    final = attempt >= max_attempts
+    log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
+    started = provenance.now()
+    payload = {
+        "family": exp.family,
+        "experiment": asdict(exp),
+        "settings": settings,
+        "output": str(output),
+        "final": final,
+        "log_file": log_file,
+    }
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-m", "accelbench.supervise"], stdin=subprocess.PIPE, text=True, env=env
+    )
+
+    def stop_child() -> None:
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+    def forward_termination(signum, frame):
+        # Cancelled (scancel, or Snakemake stopping): stop the child, write nothing.
+        stop_child()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, forward_termination)
+    child.stdin.write(json.dumps(payload))
+    child.stdin.close()
+    try:
+        code = child.wait(time_limit)
+    except subprocess.TimeoutExpired:
+        stop_child()
+        code = None
+    if code == 0:
+        return
+    if code == RETRY_EXIT_CODE:
+        # The child already decided: an error on a non-final attempt, logged by the child.
+        raise experiment.RetryableFailure(f"{exp.id}: attempt {attempt} of {max_attempts} failed")
+    if code is None:
+        reason = f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
+        status = "failed"
+    else:
+        reason = _describe_exit(code)
+        status = "oom" if code == -signal.SIGKILL else "failed"
+    if not final:
+        raise experiment.RetryableFailure(
+            f"{exp.id}: {reason}; attempt {attempt} of {max_attempts}"
+        )
+    log.error("%s: %s (last attempt: recorded as %s)", exp.id, reason, status)
+    experiment.write_outcome(exp, settings, output, experiment.Outcome(status, reason), started)
+
+
+if __name__ == "__main__":
+    sys.exit(_child(json.loads(sys.stdin.read())))

@@ -1,0 +1,200 @@
+"""Hand-made result records for the analysis tests: small, fixed, with every status.
+
+TRAIN and KERNELS are the CPU-and-one-GPU sets of the classic table; GPU_TRAIN
+adds thread counts, precisions and multi-GPU DDP so that speedup, precision and
+scaling have something to show. Times are chosen so that medians and
+intervals are easy to check by hand.
+"""
+
+from __future__ import annotations
+
+from accelbench.results import make_record, write_record
+from accelbench.timing import rate_from_time, summarize, value
+
+NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
+FAILED = "RuntimeError: 100% of threads_busy"
+OOM = "OutOfMemoryError: CUDA out of memory"
+
+
+def provenance(gpus=(), slurm=None):
+    return {
+        "host": "node01",
+        "platform": "Linux",
+        "cpu_model": "Test CPU",
+        "cpu_count": 16,
+        "usable_cpus": 16,
+        "python": "3.11.9",
+        "libraries": {"torch": "2.5.0"},
+        "accelerator": {"cuda_runtime": None, "cudnn": None, "gpus": list(gpus), "driver": None},
+        "cuda_visible_devices": None,
+        "git": {"commit": "abc123", "dirty": False},
+        "config_hash": "0123456789abcdef",
+        "slurm": slurm,
+        "seed": 0,
+        "started": "2024-05-01T12:00:00.000+00:00",
+        "finished": "2024-05-01T12:00:05.000+00:00",
+    }
+
+
+def train_record(
+    model,
+    device,
+    status="ok",
+    samples=None,
+    reason=None,
+    precision="fp32",
+    strategy="single",
+    batch=16,
+):
+    exp_id = f"train/{model}/{device}/{precision}/{strategy}/bs{batch}"
+    params = {
+        "model": model,
+        "device": device,
+        "precision": precision,
+        "strategy": strategy,
+        "batch": batch,
+        "steps": len(samples or []),
+        "warmup_steps": 3,
+        "image_size": 64,
+        "seed": 0,
+    }
+    metrics = None
+    if status == "ok":
+        time = summarize(samples, "s")
+        metrics = {
+            "time_per_batch": time,
+            "throughput": rate_from_time(time, batch, "samples/s"),
+            "peak_memory": value(123456789, "bytes"),
+            "loss_first": value(2.5, "loss"),
+            "loss_last": value(2.1, "loss"),
+            "parameters": value(11_000_000, "count"),
+        }
+    slurm = {
+        "job_id": "42",
+        "partition": "medium",
+        "node": "node01",
+        "cpus_per_task": "16",
+        "job_gpus": None,
+        "ntasks": "1",
+        "mem_per_node_mb": "4000",
+    }
+    return exp_id, make_record(
+        experiment="train",
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(slurm=slurm),
+        metrics=metrics,
+        reason=reason,
+    )
+
+
+def kernel_record(backend, device, size, status="ok", samples=None, reason=None):
+    exp_id = f"kernels/matmul/{device}/{backend}/float32/n{size}"
+    params = {
+        "kernel": "matmul",
+        "device": device,
+        "backend": backend,
+        "dtype": "float32",
+        "size": size,
+        "seed": 0,
+        "min_run_time": 0.3,
+        "samples": 10,
+    }
+    metrics = check = None
+    if status == "ok":
+        time = summarize(samples, "s")
+        flops = 2 * size**3
+        metrics = {
+            "time": time,
+            "gflops": rate_from_time(time, flops / 1e9, "GFLOP/s"),
+            "bandwidth": rate_from_time(time, 12 * size**2 / 1e9, "GB/s"),
+            "arithmetic_intensity": value(flops / (12 * size**2), "flop/byte"),
+            "first_call_time": value(0.01, "s"),
+            "threads": value(1, "threads"),
+        }
+        check = {
+            "passed": True,
+            "relative_error": 1e-7,
+            "tolerance": 1e-4,
+            "reference": "numpy float64",
+        }
+    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
+    return exp_id, make_record(
+        experiment="kernel",
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(gpus),
+        metrics=metrics,
+        check=check,
+        reason=reason,
+    )
+
+
+def steps(start, stride, count=10):
+    return [start + stride * i for i in range(count)]
+
+
+TRAIN = [
+    train_record(
+        "resnet18", "cpu1", samples=[0.50, 0.51, 0.52, 0.53, 0.54, 0.56, 0.57, 0.58, 0.59, 0.60]
+    ),
+    train_record(
+        "resnet18",
+        "cpu2",
+        samples=[0.300, 0.305, 0.310, 0.315, 0.320, 0.330, 0.335, 0.340, 0.345, 0.350],
+    ),
+    train_record("resnet18", "cpu16", samples=steps(0.100, 0.001)),
+    train_record("resnet18", "cuda1", "unavailable", reason=NO_GPU),
+    train_record("resnet50", "cpu1", samples=[0.8, 0.9, 1.0, 1.1, 1.2]),
+    train_record("resnet50", "cuda1", "unavailable", reason=NO_GPU),
+    train_record("vgg11", "cpu1", samples=steps(1.0, 0.1)),
+    train_record("vgg11", "cpu2", "failed", reason=FAILED),
+    train_record("vgg11", "cuda1", "oom", reason=OOM),
+]
+KERNELS = [
+    kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
+    kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
+    kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
+    kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
+    kernel_record("numba", "cuda1", 256, "unavailable", reason=NO_GPU),
+    kernel_record("numba", "cuda1", 512, "unavailable", reason=NO_GPU),
+]
+
+
+def write_records(root, records):
+    paths = []
+    for exp_id, record in records:
+        paths.append(write_record(root / f"{exp_id}.json", record))
+    return paths
+
+
+def scaled(start, factor, count=10, spread=0.01):
+    """`count` samples from `start` * factor upwards in steps of `spread` (relative)."""
+    return [start * factor * (1 + spread * i) for i in range(count)]
+
+
+# Thread scaling on the CPU, three precisions on one GPU, DDP on two and four GPUs.
+GPU_TRAIN = [
+    *(
+        train_record(model, f"cpu{n}", samples=scaled(base, n**-0.8))
+        for model, base in (("resnet18", 0.5), ("lstm", 0.3))
+        for n in (1, 2, 4)
+    ),
+    *(
+        train_record(model, "cuda1", samples=scaled(base / 40, factor), precision=precision)
+        for model, base in (("resnet18", 0.5), ("lstm", 0.3))
+        for precision, factor in (("fp32", 1.0), ("bf16", 0.6), ("fp16", 0.5))
+    ),
+    *(
+        train_record(
+            model, f"cuda{k}", samples=scaled(base / 40, 1.8), strategy="ddp", batch=16 * k
+        )
+        for model, base in (("resnet18", 0.5), ("lstm", 0.3))
+        for k in (2, 4)
+    ),
+    train_record("vgg11", "cpu1", samples=scaled(3.0, 1.0)),
+    train_record("vgg11", "cuda1", "oom", reason=OOM),
+    train_record("vgg11", "cuda2", "failed", reason=FAILED, strategy="ddp", batch=32),
+]

@@ -1,0 +1,129 @@
+"""Site checks before submission, GPU allocation guard, and the supervised job."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+import yaml
+
+from accelbench import cluster, supervise
+from accelbench.devices import parse_device, slurm_gpu_shortfall
+from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.results import load_record
+
+from conftest import REPO_ROOT
+
+
+@pytest.fixture
+def config():
+    return yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+
+
+def test_site_check_accepts_known_partitions_and_account(config):
+    config["slurm"]["account"] = "physics"
+    cluster.check_site(
+        config, needs_gpu=True, partitions=["gpu", "medium"], accounts=["physics", "root"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "needs_gpu", "message"),
+    [
+        (
+            {"cpu_partition": "short"},
+            False,
+            "config key slurm.cpu_partition: partition 'short' does not exist on this cluster; "
+            "partitions: gpu, medium",
+        ),
+        (
+            {"gpu_partition": "a100"},
+            True,
+            "config key slurm.gpu_partition: partition 'a100' does not exist",
+        ),
+        ({"gpu_partition": None}, True, "has no GPU partition: set slurm.gpu_partition"),
+        (
+            {"account": "chemistry"},
+            False,
+            "config key slurm.account: account 'chemistry' is not one of yours; accounts: root",
+        ),
+    ],
+)
+def test_site_check_refuses_what_the_cluster_lacks(config, change, needs_gpu, message):
+    config["slurm"].update(change)
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_site(
+            config, needs_gpu=needs_gpu, partitions=["gpu", "medium"], accounts=["root"]
+        )
+    assert message in str(err.value)
+
+
+def test_site_check_without_gpu_experiments_ignores_gpu_partition(config):
+    config["slurm"]["gpu_partition"] = "nonexistent"
+    cluster.check_site(config, needs_gpu=False, partitions=["medium"], accounts=None)
+
+
+def test_gpu_shortfall_is_reported_under_slurm(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert "Slurm gave this job 1 GPU(s)" in slurm_gpu_shortfall(parse_device("cuda2"))
+    assert slurm_gpu_shortfall(parse_device("cuda1")) is None
+    assert slurm_gpu_shortfall(parse_device("cpu4")) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert slurm_gpu_shortfall(parse_device("cuda2")) is None
+    monkeypatch.delenv("SLURM_JOB_ID")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert slurm_gpu_shortfall(parse_device("cuda2")) is None
+
+
+def test_time_limit_leaves_a_margin():
+    assert supervise.time_limit_seconds(1) == 50.0
+    assert supervise.time_limit_seconds(60) == 3600 - 180
+
+
+KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
+SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "t"}
+# ResNet-18 at 32 px has 1x1 feature maps in its last block: batch norm cannot
+# train on a batch of one there, a real and deterministic failure.
+FAILING = TrainExperiment("resnet18", "cpu1", "fp32", "single", 1)
+FAILING_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+
+
+def test_supervised_success_writes_the_childs_record(tmp_path):
+    out = tmp_path / "r.json"
+    supervise.run_supervised(KERNEL, SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300)
+    assert load_record(out)["status"] == "ok"
+
+
+def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(supervise.experiment.RetryableFailure):
+        supervise.run_supervised(
+            FAILING, FAILING_SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300
+        )
+    assert not out.exists()
+
+
+def test_failure_on_the_last_attempt_is_recorded(tmp_path):
+    out = tmp_path / "r.json"
+    supervise.run_supervised(
+        FAILING, FAILING_SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300
+    )
+    record = load_record(out)
+    assert record["status"] == "failed"
+    assert "Expected more than 1 value per channel" in record["reason"]
+
+
+def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path):
+    out = tmp_path / "r.json"
+    slow = {**SETTINGS, "min_run_time": 120.0}
+    supervise.run_supervised(KERNEL, slow, str(out), attempt=1, max_attempts=1, time_limit=5)
+    record = json.loads(out.read_text())
+    assert record["status"] == "failed"
+    assert "exceeded the job's time limit: stopped after 5 s" in record["reason"]
+
+
+def test_killed_child_is_described():
+    assert "SIGKILL" in supervise._describe_exit(-signal.SIGKILL)
+    assert "code 2" in supervise._describe_exit(2)

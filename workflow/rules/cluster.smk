@@ -1,0 +1,93 @@
+# Cluster analysis: queue wait per partition from sacct accounting data, and
+# the offload break-even model from the kernel results. All cheap, so they run
+# where Snakemake runs (the login node on a cluster, where sacct answers).
+# The queue-wait part needs Slurm or a sacct dump: it joins the default target
+# only with cluster_analysis.queue_wait; otherwise name its outputs as targets.
+
+from accelbench.analysis import queue_wait, sacct
+
+queue_wait.validate_bins(config)
+CLUSTER = config["cluster_analysis"]
+SACCT_DUMP = CLUSTER["sacct_dump"] or "results/cluster/sacct.txt"
+QUEUE_WAIT_OUTPUTS = [
+    *multiext("results/tables/queue_wait_cpu_hours", ".md", ".tex", ".csv"),
+    *multiext("results/tables/queue_wait_gb_hours", ".md", ".tex", ".csv"),
+    "results/figures/queue_wait.pdf",
+    "results/figures/queue_wait.png",
+]
+CLUSTER_TARGETS = [
+    *multiext("results/tables/offload_break_even", ".md", ".tex", ".csv"),
+    "results/figures/offload_break_even.pdf",
+    "results/figures/offload_break_even.png",
+    *(QUEUE_WAIT_OUTPUTS if CLUSTER["queue_wait"] else []),
+]
+
+
+localrules:
+    sacct_query,
+    queue_wait,
+    offload_break_even,
+
+
+rule sacct_query:
+    """sacct of the configured partitions and window -> the raw text the analysis reads."""
+    output:
+        "results/cluster/sacct.txt",
+    params:
+        partitions=sacct.configured_partitions(config),
+        since=CLUSTER["since"],
+        until=CLUSTER["until"],
+    log:
+        "results/logs/cluster/sacct_query.log",
+    conda:
+        "../../envs/accelbench.yaml"
+    script:
+        "../../scripts/sacct_query.py"
+
+
+rule queue_wait:
+    """Queue wait per partition, binned by requested CPU-hours and GB-hours."""
+    input:
+        SACCT_DUMP,
+    output:
+        multiext("results/tables/queue_wait_cpu_hours", ".md", ".tex", ".csv"),
+        multiext("results/tables/queue_wait_gb_hours", ".md", ".tex", ".csv"),
+        "results/figures/queue_wait.pdf",
+        report(
+            "results/figures/queue_wait.png",
+            caption="../report/queue_wait.rst",
+            category="Cluster",
+        ),
+        jobs="results/cluster/sacct_jobs.csv",
+        problems="results/cluster/sacct_problems.csv",
+    params:
+        partitions=sacct.configured_partitions(config),
+        cpu_hour_bins=CLUSTER["cpu_hour_bins"],
+        gb_hour_bins=CLUSTER["gb_hour_bins"],
+        min_jobs=CLUSTER["min_jobs"],
+    log:
+        "results/logs/cluster/queue_wait.log",
+    conda:
+        "../../envs/accelbench.yaml"
+    script:
+        "../../scripts/queue_wait.py"
+
+
+rule offload_break_even:
+    """Offload break-even intensity and crossover size per kernel: model and measurement."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        multiext("results/tables/offload_break_even", ".md", ".tex", ".csv"),
+        "results/figures/offload_break_even.pdf",
+        report(
+            "results/figures/offload_break_even.png",
+            caption="../report/offload_break_even.rst",
+            category="Kernels",
+        ),
+    log:
+        "results/logs/cluster/offload_break_even.log",
+    conda:
+        "../../envs/accelbench.yaml"
+    script:
+        "../../scripts/offload_break_even.py"
