@@ -29,7 +29,7 @@ train:
   strategies: [single]
   batch_sizes:
     resnet18: [2]
-    resnet56: []
+    fcn: []
     lstm: []
   steps: 3
   warmup_steps: 1

@@ -109,7 +109,7 @@ def test_default_grid_is_cpu_only_and_complete(config):
     assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
     assert sorted(exp.path for exp, _ in expanded.excluded) == [
         f"results/train/{model}/cpu1/fp32/ddp/bs{batch}.json"
-        for model, batch in (("lstm", 32), ("resnet18", 16), ("resnet56", 16))
+        for model, batch in (("fcn", 64), ("lstm", 32), ("resnet18", 16))
     ]
     assert {reason for _, reason in expanded.excluded} == {
         "ddp needs at least 2 processes; cpu1 gives one (use 'single')"

@@ -230,17 +230,20 @@ def test_cuda_training(precision, tmp_path):
     assert record["provenance"]["accelerator"]["gpus"]
 
 
-def test_harness_overhead_compares_the_loop_with_the_bare_step():
+def test_harness_overhead_pairs_loop_steps_with_bare_steps():
     from accelbench.train.overhead import harness_overhead
 
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
     tiny = {"input_dim": 16, "hidden": [8], "classes": 3}
-    settings = {"steps": 3, "warmup_steps": 1, "model_options": tiny}
-    result = harness_overhead(exp, settings, rounds=2)
-    assert len(result["harness_rounds_s"]) == len(result["bare_rounds_s"]) == 2
-    assert result["harness_s"] > 0 and result["bare_s"] > 0
-    expected = (result["harness_s"] - result["bare_s"]) / result["bare_s"]
-    assert result["overhead"] == pytest.approx(expected)
+    result = harness_overhead(exp, {"model_options": tiny}, pairs=5, warmup=1)
+    assert len(result["loop_s"]) == len(result["bare_s"]) == 5
+    assert all(t > 0 for t in result["loop_s"] + result["bare_s"])
+    overhead = result["overhead"]
+    assert overhead["unit"] == "fraction" and overhead["n"] == 5
+    relative = sorted((a - b) / b for a, b in zip(result["loop_s"], result["bare_s"], strict=True))
+    assert overhead["median"] == pytest.approx(relative[2])
     gan = TrainExperiment("dcgan", "cpu1", "fp32", "single", 4)
     with pytest.raises(ValueError, match="dcgan trains several parts"):
-        harness_overhead(gan, {"steps": 3, "model_options": dict(models()["dcgan"].tiny_options)})
+        harness_overhead(gan, {"model_options": dict(models()["dcgan"].tiny_options)}, pairs=3)
+    with pytest.raises(ValueError, match="measured in one process"):
+        harness_overhead(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), {}, pairs=3)

@@ -243,3 +243,16 @@ def test_an_empty_download_is_not_taken_for_a_dataset(tmp_path, monkeypatch):
         data.download(tmp_path, "ptb")
     assert not data.is_present(tmp_path, "ptb")
     assert list((tmp_path / "ptb").iterdir()) == []
+
+
+@pytest.mark.workflow
+def test_the_download_rule_fetches_each_dataset_into_the_data_dir(workflow_dir):
+    from conftest import snakemake
+
+    (workflow_dir / "config" / "data.yaml").write_text("train:\n  data_dir: /scratch/ours\n")
+    done = snakemake(workflow_dir, "-n", "datasets", "--configfile", "config/data.yaml")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    output = done.stdout + done.stderr
+    for name in data.DATASETS:
+        assert f"/scratch/ours/{name}" in output
+    assert "download_dataset        3" in output or "download_dataset 3" in " ".join(output.split())
