@@ -39,8 +39,11 @@ kernels:
 train:
   devices: [cpu1]
   precisions: [fp32]
+  strategies: [single]
   batch_sizes:
     resnet18: [2]
+    fcn: []
+    lstm: []
   steps: 3
   warmup_steps: 1
   image_size: 32

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench import cli
+from accelbench.results import load_record
 
 from conftest import REPO_ROOT
 
@@ -27,8 +28,9 @@ def test_grid_lists_paths_and_exclusions(tmp_path, capsys):
         "excluded results/kernels/matmul/cuda1/numpy/float64/n128.json: "
         "backend 'numpy' runs on cpu devices, not on cuda1" in err
     )
-    # 8 matmul cells; the other kernels' backends come from config.yaml's overrides.
-    assert f"{len(paths)} experiments, 8 excluded" in err
+    # 8 matmul cells (the other kernels' backends come from config.yaml's overrides),
+    # and ddp on cpu1 for the 3 models of the default grid.
+    assert f"{len(paths)} experiments, 11 excluded" in err
 
 
 def test_grid_reports_bad_names(tmp_path, capsys):
@@ -61,3 +63,26 @@ def test_benchmark_prints_the_table(tmp_path, capsys):
     ]
     assert "GEMM roof" in rows[1] and "copy roof" in rows[2] and "naive Python" in rows[5]
     assert ">= 80%" in rows[1] and ">= 70%" in rows[2] and ">= 100x" in rows[5]
+
+
+def test_train_runs_the_experiment_a_path_names(workflow_dir, monkeypatch, capsys):
+    monkeypatch.chdir(workflow_dir)
+    extra = workflow_dir / "config" / "small.yaml"
+    extra.write_text(
+        "train:\n  steps: 3\n  warmup_steps: 1\n  model_options:\n"
+        "    fcn: {input_dim: 16, hidden: [8], classes: 3}\n"
+    )
+    target = "results/train/fcn/cpu1/fp64/single/bs4.json"
+    assert cli.main(["train", target, "--configfile", str(extra)]) == 0
+    assert f"{target}: ok" in capsys.readouterr().out
+    record = load_record(workflow_dir / target)
+    assert record["params"]["options"] == {"lr": 0.01, "input_dim": 16, "hidden": [8], "classes": 3}
+    assert record["metrics"]["time_per_batch"]["n"] == 3
+
+
+def test_train_refuses_a_path_that_is_not_an_experiment(workflow_dir, monkeypatch, capsys):
+    monkeypatch.chdir(workflow_dir)
+    assert cli.main(["train", "results/train/fcn/cpu1/fp32/ddp/bs4.json"]) == 2
+    assert "ddp needs at least 2 processes; cpu1 gives one" in capsys.readouterr().err
+    assert cli.main(["train", "results/train/fcn.json"]) == 2
+    assert "is not a training result path" in capsys.readouterr().err

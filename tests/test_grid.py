@@ -80,9 +80,12 @@ def test_bad_kernel_wildcards_name_the_part(change, message):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: resnet18"),
+        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: alexnet, autoencoder"),
         ({"precision": "fp8"}, "precision 'fp8' is not known"),
-        ({"strategy": "magic"}, "strategy 'magic' is not known; allowed: single"),
+        (
+            {"strategy": "magic"},
+            "strategy 'magic' is not known; allowed: single, dp, ddp, fsdp, pipeline",
+        ),
         ({"batch": "-4"}, "batch size '-4' must be a positive integer"),
         ({"precision": "tf32"}, "tf32 is a CUDA tensor-core mode"),
         ({"device": "cuda4"}, "strategy 'single' uses one GPU; cuda4 asks for 4"),
@@ -114,8 +117,17 @@ def test_default_grid_is_cpu_only_and_complete(config):
     }
     assert len(kernel_cells) - len(matmul) <= 30
     assert {(r.device, r.dtype) for r in roofs} == {(e.device, e.dtype) for e in kernel_cells}
+    # training: 3 models x (single on cpu1 and cpu2, ddp on cpu2); ddp on cpu1 is excluded.
+    train = [e for e in expanded.experiments if isinstance(e, grid.TrainExperiment)]
+    assert len(train) == 3 * 3
     assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
-    assert expanded.excluded == ()
+    assert sorted(exp.path for exp, _ in expanded.excluded) == [
+        f"results/train/{model}/cpu1/fp32/ddp/bs{batch}.json"
+        for model, batch in (("fcn", 64), ("lstm", 32), ("resnet18", 16))
+    ]
+    assert {reason for _, reason in expanded.excluded} == {
+        "ddp needs at least 2 processes; cpu1 gives one (use 'single')"
+    }
     assert len(set(expanded.paths)) == len(expanded.paths)
 
 
@@ -261,7 +273,8 @@ def test_validate_config_names_key_and_allowed_values(config, key, value, messag
 def test_device_grammar():
     assert parse_device("cpu16").count == 16
     assert parse_device("cuda2").is_gpu
-    for bad in ("cpu", "cuda0", "CPU1", "2x4cuda", "cpu1 "):
+    assert parse_device("2x4cuda").nodes == 2
+    for bad in ("cpu", "cuda0", "CPU1", "4xcuda", "cpu1 "):
         with pytest.raises(DeviceError, match="expected cpuN"):
             parse_device(bad)
 
@@ -278,4 +291,21 @@ def test_slurm_resources_follow_the_device(config):
     assert (
         cluster.scaled(config, "train", "mem_mb", attempt=2)
         == 2 * config["resources"]["train"]["mem_mb"]
+    )
+
+
+def test_an_empty_batch_list_drops_a_model(config):
+    # Config files merge key by key, so an empty list is how a later file drops a model.
+    config["train"]["batch_sizes"] = {"resnet18": [], "fcn": [8]}
+    config["train"]["strategies"] = ["single"]
+    models = {exp.model for exp in grid.expand(config).experiments if exp.family == "train"}
+    assert models == {"fcn"}
+
+
+def test_model_options_are_checked_with_the_config(config):
+    config["train"]["model_options"] = {"lstm": {"hiden": 64}}
+    with pytest.raises(grid.GridError) as err:
+        grid.validate_config(config)
+    assert "config key train.model_options.lstm.hiden: unknown option; allowed: lr" in str(
+        err.value
     )

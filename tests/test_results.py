@@ -69,3 +69,31 @@ def test_load_reports_the_file_and_the_defect(tmp_path):
     partial.write_text(json.dumps({"status": "ok"}))
     with pytest.raises(results.RecordError, match=r"p\.json: missing keys"):
         results.load_record(partial)
+
+
+def test_series_round_trip_with_non_finite_values_as_null(tmp_path):
+    rec = record(series={"loss": {"unit": "loss", "values": [2.5, 1.0, math.nan]}})
+    path = results.write_record(tmp_path / "r.json", rec)
+    assert results.load_record(path)["series"] == {
+        "loss": {"unit": "loss", "values": [2.5, 1.0, None]}
+    }
+    assert "series" not in record(), "records without per-step values have no series key"
+
+
+@pytest.mark.parametrize(
+    ("series", "message"),
+    [
+        ([1.0, 2.0], "'series' must be an object"),
+        ({"loss": [1.0]}, "series 'loss' must be an object with 'unit' and 'values'"),
+        ({"loss": {"unit": "loss", "values": [1.0], "n": 1}}, "with 'unit' and 'values'"),
+        ({"loss": {"unit": 1, "values": [1.0]}}, "needs a text 'unit' and a list 'values'"),
+        ({"loss": {"unit": "loss", "values": 1.0}}, "needs a text 'unit' and a list 'values'"),
+        ({"loss": {"unit": "loss", "values": [1.0, "x"]}}, "series loss\\[1\\] is not a number"),
+        ({"loss": {"unit": "loss", "values": [True]}}, "series loss\\[0\\] is not a number"),
+    ],
+)
+def test_malformed_series_are_refused(series, message):
+    rec = record()
+    rec["series"] = series
+    with pytest.raises(results.RecordError, match=message):
+        results.validate_record(rec)

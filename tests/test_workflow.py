@@ -31,10 +31,10 @@ def test_default_grid_plans_every_cell(workflow_dir):
     jobs = planned_jobs(done.stdout + done.stderr)
     # config/config.yaml: matmul on 2 devices x 4 backends x 2 dtypes x 2 sizes, the other
     # kernels on a few cells each (see its overrides); roofs for 2 devices x 2 dtypes;
-    # 2 devices x 1 model.
+    # 3 models x (single on cpu1 and cpu2, ddp on cpu2).
     assert jobs["kernel_benchmark"] == 32 + 18
     assert jobs["roof_benchmark"] == 4
-    assert jobs["train_benchmark"] == 2
+    assert jobs["train_benchmark"] == 9
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
     assert jobs["roofline"] == 1
 
@@ -107,7 +107,7 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
         ),
         (
             "train:\n  batch_sizes:\n    vgg99: [8]\n",
-            "config key train.batch_sizes: unknown model 'vgg99'; allowed: resnet18",
+            "config key train.batch_sizes: unknown model 'vgg99'; allowed: alexnet, autoencoder",
         ),
         ("kernels:\n  devices: [gpu0]\n", "'gpu0' does not match"),
         ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),

@@ -50,6 +50,27 @@ def command_grid(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_train(args: argparse.Namespace) -> int:
+    """Run the training experiment a result path names and write its record there.
+
+    What `srun --ntasks=P accelbench train PATH` runs in each task of a ddp/fsdp
+    job (rank 0 writes the record); also a way to rerun one experiment by hand.
+    """
+    from accelbench import experiment, provenance
+    from accelbench.train import settings
+
+    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    grid.validate_config(config)
+    exp = grid.parse_train_path(args.path)
+    run_settings = {
+        **settings.for_model(config, exp.model),
+        "config_hash": provenance.config_hash(config),
+    }
+    status = experiment.run(exp, run_settings, args.path)
+    print(f"{exp.path}: {status}")
+    return 0
+
+
 def command_sacct(args: argparse.Namespace) -> int:
     """Query sacct (on a Slurm login node) and store the raw text the queue analysis reads."""
     config = load_config([DEFAULT_CONFIG, *args.configfile])
@@ -151,6 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("grid", help=command_grid.__doc__)
     _add_configfile(listing)
     listing.set_defaults(handler=command_grid)
+    train = commands.add_parser("train", help=command_train.__doc__.splitlines()[0])
+    train.add_argument("path", help="result path, e.g. results/train/lstm/cpu2/fp32/ddp/bs32.json")
+    train.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        default=[],
+        help="config merged over config/config.yaml (repeatable)",
+    )
+    train.set_defaults(handler=command_train)
 
     query = commands.add_parser("sacct", help=command_sacct.__doc__)
     query.add_argument("--configfile", type=Path, action="append", default=[])

@@ -1,8 +1,9 @@
 """Device specs and availability probes.
 
 A device string names where an experiment runs and how much of it: `cpuN` is
-the host CPU with N threads, `cudaK` is K CUDA GPUs in one job. The same string
-decides the Slurm partition and resources, so it is parsed in one place.
+the host CPU with N threads, `cudaK` is K CUDA GPUs in one job, `NxKcuda` is N
+nodes with K GPUs each (one process per GPU, launched as Slurm tasks). The same
+string decides the Slurm partition and resources, so it is parsed in one place.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 DEVICE_PATTERN = re.compile(r"^(?P<kind>cpu|cuda)(?P<count>[1-9][0-9]*)$")
-DEVICE_FORMS = "cpuN (N CPU threads, e.g. cpu4) or cudaK (K GPUs, e.g. cuda1)"
+MULTI_NODE_PATTERN = re.compile(r"^(?P<nodes>[0-9]+)x(?P<count>[0-9]+)(?P<kind>[a-z]+)$")
+DEVICE_FORMS = (
+    "cpuN (N CPU threads, e.g. cpu4), cudaK (K GPUs, e.g. cuda1) "
+    "or NxKcuda (N >= 2 nodes with K GPUs each, e.g. 2x4cuda)"
+)
 
 
 class DeviceError(ValueError):
@@ -24,26 +29,50 @@ class DeviceError(ValueError):
 @dataclass(frozen=True)
 class Device:
     kind: str  # "cpu" or "cuda"
-    count: int  # CPU threads or GPUs
+    count: int  # CPU threads, or GPUs per node
+    nodes: int = 1
 
     @property
     def name(self) -> str:
+        if self.nodes > 1:
+            return f"{self.nodes}x{self.count}{self.kind}"
         return f"{self.kind}{self.count}"
 
     @property
     def is_gpu(self) -> bool:
         return self.kind == "cuda"
 
+    @property
+    def gpus(self) -> int:
+        """GPUs over all nodes (0 for a CPU device)."""
+        return self.count * self.nodes if self.is_gpu else 0
+
     def __str__(self) -> str:
         return self.name
 
 
 def parse_device(text: str) -> Device:
-    """Parse `cpuN` / `cudaK`; the error says what the allowed forms are."""
+    """Parse `cpuN` / `cudaK` / `NxKcuda`; the error says what is wrong and the allowed forms."""
     match = DEVICE_PATTERN.match(text)
-    if not match:
+    if match:
+        return Device(kind=match["kind"], count=int(match["count"]))
+    multi = MULTI_NODE_PATTERN.match(text)
+    if not multi:
         raise DeviceError(f"device {text!r} is malformed: expected {DEVICE_FORMS}")
-    return Device(kind=match["kind"], count=int(match["count"]))
+    nodes, count, kind = int(multi["nodes"]), int(multi["count"]), multi["kind"]
+    if kind != "cuda":
+        raise DeviceError(
+            f"device {text!r}: multi-node devices are GPU devices (NxKcuda); "
+            f"a CPU experiment runs on one node (cpuN)"
+        )
+    if count < 1 or str(count) != multi["count"]:
+        raise DeviceError(f"device {text!r}: GPUs per node must be a positive integer")
+    if nodes < 2 or str(nodes) != multi["nodes"]:
+        raise DeviceError(
+            f"device {text!r}: the node count must be an integer >= 2; "
+            f"one node with {count} GPUs is cuda{count}"
+        )
+    return Device(kind=kind, count=count, nodes=nodes)
 
 
 def visible_gpu_count() -> int:
@@ -62,12 +91,14 @@ def cuda_unavailable_reason(device: Device) -> str | None:
     if not device.is_gpu:
         return None
     visible = visible_gpu_count()
+    needed = device.count  # per node: each node's processes see that node's GPUs
     if visible == 0:
         slurm_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
         hint = f" (CUDA_VISIBLE_DEVICES={slurm_gpus!r})" if slurm_gpus is not None else ""
         return f"no CUDA device available to PyTorch on this host{hint}"
-    if visible < device.count:
-        return f"{device.name} needs {device.count} GPUs but only {visible} are visible"
+    if visible < needed:
+        per_node = " per node" if device.nodes > 1 else ""
+        return f"{device.name} needs {needed} GPUs{per_node} but only {visible} are visible"
     return None
 
 

@@ -33,6 +33,8 @@ class Outcome:
     reason: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     check: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
+    series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
     raised: bool = False  # the measurement raised: worth another attempt, unlike a result
 
 
@@ -228,9 +230,14 @@ def run(
     An error on an attempt that is not the last raises RetryableFailure instead
     of writing a record, so the scheduler retries it (with more memory and time);
     on the last attempt the error goes into the record, so the grid keeps the cell.
+    In a group of launched processes (srun tasks) every rank measures and rank 0 writes.
     """
+    from accelbench.train.distributed import from_environment
+
     started = provenance.now()
-    shortfall = slurm_gpu_shortfall(parse_device(exp.device))
+    # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
+    launched = from_environment() is not None
+    shortfall = None if launched else slurm_gpu_shortfall(parse_device(exp.device))
     if shortfall:
         outcome = Outcome("failed", shortfall)
     else:
@@ -245,17 +252,21 @@ def write_outcome(
     exp: Experiment, settings: dict[str, Any], output: str, outcome: Outcome, started: str
 ) -> None:
     """The record of one outcome, with the provenance of this process, written atomically."""
+    from accelbench.train.distributed import is_primary_process
+
     record = make_record(
         experiment=exp.family,
         experiment_id=exp.id,
         status=outcome.status,
         reason=outcome.reason,
-        params=_params(exp, settings),
+        params={**_params(exp, settings), **outcome.params},
         metrics=outcome.metrics,
         check=outcome.check,
+        series=outcome.series,
         provenance=provenance.collect(
             seed=settings["seed"], config_digest=settings["config_hash"], started=started
         ),
     )
-    write_record(output, record)
+    if is_primary_process():
+        write_record(output, record)
     log.info("%s: %s%s", exp.id, outcome.status, f" ({outcome.reason})" if outcome.reason else "")

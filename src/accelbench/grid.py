@@ -25,7 +25,7 @@ WILDCARD_CONSTRAINT = r"[^/]+"
 
 KERNEL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
-STRATEGIES = ("single",)
+STRATEGIES = ("single", "dp", "ddp", "fsdp", "pipeline")  # see accelbench.train.strategies
 POSITIVE_INT = re.compile(r"^[1-9][0-9]*$")
 
 
@@ -153,12 +153,14 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
 
 def train_exclusion(exp: TrainExperiment) -> str | None:
     """Why this training experiment makes no sense, or None if it does."""
+    from accelbench.train.models import models
+    from accelbench.train.strategies import exclusion
+
     device = parse_device(exp.device)
     if exp.precision == "tf32" and not device.is_gpu:
         return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
-    if exp.strategy == "single" and device.is_gpu and device.count != 1:
-        return f"strategy 'single' uses one GPU; {exp.device} asks for {device.count}"
-    return None
+    has_layers = models()[exp.model].layers is not None
+    return exclusion(exp.strategy, device, exp.batch, has_layers)
 
 
 def parse_kernel(wildcards: dict[str, Any]) -> KernelExperiment:
@@ -195,6 +197,16 @@ def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
         device=_device(wildcards["device"]),
         dtype=_choice("dtype", wildcards["dtype"], KERNEL_DTYPES),
     )
+
+
+def parse_train_path(path: str) -> TrainExperiment:
+    """A training result path -> its experiment (GridError names a wrong part)."""
+    pattern = re.escape(TRAIN_PATTERN).replace(r"\{", "{").replace(r"\}", "}")
+    regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
+    match = re.fullmatch(regex, str(path).removeprefix("./"))
+    if not match:
+        raise GridError(f"{path} is not a training result path ({TRAIN_PATTERN})")
+    return parse_train(match.groupdict())
 
 
 def _raise_if_excluded(exp: KernelExperiment | TrainExperiment, reason: str | None) -> None:
@@ -282,6 +294,15 @@ def validate_config(config: dict[str, Any]) -> None:
                 parse_device(device)
             except DeviceError as err:
                 raise GridError(f"config key {key}: {err}") from None
+    from accelbench.train import settings
+
+    try:
+        settings.validate(config)
+    except ValueError as err:
+        message = str(err)
+        raise GridError(
+            f"config key {message}" if message.startswith("train.") else message
+        ) from None
 
 
 def _named_choice(key: str, value: str, what: str, allowed: list[str]) -> None:

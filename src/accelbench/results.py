@@ -18,6 +18,9 @@ from typing import Any
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
 STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
+# Optional: per-step values, name -> {"unit": str, "values": [number or null, ...]}
+# (e.g. the loss of every training step); metrics hold the summaries.
+SERIES_KEY = "series"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -45,6 +48,7 @@ def make_record(
     metrics: dict[str, Any] | None = None,
     check: dict[str, Any] | None = None,
     reason: str | None = None,
+    series: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -58,6 +62,8 @@ def make_record(
         "check": check,
         "provenance": provenance,
     }
+    if series:
+        record[SERIES_KEY] = series
     validate_record(record)
     return record
 
@@ -92,6 +98,24 @@ def validate_record(record: Any, source: str = "record") -> None:
         for stat, number in metric.items():
             if stat != "unit" and number is not None and not isinstance(number, int | float):
                 raise RecordError(f"{source}: metric {name}.{stat} is not a number: {number!r}")
+    _validate_series(record.get(SERIES_KEY, {}), source)
+
+
+def _validate_series(series: Any, source: str) -> None:
+    if not isinstance(series, dict):
+        raise RecordError(f"{source}: {SERIES_KEY!r} must be an object")
+    for name, entry in series.items():
+        if not isinstance(entry, dict) or set(entry) != {"unit", "values"}:
+            raise RecordError(
+                f"{source}: series {name!r} must be an object with 'unit' and 'values'"
+            )
+        if not isinstance(entry["unit"], str) or not isinstance(entry["values"], list):
+            raise RecordError(f"{source}: series {name!r} needs a text 'unit' and a list 'values'")
+        for index, number in enumerate(entry["values"]):
+            if number is not None and (
+                isinstance(number, bool) or not isinstance(number, int | float)
+            ):
+                raise RecordError(f"{source}: series {name}[{index}] is not a number: {number!r}")
 
 
 def _finite_or_none(obj: Any) -> Any:

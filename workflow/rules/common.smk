@@ -3,6 +3,7 @@
 
 from accelbench import cluster, grid
 from accelbench.devices import parse_device
+from accelbench.train import data, settings
 
 grid.validate_config(config)
 GRID = grid.expand(config)
@@ -18,6 +19,7 @@ wildcard_constraints:
     precision=grid.WILDCARD_CONSTRAINT,
     strategy=grid.WILDCARD_CONSTRAINT,
     batch=grid.WILDCARD_CONSTRAINT,
+    dataset="|".join(data.DATASETS),
 
 
 def check_kernel_target(wildcards):
@@ -93,12 +95,13 @@ ROOF_SETTINGS = {
     "samples": config["kernels"]["samples"],
     "roofs": config["kernels"]["roofs"],
 }
-TRAIN_SETTINGS = {
-    "seed": config["seed"],
-    "steps": config["train"]["steps"],
-    "warmup_steps": config["train"]["warmup_steps"],
-    "image_size": config["train"]["image_size"],
-}
+# Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
+DATASET_PATTERN = str(data.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
+
+
+def train_settings(wildcards):
+    """The settings of one model's experiments (its own options only, so others do not rerun it)."""
+    return settings.for_model(config, wildcards.model)
 
 
 def table_files(name, category):

@@ -7,7 +7,7 @@ rule train_benchmark:
     log:
         "results/logs/train/{model}/{device}/{precision}/{strategy}/bs{batch}.log",
     params:
-        settings=TRAIN_SETTINGS,
+        settings=train_settings,
     threads: experiment_threads
     retries: RETRIES
     resources:
@@ -18,3 +18,28 @@ rule train_benchmark:
         *config["slurm"]["modules"],
     script:
         "../../scripts/run_experiment.py"
+
+
+# Real datasets are fetched where Snakemake runs (the login node has the network);
+# experiments use them when present. `snakemake --cores 1 datasets` fetches all.
+localrules:
+    download_dataset,
+    datasets,
+
+
+rule download_dataset:
+    """One real dataset (CIFAR-10, MNIST, Penn Treebank) into train.data_dir."""
+    output:
+        directory(DATASET_PATTERN),
+    log:
+        "results/logs/data/{dataset}.log",
+    conda:
+        "../../envs/accelbench.yaml"
+    script:
+        "../../scripts/download_dataset.py"
+
+
+rule datasets:
+    """Every real dataset the training models can use."""
+    input:
+        expand(DATASET_PATTERN, dataset=list(data.DATASETS)),

@@ -1,10 +1,13 @@
-"""The measured training loop: fixed steps on synthetic data, time per mini-batch.
+"""The measured training loop: fixed steps, time per mini-batch, data loading timed apart.
 
-Each step is timed on the host clock between two device synchronisations, so
-the time covers the whole forward, backward and optimiser update and nothing
-queued from an earlier step. Warm-up steps (allocator growth, cuDNN autotuning,
-lazy initialisation) are run but not counted. Inputs are generated and moved to
-the device before the loop: data loading is not part of this measurement.
+Each step is two intervals on the host clock, each closed by a device
+synchronisation: loading (the next batch from its source, moved to the
+device) and the step itself (forward, backward, optimiser update), so the step
+time covers all of the step's work and nothing queued from before. Warm-up
+steps (allocator growth, cuDNN autotuning, lazy initialisation, compilation)
+are run but not counted. In a multi-process run all processes start each step
+together (a barrier outside the timed intervals) and a step takes as long as
+its slowest process.
 """
 
 from __future__ import annotations
@@ -13,15 +16,21 @@ import contextlib
 import math
 import resource
 import time
+from dataclasses import asdict
 from typing import Any
 
 from accelbench import timing
-from accelbench.devices import cpu_threads, cuda_unavailable_reason, parse_device
+from accelbench.devices import (
+    Device,
+    cpu_threads,
+    cuda_unavailable_reason,
+    parse_device,
+    visible_gpu_count,
+)
 from accelbench.grid import TrainExperiment
-from accelbench.train.models import models
-
-BATCH_POOL = 4  # distinct synthetic batches cycled through, so the loss can fall
-LEARNING_RATE = 0.01
+from accelbench.train import distributed, strategies
+from accelbench.train.models import Unavailable
+from accelbench.train.settings import TrainSettings
 
 
 def precision_unavailable_reason(precision: str, is_gpu: bool) -> str | None:
@@ -31,15 +40,6 @@ def precision_unavailable_reason(precision: str, is_gpu: bool) -> str | None:
     if precision == "bf16" and is_gpu and not torch.cuda.is_bf16_supported():
         return f"this GPU ({torch.cuda.get_device_name(0)}) does not support bfloat16"
     return None
-
-
-def _autocast(precision: str, device_type: str):
-    import torch
-
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
-    if precision in dtypes:
-        return torch.autocast(device_type=device_type, dtype=dtypes[precision])
-    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -55,80 +55,225 @@ def _tensor_cores(allow_tf32: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
 
 
-def _peak_memory(is_gpu: bool) -> dict[str, Any]:
+def run_steps(session, warmup: int, steps: int) -> dict[str, Any]:
+    """Run warm-up + measured steps; per-step load and step times (s) and every step's loss."""
+    import torch
+    import torch.distributed as dist
+
+    grouped = session.placement.world_size > 1
+    step_times, data_times, losses = [], [], []
+    for _ in range(warmup + steps):
+        if grouped:
+            dist.barrier()
+        session.synchronize()
+        started = time.perf_counter()
+        inputs, targets = session.move(session.source.next())
+        session.synchronize()
+        loaded = time.perf_counter()
+        losses.append(session.train_step(inputs, targets))
+        session.synchronize()
+        finished = time.perf_counter()
+        data_times.append(loaded - started)
+        step_times.append(finished - loaded)
+    return {
+        "step_times": step_times,
+        "data_times": data_times,
+        "losses": torch.stack(losses).double().cpu(),
+    }
+
+
+def _peak_memory(place) -> tuple[str, int]:
+    """The CUDA allocator's peak over this process's GPUs, or the process's peak resident set."""
     import torch
 
-    if is_gpu:
-        return timing.value(torch.cuda.max_memory_allocated(), "bytes")
-    # ru_maxrss is in KiB on Linux; it is the whole process's peak resident set.
-    return timing.value(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes")
+    gpus = [device for device in place.devices if device.type == "cuda"]
+    if gpus:
+        return "peak_gpu_memory", max(torch.cuda.max_memory_allocated(gpu) for gpu in gpus)
+    # ru_maxrss is in KiB on Linux: the peak resident set of this process since it started.
+    return "peak_host_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _combine_ranks(log: dict[str, Any], peak: int, device) -> tuple[dict[str, Any], int]:
+    """Across processes: each step's slowest time, the mean loss, the largest peak memory."""
+    import torch
+    import torch.distributed as dist
+
+    times = torch.tensor([log["step_times"], log["data_times"]], dtype=torch.float64, device=device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    losses = log["losses"].to(device)
+    dist.all_reduce(losses, op=dist.ReduceOp.SUM)
+    peaks = torch.tensor([peak], dtype=torch.float64, device=device)
+    dist.all_reduce(peaks, op=dist.ReduceOp.MAX)
+    world = dist.get_world_size()
+    combined = {
+        "step_times": times[0].tolist(),
+        "data_times": times[1].tolist(),
+        "losses": (losses / world).cpu(),
+    }
+    return combined, int(peaks.item())
+
+
+def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
+    """This process's GPU: its local rank, or 0 where each task sees only its own GPU."""
+    return rendezvous.local_rank if visible_gpu_count() > 1 else 0
+
+
+def train_process(
+    exp: TrainExperiment,
+    settings: TrainSettings,
+    rendezvous: distributed.Rendezvous = distributed.SINGLE_PROCESS,
+    keep_state: bool = False,
+) -> dict[str, Any]:
+    """Build and train in this process (one rank of a group, or the only process).
+
+    Returns plain numbers for the record (in a group: combined over ranks);
+    with `keep_state`, also the trained parameters as full CPU tensors.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from accelbench.train import session as sessions
+
+    device = parse_device(exp.device)
+    threads = strategies.threads_per_process(exp.strategy, device)
+    grouped = rendezvous.world_size > 1
+    place = strategies.placement(
+        exp.strategy, device, rendezvous.rank, rendezvous.world_size, _local_gpu(rendezvous)
+    )
+    if device.is_gpu:
+        torch.cuda.set_device(place.device)
+    if grouped:
+        backend = "nccl" if device.is_gpu else "gloo"
+        distributed.init_process_group(rendezvous, backend, place.device)
+    try:
+        with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
+            session = sessions.build(exp, settings, device, place)
+            for gpu in place.devices:
+                if gpu.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(gpu)
+            log = run_steps(session, settings.warmup_steps, settings.steps)
+            memory_name, peak = _peak_memory(place)
+            if grouped:
+                log, peak = _combine_ranks(log, peak, place.device)
+            state = _full_state(session.model) if keep_state else None
+    finally:
+        if grouped:
+            dist.destroy_process_group()
+    result = {
+        **log,
+        "losses": log["losses"].tolist(),
+        "memory_metric": memory_name,
+        "peak_memory": peak,
+        "parameters": session.parameters,
+        "flops_per_sample": session.flops_per_sample,
+        "processes": rendezvous.world_size,
+        "threads": threads,
+        "options": session.options,
+        "data": session.data,
+        "data_note": session.data_note,
+        "launcher": rendezvous.launcher,
+    }
+    if keep_state:
+        result["state"] = state
+    return result
+
+
+def _full_state(model) -> dict[str, Any]:
+    """Parameters and buffers as full CPU tensors (FSDP shards gathered)."""
+    state = {}
+    for name, tensor in model.state_dict().items():
+        full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+        state[name] = full.detach().cpu().clone()
+    return state
+
+
+def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> dict[str, Any]:
+    """Run the experiment's processes: in this process, as a launched rank, or under torchrun."""
+    processes = strategies.process_count(exp.strategy, device)
+    if processes == 1:
+        return train_process(exp, settings)
+    rendezvous = distributed.from_environment()
+    if rendezvous is not None:
+        if rendezvous.world_size != processes:
+            raise distributed.LaunchError(
+                f"launched as {rendezvous.world_size} processes ({rendezvous.launcher}); "
+                f"{exp.device} with {exp.strategy} needs {processes}"
+            )
+        return train_process(exp, settings, rendezvous)
+    request = {"experiment": asdict(exp), "settings": asdict(settings)}
+    threads = strategies.threads_per_process(exp.strategy, device)
+    return distributed.launch_local(request, processes, threads)
+
+
+def _unavailable_reason(
+    exp: TrainExperiment, settings: TrainSettings, device: Device
+) -> str | None:
+    launched = distributed.from_environment()
+    if device.nodes > 1 and launched is None:
+        processes = strategies.process_count(exp.strategy, device)
+        return (
+            f"{exp.device} runs as {processes} Slurm tasks over {device.nodes} nodes "
+            f"(srun --ntasks={processes} accelbench train {exp.path}); this is one process"
+        )
+    if launched is not None and device.is_gpu:
+        # Each launched task needs one GPU, whether it sees its node's GPUs or only its own.
+        reason = None if visible_gpu_count() else "no CUDA device available to PyTorch in this task"
+    else:
+        reason = cuda_unavailable_reason(device)
+    if reason is None and settings.compile != "off" and exp.strategy not in strategies.COMPILABLE:
+        reason = (
+            f"torch.compile is applied with strategies {', '.join(strategies.COMPILABLE)}; "
+            f"train.compile is {settings.compile!r} and the strategy is {exp.strategy!r}"
+        )
+    return reason or precision_unavailable_reason(exp.precision, device.is_gpu)
 
 
 def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
-    """Train `exp.model` for warm-up + measured steps and summarise the per-step times."""
-    import torch
-
+    """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
     from accelbench.experiment import Outcome
 
+    train_settings = TrainSettings.from_mapping(settings)
     device = parse_device(exp.device)
-    reason = cuda_unavailable_reason(device) or precision_unavailable_reason(
-        exp.precision, device.is_gpu
-    )
+    reason = _unavailable_reason(exp, train_settings, device)
     if reason:
         return Outcome("unavailable", reason)
-    spec = models()[exp.model]
-    device_type = "cuda" if device.is_gpu else "cpu"
-    target = torch.device("cuda:0" if device.is_gpu else "cpu")
-    options = {"image_size": settings["image_size"]}
-    synchronize = torch.cuda.synchronize if device.is_gpu else (lambda: None)
+    try:
+        result = _launch(exp, train_settings, device)
+    except Unavailable as err:
+        return Outcome("unavailable", str(err))
+    return outcome_from(result, exp, train_settings)
 
-    with cpu_threads(device), _tensor_cores(exp.precision == "tf32"):
-        torch.manual_seed(settings["seed"])
-        model = spec.build(options).to(target)
-        generator = torch.Generator().manual_seed(settings["seed"])
-        pool = [spec.make_batch(generator, exp.batch, options) for _ in range(BATCH_POOL)]
-        if exp.precision == "fp64":
-            model = model.double()
-            pool = [(x.double() if x.is_floating_point() else x, y) for x, y in pool]
-        pool = [(x.to(target), y.to(target)) for x, y in pool]
-        criterion = spec.loss()
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=0.9)
-        scaler = torch.amp.GradScaler(device_type, enabled=exp.precision == "fp16")
-        model.train()
 
-        def step(index: int) -> torch.Tensor:
-            inputs, targets = pool[index % BATCH_POOL]
-            optimizer.zero_grad(set_to_none=True)
-            with _autocast(exp.precision, device_type):
-                loss = criterion(model(inputs), targets)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            return loss.detach()
+def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSettings):
+    """The record's metrics, loss series and data description from a run's plain numbers."""
+    from accelbench.experiment import Outcome
 
-        if device.is_gpu:
-            torch.cuda.reset_peak_memory_stats()
-        warmup, steps = settings["warmup_steps"], settings["steps"]
-        step_times, losses = [], []
-        for index in range(warmup + steps):
-            synchronize()
-            started = time.perf_counter()
-            loss = step(index)
-            synchronize()
-            elapsed = time.perf_counter() - started
-            losses.append(float(loss))
-            if index >= warmup:
-                step_times.append(elapsed)
-
+    warmup = settings.warmup_steps
+    losses = result["losses"]
+    params = {
+        "options": result["options"],
+        "data": result["data"],
+        "data_note": result["data_note"],
+        "launcher": result["launcher"],
+    }
+    series = {"loss": {"unit": "loss", "values": losses}}
     if not all(math.isfinite(value) for value in losses[warmup:]):
-        return Outcome("failed", f"loss is not finite during the measured steps: {losses[-3:]}")
-    time_stats = timing.summarize(step_times, "s")
+        reason = f"loss is not finite during the measured steps: {losses[-3:]}"
+        return Outcome("failed", reason, params=params, series=series)
+    time_stats = timing.summarize(result["step_times"][warmup:], "s")
+    flops_per_batch = result["flops_per_sample"] * exp.batch
     metrics = {
         "time_per_batch": time_stats,
         "throughput": timing.rate_from_time(time_stats, exp.batch, "samples/s"),
-        "peak_memory": _peak_memory(device.is_gpu),
+        "data_time_per_batch": timing.summarize(result["data_times"][warmup:], "s"),
+        "first_step_time": timing.value(result["step_times"][0], "s"),
+        result["memory_metric"]: timing.value(result["peak_memory"], "bytes"),
         "loss_first": timing.value(losses[0], "loss"),
         "loss_last": timing.value(losses[-1], "loss"),
-        "parameters": timing.value(sum(p.numel() for p in model.parameters()), "count"),
+        "parameters": timing.value(result["parameters"], "count"),
+        "flops_per_sample": timing.value(result["flops_per_sample"], "FLOP"),
+        "achieved_flops": timing.rate_from_time(time_stats, flops_per_batch / 1e9, "GFLOP/s"),
+        "processes": timing.value(result["processes"], "processes"),
+        "threads": timing.value(result["threads"], "threads"),
     }
-    return Outcome("ok", metrics=metrics)
+    return Outcome("ok", metrics=metrics, params=params, series=series)

@@ -9,23 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from accelbench.train.models import ModelSpec
-
-NUM_CLASSES = 10
+from accelbench.train.nets import torchvision_resnet_layers
+from accelbench.train.synthetic import labelled_samples
 
 
 def build(options: dict[str, Any]):
     import torchvision
 
-    return torchvision.models.resnet18(weights=None, num_classes=NUM_CLASSES)
+    return torchvision.models.resnet18(weights=None, num_classes=options["classes"])
 
 
 def make_batch(generator, batch: int, options: dict[str, Any]):
-    import torch
-
     size = options["image_size"]
-    images = torch.randn(batch, 3, size, size, generator=generator)
-    labels = torch.randint(0, NUM_CLASSES, (batch,), generator=generator)
-    return images, labels
+    return labelled_samples(generator, batch, options["classes"], (3, size, size))
 
 
 def loss():
@@ -37,9 +33,13 @@ def loss():
 SPEC = ModelSpec(
     name="resnet18",
     family="cnn",
-    description="torchvision ResNet-18, 10 classes",
+    description="torchvision ResNet-18 (ImageNet layout), 10 classes",
     build=build,
     make_batch=make_batch,
     loss=loss,
     default_batch=16,
+    options={"lr": 0.01, "image_size": 64, "classes": 10},
+    tiny_options={"image_size": 32},
+    follows_image_size=True,
+    layers=torchvision_resnet_layers,
 )

@@ -1,0 +1,18 @@
+"""Rule entry point: fetch one real dataset into the data directory."""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
+
+from accelbench.train import data
+
+logging.basicConfig(
+    filename=snakemake.log[0],
+    level=logging.INFO,
+    format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+)
+output = Path(snakemake.output[0])
+data.download(output.parent, snakemake.wildcards.dataset)
+logging.info("%s is in %s", snakemake.wildcards.dataset, output)

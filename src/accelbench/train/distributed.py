@@ -1,0 +1,209 @@
+"""Starting the processes of a ddp/fsdp experiment and finding the others: the rendezvous.
+
+Each process needs its rank, the world size, its local rank (which GPU) and the
+address of rank 0. Three ways to get there, one code path after:
+
+- Slurm tasks (`srun --ntasks=P accelbench train PATH`, one task per GPU or
+  per CPU process, possibly over several nodes): rank, world size and local
+  rank from SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID, rank 0's address is
+  the first host of SLURM_JOB_NODELIST, the port is derived from the job id
+  (MASTER_ADDR / MASTER_PORT, when set, take precedence). Only a job step
+  started by srun counts: the batch script of a multi-task job is not a task.
+- torchrun: its RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT.
+- Neither (a local run, or a Slurm job with one task): the experiment starts
+  its own processes on this node with torchrun (`python -m torch.distributed.run
+  --standalone`), which then takes the path above. torchrun, not an in-process
+  spawn, because the rule's script is the main module, and a spawned child would
+  re-import it.
+
+The backend is gloo on CPUs and NCCL on GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SLURM_PORT_BASE = 20000
+SLURM_PORT_RANGE = 20000  # ports 20000-39999: above the well-known, below the ephemeral range
+PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
+
+
+class LaunchError(RuntimeError):
+    """A distributed run that could not start or whose processes failed; says which and why."""
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    launcher: str  # "slurm", "torchrun" or "none" (one process)
+
+    @property
+    def is_primary(self) -> bool:
+        return self.rank == 0
+
+
+SINGLE_PROCESS = Rendezvous(0, 1, 0, "127.0.0.1", 0, "none")
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm hostlist: 'gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b7' -> 'a1-b7'.
+
+    Parsed here rather than with `scontrol show hostnames`, which is not on every compute node.
+    """
+    depth, end = 0, len(nodelist)
+    for index, char in enumerate(nodelist):
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            end = index
+            break
+    first = nodelist[:end].strip()
+    if not first:
+        raise LaunchError(f"SLURM_JOB_NODELIST {nodelist!r} names no host")
+    # Each bracket group's first entry: the start of its first range, zero padding kept.
+    return re.sub(r"\[([^\],-]+)[^\]]*\]", r"\1", first)
+
+
+def slurm_port(job_id: str) -> int:
+    """A port every task of a job derives alike, different between concurrent jobs."""
+    return SLURM_PORT_BASE + int(job_id) % SLURM_PORT_RANGE
+
+
+def _integer(env: Mapping[str, str], name: str) -> int:
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        raise LaunchError(f"{name} is {env.get(name)!r}; expected an integer") from None
+
+
+def from_environment(env: Mapping[str, str] | None = None) -> Rendezvous | None:
+    """The rendezvous of a process started by torchrun or as one of several srun tasks.
+
+    None for a process that was started alone (it launches its group itself).
+    """
+    env = os.environ if env is None else env
+    if "TORCHELASTIC_RUN_ID" in env or {"RANK", "WORLD_SIZE", "MASTER_ADDR"} <= set(env):
+        world = _integer(env, "WORLD_SIZE")
+        if world < 2:
+            return None
+        return Rendezvous(
+            rank=_integer(env, "RANK"),
+            world_size=world,
+            local_rank=_integer(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0,
+            master_addr=env["MASTER_ADDR"],
+            master_port=_integer(env, "MASTER_PORT"),
+            launcher="torchrun",
+        )
+    if "SLURM_STEP_ID" not in env or "SLURM_PROCID" not in env:
+        return None
+    world = _integer(
+        env, "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+    )
+    if world < 2:
+        return None
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if "MASTER_ADDR" in env:
+        address = env["MASTER_ADDR"]
+    elif nodelist:
+        address = first_host(nodelist)
+    else:
+        raise LaunchError("a Slurm task without SLURM_JOB_NODELIST or MASTER_ADDR")
+    port = (
+        _integer(env, "MASTER_PORT")
+        if "MASTER_PORT" in env
+        else slurm_port(str(_integer(env, "SLURM_JOB_ID")))
+    )
+    return Rendezvous(
+        rank=_integer(env, "SLURM_PROCID"),
+        world_size=world,
+        local_rank=_integer(env, "SLURM_LOCALID"),
+        master_addr=address,
+        master_port=port,
+        launcher="slurm",
+    )
+
+
+def is_primary_process() -> bool:
+    """False in every process of a launched group but rank 0 (which writes the record)."""
+    rendezvous = from_environment()
+    return rendezvous is None or rendezvous.is_primary
+
+
+def init_process_group(rendezvous: Rendezvous, backend: str, device=None) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{rendezvous.master_addr}:{rendezvous.master_port}",
+        rank=rendezvous.rank,
+        world_size=rendezvous.world_size,
+        timeout=PROCESS_GROUP_TIMEOUT,
+        device_id=device if backend == "nccl" else None,
+    )
+
+
+def launch_local(
+    request: dict[str, Any], processes: int, threads_per_process: int
+) -> dict[str, Any]:
+    """Run accelbench.train.worker in `processes` local processes under torchrun.
+
+    Returns rank 0's result; a failed rank raises LaunchError with its reason
+    (the text of its exception, so an out-of-memory error still reads as one),
+    or models.Unavailable if the model cannot run in this precision here.
+    """
+    import accelbench
+    from accelbench.train.models import Unavailable
+
+    source = str(Path(accelbench.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads_per_process),
+        "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
+    }
+    with tempfile.TemporaryDirectory(prefix="accelbench-ddp-") as folder:
+        request_file, result_file = Path(folder) / "request.json", Path(folder) / "result.json"
+        request_file.write_text(json.dumps(request))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={processes}",
+            "--max-restarts=0",
+            "-m",
+            "accelbench.train.worker",
+            str(request_file),
+            str(result_file),
+        ]
+        log.info("launching %d processes: %s", processes, " ".join(command))
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        for stream in (done.stdout, done.stderr):
+            if stream.strip():
+                log.info("torchrun output:\n%s", stream[-20000:])
+        errors = sorted(Path(folder).glob("result.json.rank*.error"))
+        if errors:
+            rank = errors[0].name.removeprefix("result.json.rank").removesuffix(".error")
+            error = json.loads(errors[0].read_text())
+            if error["type"] == Unavailable.__name__:
+                raise Unavailable(error["message"])
+            raise LaunchError(f"rank {rank}: {error['type']}: {error['message']}")
+        if done.returncode != 0 or not result_file.exists():
+            tail = (done.stderr or done.stdout)[-2000:]
+            raise LaunchError(f"torchrun exited with status {done.returncode}: {tail}")
+        return json.loads(result_file.read_text())

@@ -1,0 +1,77 @@
+"""An LSTM language model (as the LSTM of Shi et al. 2016, on the Penn Treebank).
+
+Embedding, stacked single-layer LSTMs and a linear decoder to the vocabulary,
+trained to predict the next token of each position (truncated back-propagation
+over `seq_len` steps, state reset every batch). Trains on the Penn Treebank
+when present under train.data_dir, otherwise on a learnable token chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from accelbench.train import data
+from accelbench.train.models import ModelSpec, Unavailable, adam
+from accelbench.train.nets import SequenceCrossEntropy, sequential_layers
+from accelbench.train.synthetic import next_token_task, token_chain
+
+
+class LSTMLayer(nn.Module):
+    """One LSTM layer that returns only its output sequence, so layers chain."""
+
+    def __init__(self, size_in: int, size_out: int):
+        super().__init__()
+        self.lstm = nn.LSTM(size_in, size_out, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            return self.lstm(x)[0]
+        except RuntimeError as err:
+            if x.device.type == "cpu" and _cpu_float16_autocast():
+                raise Unavailable(f"PyTorch's CPU LSTM cannot run in float16 here: {err}") from err
+            raise
+
+
+def _cpu_float16_autocast() -> bool:
+    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+
+
+def build(options: dict[str, Any]) -> nn.Sequential:
+    embed, hidden = options["embed"], options["hidden"]
+    layers: list[nn.Module] = [nn.Embedding(options["vocab"], embed)]
+    for index in range(options["layers"]):
+        layers.append(LSTMLayer(embed if index == 0 else hidden, hidden))
+    layers.append(nn.Linear(hidden, options["vocab"]))
+    return nn.Sequential(*layers)
+
+
+def make_batch(generator, batch: int, options: dict[str, Any]):
+    tokens = token_chain(generator, batch, options["seq_len"] + 1, options["vocab"])
+    return next_token_task(tokens)
+
+
+def real_data(root, options: dict[str, Any], seed: int):
+    tokens = data.ptb_tokens(root, options["vocab"])
+    return data.TokenWindows(
+        tokens, options["seq_len"] + 1, lambda index, window: next_token_task(window)
+    )
+
+
+SPEC = ModelSpec(
+    name="lstm",
+    family="rnn",
+    description="LSTM language model (next-token prediction)",
+    build=build,
+    make_batch=make_batch,
+    loss=SequenceCrossEntropy,
+    default_batch=32,
+    options={"lr": 0.002, "vocab": 1000, "embed": 128, "hidden": 256, "layers": 2, "seq_len": 32},
+    tiny_options={"lr": 0.01, "vocab": 16, "embed": 16, "hidden": 16, "layers": 2, "seq_len": 6},
+    optimizer=adam,
+    layers=sequential_layers,
+    dataset="ptb",
+    real_data=real_data,
+)

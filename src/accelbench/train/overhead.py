@@ -1,0 +1,114 @@
+"""What the measured loop adds to a training step: a benchmark, not a test.
+
+One model, optimiser and batch; steps alternate between the loop's own timed
+step (accelbench.train.loop.run_steps, the code every experiment runs) and the
+bare forward, backward and optimiser step timed by torch.utils.benchmark.Timer.
+Each loop step is paired with its neighbouring bare step (which one goes first
+alternates), so a change in the machine's load hits both alike; the overhead is
+the median of the paired relative differences, with its confidence interval.
+
+    python -m accelbench.train.overhead --model resnet50 --device cpu1 --batch 16 \\
+        --image-size 224 --pairs 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench import timing
+from accelbench.devices import Device, cpu_threads, parse_device
+from accelbench.grid import TrainExperiment, train_exclusion
+from accelbench.train import strategies
+from accelbench.train.loop import run_steps
+from accelbench.train.models import models
+from accelbench.train.settings import TrainSettings
+
+
+def harness_overhead(
+    exp: TrainExperiment, settings: dict[str, Any], pairs: int, warmup: int = 2
+) -> dict[str, Any]:
+    """Paired loop and bare step times (s) and the relative overhead of the loop."""
+    from torch.utils import benchmark
+
+    from accelbench.train import session as sessions
+
+    reason = train_exclusion(exp)
+    if reason:
+        raise ValueError(reason)
+    if strategies.process_count(exp.strategy, parse_device(exp.device)) != 1:
+        raise ValueError("the overhead is measured in one process")
+    parsed = TrainSettings.from_mapping(settings)
+    device = parse_device(exp.device)
+    threads = strategies.threads_per_process(exp.strategy, device)
+    place = strategies.placement(exp.strategy, device, 0, 1, 0)
+    with cpu_threads(Device("cpu", threads)):
+        session = sessions.build(exp, parsed, device, place)
+        if len(session.step.parts) != 1:
+            raise ValueError(f"{exp.model} trains several parts; its bare step is its own step")
+        inputs, targets = session.move(session.source.next())
+        (model,), (optimizer,) = session.step.parts, session.step.optimizers
+        criterion = session.step.criterion
+
+        def bare() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            criterion(model(inputs), targets).backward()
+            optimizer.step()
+
+        timer = benchmark.Timer(stmt="bare()", globals={"bare": bare}, num_threads=threads)
+        for _ in range(warmup):
+            run_steps(session, 0, 1)
+            bare()
+        loop_times, bare_times = [], []
+        for index in range(pairs):
+            if index % 2:
+                bare_times.append(timer.timeit(1).times[0])
+            loop_times.append(run_steps(session, 0, 1)["step_times"][0])
+            if not index % 2:
+                bare_times.append(timer.timeit(1).times[0])
+    relative = [(loop - bare) / bare for loop, bare in zip(loop_times, bare_times, strict=True)]
+    return {
+        "loop_s": loop_times,
+        "bare_s": bare_times,
+        "loop_median_s": statistics.median(loop_times),
+        "bare_median_s": statistics.median(bare_times),
+        "overhead": timing.summarize(relative, "fraction"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--device", default="cpu1")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--batch", type=int, help="default: the model's default batch")
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    args = parser.parse_args(argv)
+    batch = args.batch or models()[args.model].default_batch
+    exp = TrainExperiment(args.model, args.device, args.precision, "single", batch)
+    result = harness_overhead(exp, {"image_size": args.image_size}, args.pairs, args.warmup)
+    overhead = result["overhead"]
+    print(
+        f"{exp.id}: loop step {result['loop_median_s']:.4f} s, "
+        f"bare step {result['bare_median_s']:.4f} s (medians of {args.pairs})"
+    )
+    pairs = ", ".join(
+        f"{loop:.4f}/{bare:.4f}"
+        for loop, bare in zip(result["loop_s"], result["bare_s"], strict=True)
+    )
+    print(f"pairs (loop/bare, s): {pairs}")
+    print(
+        f"overhead of the measured loop: {100 * overhead['median']:+.2f} % "
+        f"[{100 * overhead['ci_low']:+.2f}, {100 * overhead['ci_high']:+.2f}] "
+        f"({100 * overhead['ci_level']:.0f}% CI of the median of paired differences)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

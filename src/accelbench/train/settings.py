@@ -1,0 +1,76 @@
+"""The settings of one training experiment, from the config's train.* keys.
+
+A rule's params are exactly these settings, so Snakemake reruns an experiment
+when one of its own settings changes (its model's options included) and not
+when another model's options do. They land in the record's params.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from accelbench.train.models import models, resolve_options
+
+COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
+# Keys of the settings mapping other than the training settings themselves.
+RUN_KEYS = ("config_hash",)
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    seed: int = 0
+    steps: int = 20
+    warmup_steps: int = 3
+    image_size: int | None = None  # ImageNet-type models; None: the model's default
+    model_options: Mapping[str, Any] = field(default_factory=dict)  # overrides of this model
+    data_dir: str | None = None  # real datasets are looked for here; None: synthetic only
+    pipeline_microbatches: int = 4
+    compile: str = "off"  # torch.compile backend, or "off"
+    channels_last: bool = False
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> TrainSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = set(settings) - known - set(RUN_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown training settings {sorted(unknown)}; allowed: {sorted(known)}"
+            )
+        values = {key: value for key, value in settings.items() if key in known}
+        result = cls(**values)
+        if result.compile not in COMPILE_BACKENDS:
+            raise ValueError(
+                f"compile {result.compile!r} is not known; allowed: {', '.join(COMPILE_BACKENDS)}"
+            )
+        return result
+
+
+def for_model(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The settings of `model`'s experiments under `config` (the rule's params)."""
+    train = config["train"]
+    defaults = TrainSettings()
+    return {
+        "seed": config.get("seed", defaults.seed),
+        "steps": train.get("steps", defaults.steps),
+        "warmup_steps": train.get("warmup_steps", defaults.warmup_steps),
+        "image_size": train.get("image_size", defaults.image_size),
+        "model_options": dict(train.get("model_options", {}).get(model, {})),
+        "data_dir": train.get("data_dir") or None,
+        "pipeline_microbatches": train.get("pipeline_microbatches", defaults.pipeline_microbatches),
+        "compile": train.get("compile", defaults.compile),
+        "channels_last": train.get("channels_last", defaults.channels_last),
+    }
+
+
+def validate(config: Mapping[str, Any]) -> None:
+    """Model option names and types under train.model_options; OptionError names the key."""
+    registered = models()
+    for model, overrides in config["train"].get("model_options", {}).items():
+        if model not in registered:
+            raise ValueError(
+                f"config key train.model_options: unknown model {model!r}; "
+                f"allowed: {', '.join(registered)}"
+            )
+        resolve_options(registered[model], overrides, config["train"].get("image_size"))

@@ -1,0 +1,498 @@
+"""Parallel training: device grammar, exclusions, rendezvous, DDP/FSDP/pipeline on CPU, precisions.
+
+DDP and FSDP run for real with gloo in 2 local processes and must give the
+parameters one process gets on the same global batch; the pipeline split runs
+on CPU stages and must give the unsplit model's outputs and gradients.
+DataParallel needs GPUs (it has no CPU mode) and is exercised by the gpu tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from accelbench import experiment
+from accelbench.devices import Device, DeviceError, parse_device
+from accelbench.grid import TrainExperiment, train_exclusion
+from accelbench.results import load_record
+from accelbench.train import distributed, strategies
+from accelbench.train.loop import measure_training, train_process
+from accelbench.train.models import models, resolve_options
+from accelbench.train.pipeline import Pipeline, balanced_split, layer_costs
+from accelbench.train.settings import TrainSettings
+
+HAS_GPU = torch.cuda.is_available()
+NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
+TINY = {name: dict(spec.tiny_options) for name, spec in models().items()}
+
+
+def tiny_settings(model: str, steps: int = 3, warmup: int = 1, **extra):
+    return {
+        "seed": 0,
+        "steps": steps,
+        "warmup_steps": warmup,
+        "model_options": TINY[model],
+        "config_hash": "t",
+        **extra,
+    }
+
+
+# Device grammar ---------------------------------------------------------------------------
+
+
+def test_multi_node_device_round_trips():
+    device = parse_device("2x4cuda")
+    assert device == Device("cuda", 4, nodes=2)
+    assert device.name == "2x4cuda" and device.gpus == 8 and device.is_gpu
+    assert parse_device("cuda4").gpus == 4 and parse_device("cpu4").gpus == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2x4cpu", "multi-node devices are GPU devices (NxKcuda); a CPU experiment runs on one"),
+        ("1x4cuda", "the node count must be an integer >= 2; one node with 4 GPUs is cuda4"),
+        ("02x4cuda", "the node count must be an integer >= 2"),
+        ("2x0cuda", "GPUs per node must be a positive integer"),
+        ("2x4gpu", "multi-node devices are GPU devices"),
+        ("4cuda", "is malformed: expected cpuN"),
+    ],
+)
+def test_bad_multi_node_devices_say_what_is_wrong(text, message):
+    with pytest.raises(DeviceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_device(text)
+
+
+# Exclusions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "strategy", "batch", "reason"),
+    [
+        ("resnet18", "cpu4", "dp", 16, "DataParallel replicates the model across GPUs; a CPU"),
+        ("resnet18", "cuda1", "dp", 16, "dp needs at least 2 GPUs; cuda1 has one (use 'single')"),
+        ("resnet18", "2x4cuda", "dp", 16, "dp runs in one process on one node; 2x4cuda spans 2"),
+        ("resnet18", "cpu4", "pipeline", 16, "a pipeline splits layers across GPUs; a CPU is one"),
+        ("resnet18", "cuda1", "pipeline", 16, "pipeline needs at least 2 GPUs"),
+        ("gcn", "cuda2", "pipeline", 16, "the model declares no layer sequence to split"),
+        ("resnet18", "cpu1", "ddp", 16, "ddp needs at least 2 processes; cpu1 gives one"),
+        ("resnet18", "cuda1", "fsdp", 16, "fsdp needs at least 2 processes; cuda1 gives one"),
+        ("resnet18", "cpu3", "ddp", 16, "batch 16 does not split evenly over 3 processes"),
+        ("resnet18", "2x4cuda", "fsdp", 12, "batch 12 does not split evenly over 8 processes"),
+        ("resnet18", "2x4cuda", "single", 16, "strategy 'single' uses one GPU; 2x4cuda asks for 8"),
+    ],
+)
+def test_strategy_exclusions_give_the_reason(model, device, strategy, batch, reason):
+    assert reason in train_exclusion(TrainExperiment(model, device, "fp32", strategy, batch))
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "strategy", "processes", "threads"),
+    [
+        ("resnet18", "cpu4", "single", 1, 4),
+        ("resnet18", "cpu4", "ddp", 4, 1),
+        ("dcgan", "cpu2", "fsdp", 2, 1),
+        ("resnet18", "cuda1", "single", 1, 1),
+        ("resnet18", "cuda4", "dp", 1, 1),
+        ("resnet18", "cuda4", "pipeline", 1, 1),
+        ("resnet18", "cuda4", "ddp", 4, 1),
+        ("gcn", "2x4cuda", "fsdp", 8, 1),
+    ],
+)
+def test_allowed_cells_and_their_processes(model, device, strategy, processes, threads):
+    exp = TrainExperiment(model, device, "fp32", strategy, 16)
+    assert train_exclusion(exp) is None
+    parsed = parse_device(device)
+    assert strategies.process_count(strategy, parsed) == processes
+    assert strategies.threads_per_process(strategy, parsed) == threads
+
+
+# Rendezvous ----------------------------------------------------------------------------------
+
+SLURM_STEP = {
+    "SLURM_JOB_ID": "4711",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NTASKS": "4",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+}
+
+
+def test_rendezvous_from_slurm_tasks():
+    rendezvous = distributed.from_environment(SLURM_STEP)
+    assert rendezvous == distributed.Rendezvous(3, 4, 1, "gpu07", 20000 + 4711, "slurm")
+    assert not rendezvous.is_primary
+
+
+def test_slurm_master_address_and_port_can_be_given():
+    env = {**SLURM_STEP, "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
+    rendezvous = distributed.from_environment(env)
+    assert (rendezvous.master_addr, rendezvous.master_port) == ("10.0.0.5", 29500)
+
+
+def test_a_batch_script_or_a_single_task_is_not_a_launched_rank():
+    batch_script = {key: value for key, value in SLURM_STEP.items() if "STEP" not in key}
+    assert distributed.from_environment(batch_script) is None
+    one_task = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "1", "SLURM_PROCID": "0"}
+    assert distributed.from_environment(one_task) is None
+    assert distributed.from_environment({}) is None
+
+
+def test_rendezvous_from_torchrun():
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29400",
+        "TORCHELASTIC_RUN_ID": "x",
+        **SLURM_STEP,  # torchrun inside a Slurm step: torchrun's ranks are the processes
+    }
+    assert distributed.from_environment(env) == distributed.Rendezvous(
+        1, 2, 1, "127.0.0.1", 29400, "torchrun"
+    )
+
+
+def test_malformed_slurm_variables_are_named():
+    with pytest.raises(distributed.LaunchError, match="SLURM_PROCID is 'x'; expected an integer"):
+        distributed.from_environment({**SLURM_STEP, "SLURM_PROCID": "x"})
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "host"),
+    [
+        ("node1", "node1"),
+        ("node1,node2", "node1"),
+        ("gpu[03-05,9],cpu1", "gpu03"),
+        ("rack[1-2]-n[007-009]", "rack1-n007"),
+        ("a[10],b[1-3]", "a10"),
+    ],
+)
+def test_first_host_of_a_slurm_hostlist(nodelist, host):
+    assert distributed.first_host(nodelist) == host
+
+
+def test_jobs_get_different_ports_and_tasks_the_same():
+    assert distributed.slurm_port("12") == distributed.slurm_port("12")
+    assert distributed.slurm_port("12") != distributed.slurm_port("13")
+    assert all(20000 <= distributed.slurm_port(str(job)) < 40000 for job in (0, 19999, 10**9))
+
+
+def test_only_rank_zero_writes_the_record(monkeypatch, tmp_path):
+    for key, value in {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}.items():
+        monkeypatch.setenv(key, value)
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 4)
+    output = tmp_path / "record.json"
+    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert not output.exists()
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert load_record(output)["status"] == "ok"
+
+
+def test_a_launched_group_of_the_wrong_size_fails_clearly(monkeypatch, tmp_path):
+    for key, value in SLURM_STEP.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
+    experiment.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    record = load_record(tmp_path / "record.json")
+    assert record["status"] == "failed"
+    assert "launched as 4 processes (slurm); cpu2 with ddp needs 2" in record["reason"]
+
+
+def test_multi_node_without_slurm_tasks_is_unavailable():
+    exp = TrainExperiment("fcn", "2x2cuda", "fp32", "ddp", 4)
+    outcome = measure_training(exp, tiny_settings("fcn"))
+    assert outcome.status == "unavailable"
+    assert "2x2cuda runs as 4 Slurm tasks over 2 nodes (srun --ntasks=4" in outcome.reason
+
+
+def fake_torchrun(monkeypatch, run):
+    """Replace the torchrun subprocess (only: provenance runs git through subprocess too)."""
+    real = distributed.subprocess.run
+
+    def dispatch(command, **kwargs):
+        if "torch.distributed.run" in command:
+            return run(command, **kwargs)
+        return real(command, **kwargs)
+
+    monkeypatch.setattr(distributed.subprocess, "run", dispatch)
+
+
+def test_failed_rank_is_reported_with_its_error(monkeypatch, tmp_path):
+    def torchrun(command, env, capture_output, text):
+        result = command[-1]
+        with open(f"{result}.rank1.error", "w") as error:
+            message = "CUDA out of memory. Tried to allocate 8 GiB"
+            json.dump({"type": "OutOfMemoryError", "message": message}, error)
+        return type("Done", (), {"returncode": 1, "stdout": "", "stderr": "worker 1 failed"})()
+
+    fake_torchrun(monkeypatch, torchrun)
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
+    experiment.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    record = load_record(tmp_path / "record.json")
+    assert record["status"] == "oom"
+    assert record["reason"] == (
+        "LaunchError: rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 8 GiB"
+    )
+
+
+def test_a_rank_that_cannot_run_the_precision_makes_the_record_unavailable(monkeypatch):
+    def torchrun(command, env, capture_output, text):
+        with open(f"{command[-1]}.rank0.error", "w") as error:
+            json.dump({"type": "Unavailable", "message": "no float16 LSTM here"}, error)
+        return type("Done", (), {"returncode": 1, "stdout": "", "stderr": ""})()
+
+    fake_torchrun(monkeypatch, torchrun)
+    outcome = measure_training(TrainExperiment("lstm", "cpu2", "fp16", "ddp", 4), {})
+    assert (outcome.status, outcome.reason) == ("unavailable", "no float16 LSTM here")
+
+
+def test_torchrun_that_dies_without_a_result_is_a_failure(monkeypatch):
+    def torchrun(command, env, capture_output, text):
+        assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
+        assert "--nproc-per-node=2" in command and env["OMP_NUM_THREADS"] == "1"
+        return type("Done", (), {"returncode": -9, "stdout": "", "stderr": "Killed"})()
+
+    fake_torchrun(monkeypatch, torchrun)
+    with pytest.raises(distributed.LaunchError, match="torchrun exited with status -9: Killed"):
+        distributed.launch_local({}, processes=2, threads_per_process=1)
+
+
+# Pipeline ------------------------------------------------------------------------------------
+
+
+def test_balanced_split_minimises_the_slowest_stage():
+    costs = [5.0, 1.0, 1.0, 1.0, 4.0, 2.0, 2.0]
+    for stages in range(1, len(costs) + 1):
+        bounds = balanced_split(costs, stages)
+        assert bounds[0] == 0 and bounds[-1] == len(costs) and len(bounds) == stages + 1
+        assert all(a < b for a, b in itertools.pairwise(bounds))
+        slowest = max(sum(costs[a:b]) for a, b in itertools.pairwise(bounds))
+        best = min(
+            max(sum(costs[a:b]) for a, b in itertools.pairwise((0, *cuts, len(costs))))
+            for cuts in itertools.combinations(range(1, len(costs)), stages - 1)
+        )
+        assert slowest == best
+    with pytest.raises(ValueError, match="cannot split 7 layers into 8 non-empty stages"):
+        balanced_split(costs, 8)
+
+
+@pytest.mark.parametrize("name", ["fcn", "resnet56", "gpt"])
+def test_pipeline_on_cpu_stages_matches_the_unsplit_model(name):
+    spec = models()[name]
+    options = resolve_options(spec, TINY[name])
+    torch.manual_seed(0)
+    reference = spec.build(options)
+    split = copy.deepcopy(reference)
+    inputs, targets = spec.make_batch(torch.Generator().manual_seed(0), 6, options)
+    layers = spec.layers(split)
+    cpu = torch.device("cpu")
+    pipeline = Pipeline(layers, [cpu] * 3, microbatches=3, costs=layer_costs(layers, inputs))
+    assert len(pipeline.stages) == 3
+    reference.eval(), pipeline.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(pipeline(inputs), reference(inputs))
+    if any(isinstance(m, torch.nn.BatchNorm2d) for m in reference.modules()):
+        return  # in training mode BatchNorm sees micro-batches (as in GPipe): not comparable
+    reference.train(), pipeline.train()
+    criterion = spec.loss()
+    expected = reference(inputs)
+    output = pipeline(inputs)
+    torch.testing.assert_close(output, expected)
+    criterion(expected, targets).backward()
+    criterion(output, targets).backward()
+    for a, b in zip(reference.parameters(), split.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_pipeline_stages_follow_the_layer_costs():
+    spec = models()["fcn"]
+    options = resolve_options(spec, {"input_dim": 64, "hidden": [64, 4, 4], "classes": 4})
+    # Layers: Linear(64, 64), ReLU, Linear(64, 4), ReLU, Linear(4, 4), ReLU, Linear(4, 4).
+    model = spec.build(options)
+    inputs, _ = spec.make_batch(torch.Generator().manual_seed(0), 2, options)
+    layers = spec.layers(model)
+    pipeline = Pipeline(layers, [torch.device("cpu")] * 2, 2, layer_costs(layers, inputs))
+    # The first layer holds most of the work: it is a stage of its own.
+    assert pipeline.boundaries == [0, 1, 7]
+
+
+# DDP and FSDP with gloo in 2 processes ---------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Models without BatchNorm (whose statistics are per process under DDP) and without
+# attention: a key bias gets a gradient that is zero up to rounding, which Adam's
+# normalisation turns into a full-size step of either sign.
+SCENARIOS = [("fcn", "ddp"), ("fcn", "fsdp"), ("lstm", "fsdp"), ("autoencoder", "ddp")]
+GLOBAL_BATCH = 4
+
+
+def _rank_worker(rank: int, ports: list[int], queue) -> None:
+    for (model, strategy), port in zip(SCENARIOS, ports, strict=True):
+        rendezvous = distributed.Rendezvous(rank, 2, rank, "127.0.0.1", port, "spawn")
+        exp = TrainExperiment(model, "cpu2", "fp32", strategy, GLOBAL_BATCH)
+        settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
+        result = train_process(exp, settings, rendezvous, keep_state=True)
+        if rank == 0:  # as NumPy: torch would share tensors that vanish with this process
+            state = {name: tensor.numpy() for name, tensor in result["state"].items()}
+            queue.put((model, strategy, state, result["losses"], result["processes"]))
+
+
+@pytest.fixture(scope="module")
+def two_process_runs():
+    """Each scenario trained by 2 gloo processes (spawned here, one free port each)."""
+    context = mp.get_context("spawn")
+    queue = context.SimpleQueue()
+    ports = [free_port() for _ in SCENARIOS]
+    mp.start_processes(_rank_worker, args=(ports, queue), nprocs=2, start_method="spawn")
+    results = {}
+    while not queue.empty():
+        model, strategy, state, losses, processes = queue.get()
+        state = {name: torch.from_numpy(array) for name, array in state.items()}
+        results[model, strategy] = (state, losses, processes)
+    return results
+
+
+@pytest.mark.parametrize(("model", "strategy"), SCENARIOS)
+def test_two_processes_match_one_on_the_same_global_batch(model, strategy, two_process_runs):
+    state, losses, processes = two_process_runs[model, strategy]
+    assert processes == 2
+    exp = TrainExperiment(model, "cpu1", "fp32", "single", GLOBAL_BATCH)
+    settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
+    single = train_process(exp, settings, keep_state=True)
+    initial = models()[model].build(resolve_options(models()[model], TINY[model]))
+    assert state.keys() == single["state"].keys()
+    moved = 0
+    for name, tensor in single["state"].items():
+        torch.testing.assert_close(state[name], tensor, rtol=1e-5, atol=1e-6)
+        moved += not torch.equal(tensor, initial.state_dict()[name])
+    assert moved, "two optimiser steps must move the parameters"
+    # The group's loss is the mean over processes: the loss of the whole batch.
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(single["losses"]))
+
+
+def test_ddp_experiment_launches_its_processes_with_torchrun(tmp_path):
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
+    output = tmp_path / "ddp.json"
+    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    record = load_record(output)
+    metrics = record["metrics"]
+    assert metrics["processes"]["value"] == 2 and metrics["threads"]["value"] == 1
+    assert metrics["time_per_batch"]["n"] == 3
+    assert record["params"]["strategy"] == "ddp"
+    single = measure_training(
+        TrainExperiment("fcn", "cpu1", "fp32", "single", 8), tiny_settings("fcn")
+    )
+    torch.testing.assert_close(
+        torch.tensor(record["series"]["loss"]["values"]),
+        torch.tensor(single.series["loss"]["values"]),
+    )
+    json.dumps(record)  # plain JSON all through
+
+
+# Precisions, compile, channels-last on the CPU ----------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["fp64", "bf16", "fp16"])
+@pytest.mark.parametrize("model", ["fcn", "lstm", "bert", "autoencoder", "dcgan", "gcn"])
+def test_cpu_precisions(model, precision):
+    outcome = measure_training(
+        TrainExperiment(model, "cpu1", precision, "single", 4), tiny_settings(model)
+    )
+    if (model, precision) == ("lstm", "fp16") and outcome.status == "unavailable":
+        # oneDNN's CPU LSTM has no float16 kernel on most CPUs.
+        assert outcome.reason.startswith("PyTorch's CPU LSTM cannot run in float16 here: ")
+        return
+    assert outcome.status == "ok", outcome.reason
+    assert all(torch.isfinite(torch.tensor(outcome.series["loss"]["values"])))
+
+
+def test_fp64_trains_in_double_precision(monkeypatch):
+    from accelbench.train import session
+
+    seen = []
+    original = session.Session.train_step
+
+    def spy(self, inputs, targets):
+        seen.append((inputs.dtype, next(self.model.parameters()).dtype))
+        return original(self, inputs, targets)
+
+    monkeypatch.setattr(session.Session, "train_step", spy)
+    outcome = measure_training(
+        TrainExperiment("fcn", "cpu1", "fp64", "single", 4), tiny_settings("fcn")
+    )
+    assert outcome.status == "ok"
+    assert set(seen) == {(torch.float64, torch.float64)}
+
+
+def test_channels_last_and_compile_are_recorded_settings(tmp_path):
+    exp = TrainExperiment("resnet56", "cpu1", "fp32", "single", 4)
+    settings = tiny_settings("resnet56", channels_last=True, compile="aot_eager")
+    output = tmp_path / "record.json"
+    assert experiment.run(exp, settings, str(output)) == "ok", load_record(output)["reason"]
+    params = load_record(output)["params"]
+    assert params["channels_last"] is True and params["compile"] == "aot_eager"
+
+
+def test_compile_with_a_strategy_it_is_not_applied_to_is_unavailable():
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "fsdp", 4)
+    outcome = measure_training(exp, tiny_settings("fcn", compile="inductor"))
+    assert outcome.status == "unavailable"
+    assert "torch.compile is applied with strategies single, ddp" in outcome.reason
+
+
+# On GPUs (run wherever one is present) -------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16", "fp64"])
+@pytest.mark.parametrize("model", ["resnet56", "lstm", "gpt", "dcgan", "gcn"])
+def test_gpu_precisions(model, precision):
+    outcome = measure_training(
+        TrainExperiment(model, "cuda1", precision, "single", 8), tiny_settings(model)
+    )
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        assert outcome.status == "unavailable" and "bfloat16" in outcome.reason
+        return
+    assert outcome.status == "ok", outcome.reason
+    assert "peak_gpu_memory" in outcome.metrics
+    assert all(torch.isfinite(torch.tensor(outcome.series["loss"]["values"])))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+@pytest.mark.parametrize("strategy", ["dp", "ddp", "fsdp", "pipeline"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_gpu_strategies_on_two_gpus(strategy, precision):
+    exp = TrainExperiment("gpt", "cuda2", precision, strategy, 8)
+    assert train_exclusion(exp) is None
+    outcome = measure_training(exp, tiny_settings("gpt"))
+    if torch.cuda.device_count() < 2:
+        assert outcome.status == "unavailable"
+        assert "cuda2 needs 2 GPUs but only 1 are visible" in outcome.reason
+        return
+    assert outcome.status == "ok", outcome.reason
+    expected = 2 if strategy in ("ddp", "fsdp") else 1
+    assert outcome.metrics["processes"]["value"] == expected
+    single = measure_training(
+        TrainExperiment("gpt", "cuda1", precision, "single", 8), tiny_settings("gpt")
+    )
+    first = outcome.series["loss"]["values"][0]
+    assert first == pytest.approx(single.series["loss"]["values"][0], rel=2e-2)
