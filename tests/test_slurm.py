@@ -47,6 +47,16 @@ kernels:
   dtypes: [float64, float32]
   sizes:
     matmul: [8, 12, 16, 20, 24]
+    saxpy: []
+    mandelbrot: []
+    reduction: []
+    stencil: []
+    fft1d: []
+    fft2d: []
+    transfer-d2d: []
+  roofs:
+    gemm_size: {cpu: 32, cuda: 32}
+    copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.01
   samples: 3
 train:
@@ -54,6 +64,9 @@ train:
   precisions: [fp32]
   batch_sizes:
     resnet18: [1]
+    fcn: []
+    lstm: []
+  strategies: [single]
   steps: 3
   warmup_steps: 1
   image_size: 32
@@ -178,7 +191,7 @@ def test_failing_job_is_retried_reported_and_shown_in_the_aggregate(batch_run):
     assert sorted(state for _, state in states.values()) == ["COMPLETED", "FAILED"]
 
     tidy = pd.read_parquet(directory / "results" / "tidy.parquet")
-    assert len(tidy) == 21
+    assert len(tidy) == 20 + 2 + 1  # kernels, their roofs (two dtypes on cpu1), training
     failed = tidy[tidy["status"] == "failed"]
     assert list(failed["id"]) == ["train/resnet18/cpu1/fp32/single/bs1"]
     assert "Expected more than 1 value per channel" in failed["reason"].iloc[0]
@@ -240,6 +253,7 @@ def test_unknown_partition_or_account_stops_before_submission(
 def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workflow_dir):
     (workflow_dir / "config" / "resume.yaml").write_text(
         "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: [2, 3, 4, 5]\n"
+        "    fcn: []\n    lstm: []\n"
         "  steps: 15\n  image_size: 32\nkernels:\n  devices: []\n"
     )
     # One job at a time, so that the stop comes while some experiments are not yet
