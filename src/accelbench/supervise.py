@@ -107,14 +107,17 @@ def run_supervised(
         stop_child()
         sys.exit(128 + signum)
 
-    signal.signal(signal.SIGTERM, forward_termination)
-    child.stdin.write(json.dumps(payload))
-    child.stdin.close()
+    previous_handler = signal.signal(signal.SIGTERM, forward_termination)
     try:
-        code = child.wait(time_limit)
-    except subprocess.TimeoutExpired:
-        stop_child()
-        code = None
+        child.stdin.write(json.dumps(payload))
+        child.stdin.close()
+        try:
+            code = child.wait(time_limit)
+        except subprocess.TimeoutExpired:
+            stop_child()
+            code = None
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     if code == 0:
         return
     if code == RETRY_EXIT_CODE:
