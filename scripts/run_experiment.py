@@ -6,7 +6,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
-from accelbench import grid, provenance, supervise
+from accelbench import cluster, grid, provenance, supervise
+from accelbench.devices import parse_device
 from accelbench.experiment import RetryableFailure
 
 logging.basicConfig(
@@ -27,6 +28,12 @@ settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),
 }
+launcher = cluster.task_launcher(
+    parse_device(exp.device),
+    getattr(exp, "strategy", "single"),
+    snakemake.config,
+    slurm_tasks=bool(snakemake.resources.get("mpi")),
+)
 try:
     supervise.run_supervised(
         exp,
@@ -36,6 +43,7 @@ try:
         max_attempts=snakemake.config["retries"] + 1,
         time_limit=supervise.time_limit_seconds(snakemake.resources.runtime),
         log_file=snakemake.log[0],
+        launcher=launcher,
     )
 except RetryableFailure as err:
     logging.getLogger("run_experiment").error("%s", err)

@@ -72,10 +72,11 @@ def workflow_dir(tmp_path: Path) -> Path:
 
 
 def snakemake(
-    directory: Path, *args: str, timeout: float = 600
+    directory: Path, *args: str, timeout: float = 600, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run this environment's Snakemake in `directory`; output merged for assertions."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    base = {**os.environ, **(extra_env or {})}
+    env = {**base, "PATH": f"{Path(sys.executable).parent}:{base.get('PATH', '')}"}
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=directory,
@@ -84,3 +85,23 @@ def snakemake(
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """The local Slurm of tools/slurm-local with partitions medium and gpu.
+
+    Without it the test skips, except in CI (CI=true), where a missing Slurm is
+    a failure: the integration path must really run there.
+    """
+    from accelbench import cluster
+
+    partitions = cluster.slurm_partitions() or []
+    if not {"medium", "gpu"} <= set(partitions):
+        message = (
+            f"no local Slurm with partitions medium and gpu (found {partitions or 'none'}); "
+            "start one with `make slurm-up` (as root)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)

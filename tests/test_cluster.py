@@ -125,5 +125,128 @@ def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path)
 
 
 def test_killed_child_is_described():
-    assert "SIGKILL" in supervise._describe_exit(-signal.SIGKILL)
-    assert "code 2" in supervise._describe_exit(2)
+    assert "was killed by SIGKILL" in supervise._describe_exit(-signal.SIGKILL, None)
+    assert "the measuring process exited with code 2" in supervise._describe_exit(2, None)
+    described = supervise._describe_exit(1, ["srun", "--ntasks=2"])
+    assert described == "the tasks started by `srun --ntasks=2` exited with code 1"
+
+
+def test_launcher_prefix_starts_the_child(tmp_path):
+    """The child runs under the launcher's command line (srun on a cluster; env here)."""
+    out = tmp_path / "r.json"
+    supervise.run_supervised(
+        KERNEL,
+        SETTINGS,
+        str(out),
+        attempt=1,
+        max_attempts=1,
+        time_limit=300,
+        launcher=["env", "SLURM_JOB_ID=77"],
+    )
+    record = load_record(out)
+    assert record["status"] == "ok"
+    assert record["provenance"]["slurm"]["job_id"] == "77"
+
+
+def test_failing_launcher_is_recorded_on_the_last_attempt(tmp_path):
+    out = tmp_path / "r.json"
+    supervise.run_supervised(
+        KERNEL, SETTINGS, str(out), attempt=1, max_attempts=1, time_limit=300, launcher=["false"]
+    )
+    record = load_record(out)
+    assert record["status"] == "failed"
+    assert record["reason"] == "the tasks started by `false` exited with code 1"
+
+
+@pytest.mark.parametrize(
+    ("device", "strategy", "layout"),
+    [
+        ("cpu4", "single", None),
+        ("cuda4", "dp", None),
+        ("cuda2", "pipeline", None),
+        (
+            "cpu4",
+            "ddp",
+            cluster.TaskLayout(nodes=1, tasks_per_node=4, cpus_per_task=1, gpus_per_node=0),
+        ),
+        (
+            "cuda4",
+            "fsdp",
+            cluster.TaskLayout(nodes=1, tasks_per_node=4, cpus_per_task=8, gpus_per_node=4),
+        ),
+        (
+            "2x4cuda",
+            "ddp",
+            cluster.TaskLayout(nodes=2, tasks_per_node=4, cpus_per_task=8, gpus_per_node=4),
+        ),
+        (
+            "3x1cuda",
+            "ddp",
+            cluster.TaskLayout(nodes=3, tasks_per_node=1, cpus_per_task=8, gpus_per_node=1),
+        ),
+    ],
+)
+def test_multi_process_experiments_are_one_task_per_process(config, device, strategy, layout):
+    config["slurm"]["cpus_per_gpu"] = 8
+    assert cluster.task_layout(parse_device(device), strategy, config) == layout
+
+
+def test_task_jobs_ask_for_nodes_tasks_and_gpus_per_node(config):
+    config["slurm"]["gpu_model"] = "a100"
+    config["slurm"]["cpus_per_gpu"] = 8
+    resources = cluster.job_resources(parse_device("2x4cuda"), "ddp", config, slurm_tasks=True)
+    assert resources == {
+        "slurm_partition": "gpu",
+        "mpi": "srun",
+        "nodes": 2,
+        "tasks_per_node": 4,
+        "cpus_per_task": 8,
+        "slurm_extra": "--gpus-per-node=a100:4",
+    }
+    # One task per node: the plugin takes the total instead of tasks_per_node=1.
+    resources = cluster.job_resources(parse_device("2x1cuda"), "ddp", config, slurm_tasks=True)
+    assert resources["tasks"] == 2 and "tasks_per_node" not in resources
+    cpu = cluster.job_resources(parse_device("cpu2"), "ddp", config, slurm_tasks=True)
+    assert cpu == {
+        "slurm_partition": "medium",
+        "mpi": "srun",
+        "nodes": 1,
+        "tasks_per_node": 2,
+        "cpus_per_task": 1,
+    }
+    assert set(resources) | set(cpu) <= set(cluster.JOB_RESOURCE_KEYS)
+
+
+def test_single_process_jobs_and_local_runs_ask_for_cores_and_gpus(config):
+    config["slurm"]["cpus_per_gpu"] = 8
+    assert cluster.job_resources(parse_device("cuda2"), "ddp", config, slurm_tasks=False) == {
+        "slurm_partition": "gpu",
+        "cpus_per_task": 16,
+        "gpu": 2,
+    }
+    config["slurm"]["gpu_model"] = "h100"
+    assert cluster.job_resources(parse_device("cuda1"), "single", config, slurm_tasks=True) == {
+        "slurm_partition": "gpu",
+        "cpus_per_task": 8,
+        "gpu": 1,
+        "gpu_model": "h100",
+    }
+    assert cluster.job_resources(parse_device("cpu4"), "single", config, slurm_tasks=True) == {
+        "slurm_partition": "medium",
+        "cpus_per_task": 4,
+        "gpu": 0,
+    }
+
+
+def test_task_jobs_are_started_with_srun_and_explicit_counts(config):
+    config["slurm"]["cpus_per_gpu"] = 8
+    assert cluster.task_launcher(parse_device("2x4cuda"), "ddp", config, slurm_tasks=True) == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=8",
+        "--ntasks-per-node=4",
+        "--cpus-per-task=8",
+        "--kill-on-bad-exit=1",
+    ]
+    assert cluster.task_launcher(parse_device("2x4cuda"), "ddp", config, slurm_tasks=False) is None
+    assert cluster.task_launcher(parse_device("cuda1"), "single", config, slurm_tasks=True) is None

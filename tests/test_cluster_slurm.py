@@ -8,14 +8,13 @@ tests skip, except in CI (CI=true), where a missing Slurm is a failure.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import time
 from datetime import datetime, timedelta
 
 import pytest
 
-from accelbench import cli, cluster
+from accelbench import cli
 from accelbench.analysis import sacct
 
 from conftest import REPO_ROOT, snakemake
@@ -30,19 +29,6 @@ SUBMISSIONS = {
     "array": ["-p", "medium", "--array=1-2", *JOB],
     "gpu": ["-p", "gpu", "--gpus=1", *JOB],
 }
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    partitions = cluster.slurm_partitions() or []
-    if not {"medium", "gpu"} <= set(partitions):
-        message = (
-            f"no local Slurm with partitions medium and gpu (found {partitions or 'none'}); "
-            "start one with `make slurm-up` (as root)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 @pytest.fixture(scope="module")

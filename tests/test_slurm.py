@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -76,34 +75,6 @@ resources:
 slurm:
   cpus_per_gpu: 1
 """
-
-
-def slurm_partitions() -> set[str]:
-    """Partitions the local Slurm answers with, or an empty set if none answers."""
-    if not shutil.which("sinfo"):
-        return set()
-    try:
-        done = subprocess.run(
-            ["sinfo", "--noheader", "--format=%R %a"], capture_output=True, text=True, timeout=15
-        )
-    except subprocess.TimeoutExpired:
-        return set()
-    if done.returncode != 0:
-        return set()
-    return {line.split()[0] for line in done.stdout.splitlines() if line.endswith(" up")}
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    partitions = slurm_partitions()
-    if not {"medium", "gpu"} <= partitions:
-        message = (
-            "no local Slurm with partitions medium and gpu "
-            f"(found {sorted(partitions) or 'none'}); start one with `make slurm-up` (as root)"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def submissions(output: str) -> list[tuple[str, str]]:

@@ -186,6 +186,14 @@ def test_jobs_get_different_ports_and_tasks_the_same():
     assert all(20000 <= distributed.slurm_port(str(job)) < 40000 for job in (0, 19999, 10**9))
 
 
+def test_ranks_sharing_a_gpu_are_named():
+    assert distributed.shared_gpus(["n1/GPU-a", "n1/GPU-b", "n2/GPU-a", "n2/GPU-c"]) is None
+    assert (
+        distributed.shared_gpus(["n1/GPU-a", "n1/GPU-a", "n1/GPU-b", "n1/GPU-b"])
+        == "ranks 0, 1 on n1/GPU-a; ranks 2, 3 on n1/GPU-b"
+    )
+
+
 def test_only_rank_zero_writes_the_record(monkeypatch, tmp_path):
     for key, value in {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}.items():
         monkeypatch.setenv(key, value)
@@ -213,7 +221,10 @@ def test_multi_node_without_slurm_tasks_is_unavailable():
     exp = TrainExperiment("fcn", "2x2cuda", "fp32", "ddp", 4)
     outcome = measure_training(exp, tiny_settings("fcn"))
     assert outcome.status == "unavailable"
-    assert "2x2cuda runs as 4 Slurm tasks over 2 nodes (srun --ntasks=4" in outcome.reason
+    assert "2x2cuda runs as 4 Slurm tasks over 2 nodes: run it with the Slurm profile" in (
+        outcome.reason
+    )
+    assert "srun --ntasks=4 accelbench train" in outcome.reason
 
 
 def fake_torchrun(monkeypatch, run):

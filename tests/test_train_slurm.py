@@ -1,15 +1,16 @@
-"""A ddp experiment run as Slurm tasks (srun), finding its peers from Slurm's environment.
+"""ddp experiments submitted through the Slurm executor as one Slurm task per process.
 
-Needs the local Slurm of tools/slurm-local (`make slurm-up`); without it these
-tests skip, except in CI (CI=true), where a missing Slurm is a failure.
+The workflow tests need the local Slurm of tools/slurm-local (`make slurm-up`);
+without it they skip, except in CI (CI=true), where a missing Slurm is a
+failure. The multi-node submission is checked on its sbatch line: one local
+node cannot run a two-node job.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 import subprocess
-import sys
 
 import pytest
 
@@ -17,71 +18,112 @@ from accelbench.grid import TrainExperiment
 from accelbench.results import load_record
 from accelbench.train.loop import measure_training
 
-pytestmark = pytest.mark.slurm
+from conftest import snakemake
 
-TARGET = "results/train/fcn/cpu2/fp32/ddp/bs8.json"
+CPU_TARGET = "results/train/fcn/cpu2/fp32/ddp/bs8.json"
+GPU_TARGET = "results/train/fcn/cuda2/fp32/ddp/bs8.json"
+MULTI_NODE_TARGET = "results/train/fcn/2x2cuda/fp32/ddp/bs8.json"
+FCN = {"input_dim": 32, "hidden": [16, 16], "classes": 4}
 CONFIG = """\
 train:
-  devices: [cpu2]
+  devices: [cpu2, cuda2, 2x2cuda]
   strategies: [ddp]
   batch_sizes:
     fcn: [8]
+    resnet18: []
+    lstm: []
   steps: 3
   warmup_steps: 1
   model_options:
     fcn: {input_dim: 32, hidden: [16, 16], classes: 4}
+resources:
+  train: {mem_mb: 1000, runtime: 5}
+slurm:
+  cpus_per_gpu: 1
 """
+SLURM_ARGS = (
+    "--workflow-profile",
+    "profiles/slurm",
+    "--slurm-init-seconds-before-status-checks",
+    "3",
+    "--configfile",
+    "config/tasks.yaml",
+)
 
 
-@pytest.fixture(scope="module")
-def srun():
-    done = None
-    if shutil.which("sinfo") and shutil.which("srun"):
-        done = subprocess.run(
-            ["sinfo", "--noheader", "--format=%R %a"], capture_output=True, text=True, timeout=15
-        )
-    if done is None or done.returncode != 0 or "medium up" not in done.stdout:
-        message = "no local Slurm with a medium partition; start one with `make slurm-up` (root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-def test_ddp_as_two_srun_tasks_matches_the_local_launch(srun, workflow_dir):
-    (workflow_dir / "config" / "srun.yaml").write_text(CONFIG)
-    command = [
-        "srun",
-        "--partition=medium",
-        "--ntasks=2",
-        "--cpus-per-task=1",
-        "--time=10",
-        sys.executable,
-        "-m",
-        "accelbench.cli",
-        "train",
-        TARGET,
-        "--configfile",
-        "config/srun.yaml",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(workflow_dir / "src")}
+def job_steps(job_id: str) -> dict[str, tuple[int, str]]:
+    """Step name -> (tasks, state) of a job, from Slurm's accounting."""
     done = subprocess.run(
-        command, cwd=workflow_dir, env=env, capture_output=True, text=True, timeout=600
+        ["sacct", "-j", job_id, "--noheader", "--parsable2", "--format=JobID,NTasks,State"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
+    steps = {}
+    for line in done.stdout.strip().splitlines():
+        step, tasks, state = line.split("|")
+        if "." in step:
+            steps[step.split(".", 1)[1]] = (int(tasks or 0), state.split()[0])
+    return steps
+
+
+@pytest.mark.slurm
+def test_ddp_runs_as_two_srun_tasks_and_matches_the_local_launch(slurm, workflow_dir):
+    (workflow_dir / "config" / "tasks.yaml").write_text(CONFIG)
+    done = snakemake(workflow_dir, CPU_TARGET, GPU_TARGET, *SLURM_ARGS)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.stdout.count(f"{TARGET}: ok") == 2, "every task reports the status"
-    record = load_record(workflow_dir / TARGET)
+
+    record = load_record(workflow_dir / CPU_TARGET)
     assert record["status"] == "ok", record["reason"]
     assert record["params"]["launcher"] == "slurm"
     assert record["metrics"]["processes"]["value"] == 2
-    assert record["provenance"]["slurm"]["job_id"]
+    slurm_info = record["provenance"]["slurm"]
+    assert (slurm_info["partition"], slurm_info["ntasks"], slurm_info["cpus_per_task"]) == (
+        "medium",
+        2,
+        1,
+    )
+    # The batch step ran the job's script; srun ran the two tasks as step 0.
+    steps = job_steps(slurm_info["job_id"])
+    assert steps["batch"] == (1, "COMPLETED")
+    assert steps["0"] == (2, "COMPLETED")
+
     local = measure_training(
         TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8),
-        {
-            "seed": 0,
-            "steps": 3,
-            "warmup_steps": 1,
-            "model_options": {"input_dim": 32, "hidden": [16, 16], "classes": 4},
-        },
+        {"seed": 0, "steps": 3, "warmup_steps": 1, "model_options": FCN},
     )
     assert local.params["launcher"] == "torchrun"
     assert record["series"]["loss"]["values"] == pytest.approx(local.series["loss"]["values"])
+
+    gpu = load_record(workflow_dir / GPU_TARGET)
+    slurm_info = gpu["provenance"]["slurm"]
+    assert (slurm_info["partition"], slurm_info["ntasks"]) == ("gpu", 2)
+    # Each task sees its node's two (fake) GPUs and would take its own by local rank.
+    assert gpu["provenance"]["cuda_visible_devices"] == "0,1"
+    import torch
+
+    if not torch.cuda.is_available():
+        assert gpu["status"] == "unavailable"
+        assert gpu["reason"] == (
+            "no CUDA device available to PyTorch in this task (CUDA_VISIBLE_DEVICES='0,1')"
+        )
+
+
+def test_multi_node_experiment_asks_for_nodes_tasks_and_gpus_per_node(workflow_dir, tmp_path):
+    """The real executor plugin builds the sbatch line; a stand-in sbatch records it."""
+    (workflow_dir / "config" / "tasks.yaml").write_text(CONFIG)
+    calls = tmp_path / "sbatch-calls"
+    shim = tmp_path / "bin" / "sbatch"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$*" >> {calls}\necho "stand-in sbatch" >&2\nexit 1\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env_path = f"{shim.parent}:{os.environ['PATH']}"
+    done = snakemake(workflow_dir, MULTI_NODE_TARGET, *SLURM_ARGS, extra_env={"PATH": env_path})
+    assert done.returncode != 0
+    line = calls.read_text()
+    for flag in ("-p gpu", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1"):
+        assert flag in line, line
+    assert "--gpus-per-node=2" in line, line
+    # No whole-job GPU count or tasks-per-GPU: those need not put two GPUs on each node.
+    assert "--gpus=" not in line and "--ntasks-per-gpu" not in line, line

@@ -6,6 +6,10 @@ hang past the job's time limit still ends in a definite outcome. On an attempt
 that is not the last, any failure makes the job fail, and Snakemake retries it
 with more memory and time. On the last attempt the failure is written into the
 record instead, so the aggregate shows the cell as failed and is never blocked.
+
+An experiment of several Slurm tasks is started through a launcher (srun):
+every task runs the child, rank 0 writes the record, and the supervisor sees
+srun's exit status as the child's.
 """
 
 from __future__ import annotations
@@ -37,13 +41,16 @@ def time_limit_seconds(runtime_minutes: float) -> float:
 
 def _child(payload: dict[str, Any]) -> int:
     """Body of the child process: measure and write the record, or signal a retry."""
-    if payload["log_file"]:
-        logging.basicConfig(
-            filename=payload["log_file"],
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        logging.captureWarnings(True)
+    from accelbench.train.distributed import is_primary_process
+
+    # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
+    to_file = payload["log_file"] and is_primary_process()
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        **({"filename": payload["log_file"]} if to_file else {}),
+    )
+    logging.captureWarnings(True)
     kind = {"kernel": KernelExperiment, "train": TrainExperiment, "roof": RoofExperiment}
     exp = kind[payload["family"]](**payload["experiment"])
     try:
@@ -54,12 +61,16 @@ def _child(payload: dict[str, Any]) -> int:
     return 0
 
 
-def _describe_exit(code: int) -> str:
+def _describe_exit(code: int, launcher: list[str] | None) -> str:
+    if launcher:
+        what, was = f"the tasks started by `{' '.join(launcher)}`", "were"
+    else:
+        what, was = "the measuring process", "was"
     if code < 0:
         name = signal.Signals(-code).name
         hint = " (the usual sign of the host running out of memory)" if name == "SIGKILL" else ""
-        return f"the measuring process was killed by {name}{hint}"
-    return f"the measuring process exited with code {code}"
+        return f"{what} {was} killed by {name}{hint}"
+    return f"{what} exited with code {code}"
 
 
 def run_supervised(
@@ -71,8 +82,12 @@ def run_supervised(
     max_attempts: int,
     time_limit: float,
     log_file: str | None = None,
+    launcher: list[str] | None = None,
 ) -> None:
-    """Run `exp` in a child process; raise RetryableFailure unless this is the last attempt."""
+    """Run `exp` in a child process; raise RetryableFailure unless this is the last attempt.
+
+    `launcher` (e.g. cluster.srun_command) starts the child as several tasks.
+    """
     final = attempt >= max_attempts
     log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
     started = provenance.now()
@@ -90,8 +105,10 @@ def run_supervised(
             filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])
         ),
     }
+    # The payload goes on the command line: srun hands every task its arguments.
     child = subprocess.Popen(
-        [sys.executable, "-m", "accelbench.supervise"], stdin=subprocess.PIPE, text=True, env=env
+        [*(launcher or []), sys.executable, "-m", "accelbench.supervise", json.dumps(payload)],
+        env=env,
     )
 
     def stop_child() -> None:
@@ -109,8 +126,6 @@ def run_supervised(
 
     previous_handler = signal.signal(signal.SIGTERM, forward_termination)
     try:
-        child.stdin.write(json.dumps(payload))
-        child.stdin.close()
         try:
             code = child.wait(time_limit)
         except subprocess.TimeoutExpired:
@@ -127,7 +142,7 @@ def run_supervised(
         reason = f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
         status = "failed"
     else:
-        reason = _describe_exit(code)
+        reason = _describe_exit(code, launcher)
         status = "oom" if code == -signal.SIGKILL else "failed"
     if not final:
         raise experiment.RetryableFailure(
@@ -138,4 +153,4 @@ def run_supervised(
 
 
 if __name__ == "__main__":
-    sys.exit(_child(json.loads(sys.stdin.read())))
+    sys.exit(_child(json.loads(sys.argv[1])))

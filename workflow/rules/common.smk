@@ -1,6 +1,8 @@
 # Helpers that turn config and wildcards into inputs, params and resources.
 # They only call the accelbench package, where the logic is tested.
 
+import os
+
 from accelbench import cluster, grid
 from accelbench.devices import parse_device
 from accelbench.train import data, settings
@@ -40,30 +42,50 @@ def check_train_target(wildcards):
     return []
 
 
+def under_slurm():
+    """True in the Snakemake that submits to Slurm and in those that run its jobs.
+
+    There a ddp/fsdp experiment is a job of one Slurm task per process; run
+    locally it starts its processes itself. Known once the run starts (the
+    executor is not set while the Snakefile is parsed); a job runs in a Snakemake
+    of its own (remote mode, local executor) inside the Slurm allocation.
+    """
+    executor = getattr(workflow.executor_plugin, "name", None)
+    in_slurm_job = not workflow.is_main_process and "SLURM_JOB_ID" in os.environ
+    return executor in ("slurm", "slurm-jobstep") or in_slurm_job
+
+
 def experiment_resources(family):
-    """Scheduler resources of one experiment, from its device wildcard and the config."""
-    device = lambda wildcards: parse_device(wildcards.device)
+    """Scheduler resources of one experiment, from its device and strategy wildcards and the config."""
+
+    def placement(wildcards):
+        return cluster.job_resources(
+            parse_device(wildcards.device),
+            wildcards.get("strategy", "single"),
+            config,
+            slurm_tasks=under_slurm(),
+        )
+
+    # A key placement does not give evaluates to None, which Snakemake leaves out.
     resources = {
-        "slurm_partition": lambda wc: cluster.partition(device(wc), config),
-        "cpus_per_task": lambda wc: cluster.cpus_per_task(device(wc), config),
-        "gpu": lambda wc: cluster.gpus(device(wc)),
-        "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
-        "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
-        # The job's own attempt number: its last attempt records a failure instead of retrying.
-        "attempt": lambda wc, attempt: attempt,
-        # Local runs take this slot so that no two benchmarks share the machine.
-        "benchmark_slots": 1,
+        key: (lambda wc, key=key: placement(wc).get(key)) for key in cluster.JOB_RESOURCE_KEYS
     }
+    resources.update(
+        {
+            "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
+            "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
+            # The job's own attempt number: its last attempt records a failure instead of retrying.
+            "attempt": lambda wc, attempt: attempt,
+            # Local runs take this slot so that no two benchmarks share the machine.
+            "benchmark_slots": 1,
+        }
+    )
     optional = {
         "slurm_account": config["slurm"]["account"],
         "qos": config["slurm"]["qos"],
         "constraint": config["slurm"]["constraint"],
     }
     resources.update({key: value for key, value in optional.items() if value})
-    if config["slurm"]["gpu_model"]:
-        resources["gpu_model"] = lambda wc: (
-            config["slurm"]["gpu_model"] if parse_device(wc.device).is_gpu else ""
-        )
     return resources
 
 

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -156,6 +157,41 @@ def init_process_group(rendezvous: Rendezvous, backend: str, device=None) -> Non
         timeout=PROCESS_GROUP_TIMEOUT,
         device_id=device if backend == "nccl" else None,
     )
+
+
+def shared_gpus(identities: list[str]) -> str | None:
+    """Which ranks share a GPU, given each rank's "host/GPU UUID", or None if none do."""
+    ranks_by_gpu: dict[str, list[int]] = {}
+    for rank, identity in enumerate(identities):
+        ranks_by_gpu.setdefault(identity, []).append(rank)
+    shared = [
+        f"ranks {', '.join(map(str, ranks))} on {identity}"
+        for identity, ranks in ranks_by_gpu.items()
+        if len(ranks) > 1
+    ]
+    return "; ".join(shared) or None
+
+
+def check_distinct_gpus(device) -> int:
+    """Fail loudly if two ranks drive the same GPU; return the number of GPUs in the group.
+
+    A job given fewer GPUs than it has tasks (a GRES mapping gone wrong, or
+    every task bound to the same device) would otherwise time several ranks on
+    one GPU and report it as a multi-GPU result.
+    """
+    import torch
+    import torch.distributed as dist
+
+    identity = f"{socket.gethostname()}/{torch.cuda.get_device_properties(device).uuid}"
+    identities: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(identities, identity)
+    shared = shared_gpus(identities)
+    if shared:
+        raise LaunchError(
+            f"GPUs are shared between ranks ({shared}): the job needs one GPU per task; "
+            "check the job's GPU request and binding"
+        )
+    return len(identities)
 
 
 def launch_local(

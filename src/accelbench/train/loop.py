@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import resource
 import time
 from dataclasses import asdict
@@ -142,10 +143,13 @@ def train_process(
     )
     if device.is_gpu:
         torch.cuda.set_device(place.device)
+    gpus = sum(1 for unit in place.devices if unit.type == "cuda")
     if grouped:
         backend = "nccl" if device.is_gpu else "gloo"
         distributed.init_process_group(rendezvous, backend, place.device)
     try:
+        if grouped and device.is_gpu:
+            gpus = distributed.check_distinct_gpus(place.device)
         with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
             session = sessions.build(exp, settings, device, place)
             for gpu in place.devices:
@@ -168,6 +172,7 @@ def train_process(
         "flops_per_sample": session.flops_per_sample,
         "processes": rendezvous.world_size,
         "threads": threads,
+        "gpus": gpus,
         "options": session.options,
         "data": session.data,
         "data_note": session.data_note,
@@ -212,12 +217,19 @@ def _unavailable_reason(
     if device.nodes > 1 and launched is None:
         processes = strategies.process_count(exp.strategy, device)
         return (
-            f"{exp.device} runs as {processes} Slurm tasks over {device.nodes} nodes "
-            f"(srun --ntasks={processes} accelbench train {exp.path}); this is one process"
+            f"{exp.device} runs as {processes} Slurm tasks over {device.nodes} nodes: run it "
+            f"with the Slurm profile (snakemake --workflow-profile profiles/slurm {exp.path}), "
+            f"or in an allocation with srun --ntasks={processes} accelbench train {exp.path}"
         )
     if launched is not None and device.is_gpu:
         # Each launched task needs one GPU, whether it sees its node's GPUs or only its own.
-        reason = None if visible_gpu_count() else "no CUDA device available to PyTorch in this task"
+        bound = os.environ.get("CUDA_VISIBLE_DEVICES")
+        hint = f" (CUDA_VISIBLE_DEVICES={bound!r})" if bound is not None else ""
+        reason = (
+            None
+            if visible_gpu_count()
+            else f"no CUDA device available to PyTorch in this task{hint}"
+        )
     else:
         reason = cuda_unavailable_reason(device)
     if reason is None and settings.compile != "off" and exp.strategy not in strategies.COMPILABLE:
@@ -275,5 +287,6 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "achieved_flops": timing.rate_from_time(time_stats, flops_per_batch / 1e9, "GFLOP/s"),
         "processes": timing.value(result["processes"], "processes"),
         "threads": timing.value(result["threads"], "threads"),
+        "gpus": timing.value(result["gpus"], "GPUs"),
     }
     return Outcome("ok", metrics=metrics, params=params, series=series)
