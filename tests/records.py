@@ -27,6 +27,7 @@ def provenance(gpus=(), slurm=None):
         "libraries": {"torch": "2.5.0"},
         "accelerator": {"cuda_runtime": None, "cudnn": None, "gpus": list(gpus), "driver": None},
         "cuda_visible_devices": None,
+        "modules": [],
         "git": {"commit": "abc123", "dirty": False},
         "config_hash": "0123456789abcdef",
         "slurm": slurm,

@@ -27,9 +27,11 @@ SLURM_VARIABLES = {
     "cpus_per_task": "SLURM_CPUS_PER_TASK",
     "job_gpus": "SLURM_JOB_GPUS",
     "ntasks": "SLURM_NTASKS",
+    "nodes": "SLURM_JOB_NUM_NODES",
+    "tasks_per_node": "SLURM_TASKS_PER_NODE",
     "mem_per_node_mb": "SLURM_MEM_PER_NODE",
 }
-SLURM_INTEGERS = {"cpus_per_task", "ntasks", "mem_per_node_mb"}
+SLURM_INTEGERS = {"cpus_per_task", "ntasks", "nodes", "mem_per_node_mb"}
 
 
 def now() -> str:
@@ -116,6 +118,11 @@ def slurm_context() -> dict[str, Any] | None:
     return context
 
 
+def loaded_modules() -> list[str]:
+    """Environment modules loaded for this job (`module load`, e.g. by --sdm env-modules)."""
+    return [name for name in os.environ.get("LOADEDMODULES", "").split(":") if name]
+
+
 def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
     """Everything about the run context; called once the measurement is over."""
     return {
@@ -131,6 +138,7 @@ def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
         "git": git_state(),
         "config_hash": config_digest,
         "slurm": slurm_context(),
+        "modules": loaded_modules(),
         "seed": seed,
         "started": started,
         "finished": now(),

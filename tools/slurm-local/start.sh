@@ -49,7 +49,8 @@ ACCOUNT=accelbench
 NODE=localhost
 NGPUS=2
 CONF_DIR=/etc/slurm
-PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+# environment-modules: a site's `module load`, for workflows run with --sdm env-modules.
+PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server environment-modules)
 
 LOG=$STATE/log
 RUN=$STATE/run
