@@ -8,7 +8,7 @@ import signal
 import pytest
 import yaml
 
-from accelbench import cluster, supervise
+from accelbench import cluster, provenance, supervise
 from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.results import load_record
@@ -250,3 +250,18 @@ def test_task_jobs_are_started_with_srun_and_explicit_counts(config):
     ]
     assert cluster.task_launcher(parse_device("2x4cuda"), "ddp", config, slurm_tasks=False) is None
     assert cluster.task_launcher(parse_device("cuda1"), "single", config, slurm_tasks=True) is None
+
+
+def test_allocation_is_read_from_scontrol_output():
+    line = (
+        "JobId=211 JobName=wrap NumNodes=1 NumCPUs=1 NumTasks=1 "
+        "TRES=cpu=1,mem=700M,node=1,billing=1,gres/gpu=1 MinMemoryNode=700M"
+    )
+    assert provenance.parse_tres(line) == {
+        "cpu": "1",
+        "mem": "700M",
+        "node": "1",
+        "billing": "1",
+        "gres/gpu": "1",
+    }
+    assert provenance.parse_tres("JobId=3 JobState=PENDING") is None

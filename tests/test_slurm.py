@@ -113,11 +113,15 @@ def test_experiments_land_in_their_partitions(slurm, workflow_dir):
     assert cpu["status"] == "ok"
     assert cpu["provenance"]["slurm"]["partition"] == "medium"
     assert cpu["provenance"]["slurm"]["cpus_per_task"] == 1
+    # What Slurm granted: the rule's cores and memory (config resources.kernels.mem_mb).
+    allocation = cpu["provenance"]["slurm"]["allocation"]
+    assert (allocation["cpu"], allocation["mem"]) == ("1", "2000M")
 
     gpu = json.loads((workflow_dir / GPU_TARGET).read_text())
     assert gpu["provenance"]["slurm"]["partition"] == "gpu"
     # The job was given one of the node's (fake) GPUs by Slurm's GRES plugin.
     assert gpu["provenance"]["cuda_visible_devices"] in {"0", "1"}
+    assert gpu["provenance"]["slurm"]["allocation"]["gres/gpu"] == "1"
     import torch
 
     if not torch.cuda.is_available():

@@ -84,6 +84,8 @@ def test_ddp_runs_as_two_srun_tasks_and_matches_the_local_launch(slurm, workflow
         2,
         1,
     )
+    allocation = slurm_info["allocation"]
+    assert (allocation["cpu"], allocation["mem"], allocation["node"]) == ("2", "1000M", "1")
     # The batch step ran the job's script; srun ran the two tasks as step 0.
     steps = job_steps(slurm_info["job_id"])
     assert steps["batch"] == (1, "COMPLETED")
@@ -99,6 +101,7 @@ def test_ddp_runs_as_two_srun_tasks_and_matches_the_local_launch(slurm, workflow
     gpu = load_record(workflow_dir / GPU_TARGET)
     slurm_info = gpu["provenance"]["slurm"]
     assert (slurm_info["partition"], slurm_info["ntasks"]) == ("gpu", 2)
+    assert slurm_info["allocation"]["gres/gpu"] == "2"
     # Each task sees its node's two (fake) GPUs and would take its own by local rank.
     assert gpu["provenance"]["cuda_visible_devices"] == "0,1"
     import torch

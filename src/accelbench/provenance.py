@@ -107,6 +107,34 @@ def gpu_info() -> dict[str, Any]:
     return info
 
 
+def parse_tres(job_line: str) -> dict[str, str] | None:
+    """The TRES of `scontrol show job -o` output: {"cpu": "2", "mem": "4000M", "gres/gpu": "1"}."""
+    for field in job_line.split():
+        if field.startswith("TRES="):
+            tres = {}
+            for item in field.removeprefix("TRES=").split(","):
+                key, sep, value = item.partition("=")
+                if sep:
+                    tres[key] = value
+            return tres
+    return None
+
+
+def slurm_allocation(job_id: str) -> dict[str, str] | None:
+    """What Slurm allocated to the job (cpus, memory, nodes, GPUs), or None if scontrol can't say.
+
+    Read from the controller: a job step's environment lacks the job's memory
+    and, under Snakemake, most of its other SLURM_* settings.
+    """
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=15
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_tres(done.stdout) if done.returncode == 0 else None
+
+
 def slurm_context() -> dict[str, Any] | None:
     """The Slurm job this process runs in, or None outside Slurm."""
     if "SLURM_JOB_ID" not in os.environ:
@@ -115,6 +143,7 @@ def slurm_context() -> dict[str, Any] | None:
     for key, variable in SLURM_VARIABLES.items():
         text = os.environ.get(variable)
         context[key] = int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
+    context["allocation"] = slurm_allocation(os.environ["SLURM_JOB_ID"])
     return context
 
 
