@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 
 import pytest
 import yaml
@@ -156,6 +157,62 @@ def test_failing_launcher_is_recorded_on_the_last_attempt(tmp_path):
     record = load_record(out)
     assert record["status"] == "failed"
     assert record["reason"] == "the tasks started by `false` exited with code 1"
+
+
+# Runs the command it is given as two tasks of one job step, as srun would
+# (minus the allocation): every task gets its rank; the exit status is the worst.
+TWO_TASKS = """\
+import os, subprocess, sys
+env = {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2",
+       "SLURM_JOB_NODELIST": "localhost"}
+tasks = [
+    subprocess.Popen(sys.argv[1:], env={**os.environ, **env, "SLURM_PROCID": str(rank),
+                                        "SLURM_LOCALID": str(rank)})
+    for rank in range(2)
+]
+sys.exit(max(task.wait() for task in tasks))
+"""
+
+
+@pytest.fixture
+def two_tasks(tmp_path):
+    script = tmp_path / "two_tasks.py"
+    script.write_text(TWO_TASKS)
+    return [sys.executable, str(script)]
+
+
+def test_a_failed_task_reports_its_own_error(tmp_path, two_tasks):
+    """Both tasks fail; rank 1's note, not a generic exit status, goes into the record."""
+    out = tmp_path / "results" / "r.json"
+    supervise.run_supervised(
+        FAILING,
+        FAILING_SETTINGS,
+        str(out),
+        attempt=2,
+        max_attempts=2,
+        time_limit=300,
+        launcher=two_tasks,
+    )
+    record = load_record(out)
+    assert record["status"] == "failed"
+    assert record["reason"].startswith("rank 1: ValueError: Expected more than 1 value per channel")
+    # The notes' folder is gone: only the record is left next to it.
+    assert [path.name for path in out.parent.iterdir()] == ["r.json"]
+
+
+def test_a_failed_task_before_the_last_attempt_retries(tmp_path, two_tasks):
+    out = tmp_path / "r.json"
+    with pytest.raises(supervise.experiment.RetryableFailure, match="rank 1: ValueError"):
+        supervise.run_supervised(
+            FAILING,
+            FAILING_SETTINGS,
+            str(out),
+            attempt=1,
+            max_attempts=2,
+            time_limit=300,
+            launcher=two_tasks,
+        )
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,8 @@ def test_ddp_runs_as_two_srun_tasks_and_matches_the_local_launch(slurm, workflow
 
     record = load_record(workflow_dir / CPU_TARGET)
     assert record["status"] == "ok", record["reason"]
+    # The folder for failed tasks' notes is removed with the job.
+    assert not list((workflow_dir / CPU_TARGET).parent.glob(".*"))
     assert record["params"]["launcher"] == "slurm"
     assert record["metrics"]["processes"]["value"] == 2
     slurm_info = record["provenance"]["slurm"]

@@ -8,11 +8,13 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,26 @@ class Outcome:
 
 class RetryableFailure(RuntimeError):
     """An experiment failed on an attempt that is not the last: no record, the job fails."""
+
+
+class RankFailure(RuntimeError):
+    """A launched task other than rank 0 failed; it left a note saying why for the supervisor."""
+
+
+def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
+    """Leave `outcome`'s status and reason where the supervisor reads them (rank{r}.note)."""
+    note = Path(folder) / f"rank{rank}.note"
+    partial = note.with_suffix(".partial")
+    partial.write_text(
+        json.dumps({"rank": rank, "status": outcome.status, "reason": outcome.reason})
+    )
+    partial.rename(note)
+
+
+def rank_failures(folder: str) -> list[dict[str, Any]]:
+    """The notes failed ranks left in `folder`, lowest rank first."""
+    notes = [json.loads(path.read_text()) for path in Path(folder).glob("rank*.note")]
+    return sorted(notes, key=lambda note: note["rank"])
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -224,24 +246,30 @@ def run(
     output: str,
     *,
     final_attempt: bool = True,
+    failure_dir: str | None = None,
 ) -> str:
     """Measure `exp` and write its record atomically to `output`; returns the status.
 
     An error on an attempt that is not the last raises RetryableFailure instead
     of writing a record, so the scheduler retries it (with more memory and time);
     on the last attempt the error goes into the record, so the grid keeps the cell.
-    In a group of launched processes (srun tasks) every rank measures and rank 0 writes.
+    In a group of launched processes (srun tasks) every rank measures and rank 0
+    writes; a rank other than 0 that fails notes why in `failure_dir` and raises
+    RankFailure, so that its non-zero exit ends the group at once.
     """
     from accelbench.train.distributed import from_environment
 
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
-    launched = from_environment() is not None
+    launched = from_environment()
     shortfall = None if launched else slurm_gpu_shortfall(parse_device(exp.device))
     if shortfall:
         outcome = Outcome("failed", shortfall)
     else:
         outcome = _guarded(_measure(exp.family), exp, settings)
+    if outcome.raised and failure_dir and launched and not launched.is_primary:
+        note_rank_failure(failure_dir, launched.rank, outcome)
+        raise RankFailure(f"{exp.id}: rank {launched.rank}: {outcome.reason}")
     if outcome.raised and not final_attempt:
         raise RetryableFailure(f"{exp.id}: {outcome.reason}")
     write_outcome(exp, settings, output, outcome, started)

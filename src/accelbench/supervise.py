@@ -9,7 +9,9 @@ record instead, so the aggregate shows the cell as failed and is never blocked.
 
 An experiment of several Slurm tasks is started through a launcher (srun):
 every task runs the child, rank 0 writes the record, and the supervisor sees
-srun's exit status as the child's.
+srun's exit status as the child's. A task other than rank 0 that fails leaves
+a note in a folder next to the record and exits non-zero (srun then stops the
+others); its reason, not a peer's disconnect, goes into the record.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from accelbench import experiment, provenance
 from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
 
 RETRY_EXIT_CODE = 3
+RANK_FAILED_EXIT_CODE = 4
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger(__name__)
@@ -54,10 +59,19 @@ def _child(payload: dict[str, Any]) -> int:
     kind = {"kernel": KernelExperiment, "train": TrainExperiment, "roof": RoofExperiment}
     exp = kind[payload["family"]](**payload["experiment"])
     try:
-        experiment.run(exp, payload["settings"], payload["output"], final_attempt=payload["final"])
+        experiment.run(
+            exp,
+            payload["settings"],
+            payload["output"],
+            final_attempt=payload["final"],
+            failure_dir=payload["failure_dir"],
+        )
     except experiment.RetryableFailure as err:
         log.error("%s", err)
         return RETRY_EXIT_CODE
+    except experiment.RankFailure as err:
+        log.error("%s", err)
+        return RANK_FAILED_EXIT_CODE
     return 0
 
 
@@ -91,6 +105,12 @@ def run_supervised(
     final = attempt >= max_attempts
     log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
     started = provenance.now()
+    failure_dir = None
+    if launcher:
+        # Next to the record: on the shared file system every task's node can write there.
+        folder = Path(output).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        failure_dir = tempfile.mkdtemp(prefix=f".{Path(output).name}.ranks-", dir=folder)
     payload = {
         "family": exp.family,
         "experiment": asdict(exp),
@@ -98,6 +118,7 @@ def run_supervised(
         "output": str(output),
         "final": final,
         "log_file": log_file,
+        "failure_dir": failure_dir,
     }
     env = {
         **os.environ,
@@ -125,20 +146,28 @@ def run_supervised(
         sys.exit(128 + signum)
 
     previous_handler = signal.signal(signal.SIGTERM, forward_termination)
+    notes = []
     try:
         try:
             code = child.wait(time_limit)
         except subprocess.TimeoutExpired:
             stop_child()
             code = None
+        if failure_dir:
+            notes = experiment.rank_failures(failure_dir)
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
+        if failure_dir:
+            shutil.rmtree(failure_dir, ignore_errors=True)
     if code == 0:
         return
-    if code == RETRY_EXIT_CODE:
+    if code == RETRY_EXIT_CODE and not notes:
         # The child already decided: an error on a non-final attempt, logged by the child.
         raise experiment.RetryableFailure(f"{exp.id}: attempt {attempt} of {max_attempts} failed")
-    if code is None:
+    if notes:
+        first = notes[0]
+        reason, status = f"rank {first['rank']}: {first['reason']}", first["status"]
+    elif code is None:
         reason = f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
         status = "failed"
     else:
