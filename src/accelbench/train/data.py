@@ -251,3 +251,13 @@ class LoaderSource:
             self.epoch += 1
             self.iterator = self._start_epoch()
             return _as_tuples(next(self.iterator))
+
+
+def ptb_next_tokens(root, options: dict[str, Any], seed: int) -> TokenWindows:
+    """Penn Treebank windows of options["seq_len"] tokens, each with its next-token targets."""
+    from accelbench.train.synthetic import next_token_task
+
+    tokens = ptb_tokens(root, options["vocab"])
+    return TokenWindows(
+        tokens, options["seq_len"] + 1, lambda index, window: next_token_task(window)
+    )

@@ -45,6 +45,38 @@ class TransformerBlock(nn.Module):
         return self.layer(x, src_mask=mask, is_causal=True)
 
 
+# Sizes of the BERT- and GPT-style models: small by default, tiny for the tests.
+TRANSFORMER_OPTIONS = {
+    "lr": 0.001,
+    "vocab": 1000,
+    "dim": 128,
+    "heads": 4,
+    "layers": 2,
+    "ff": 512,
+    "seq_len": 64,
+}
+TRANSFORMER_TINY_OPTIONS = {
+    "lr": 0.01,
+    "vocab": 16,
+    "dim": 8,
+    "heads": 2,
+    "layers": 2,
+    "ff": 16,
+    "seq_len": 8,
+}
+
+
+def transformer(options: dict, causal: bool) -> nn.Sequential:
+    """Embeddings, pre-norm blocks, a final LayerNorm and a head to the vocabulary."""
+    dim = options["dim"]
+    blocks = [
+        TransformerBlock(dim, options["heads"], options["ff"], causal=causal)
+        for _ in range(options["layers"])
+    ]
+    head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, options["vocab"]))
+    return nn.Sequential(TokenEmbedding(options["vocab"], dim, options["seq_len"]), *blocks, head)
+
+
 class SequenceCrossEntropy(nn.Module):
     """Cross-entropy over every position of (batch, length, vocab) logits; -100 is ignored."""
 

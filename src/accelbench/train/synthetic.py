@@ -79,3 +79,15 @@ def random_edges(generator: torch.Generator, batch: int, nodes: int, degree: int
     sources = torch.arange(nodes).repeat_interleave(degree).expand(batch, -1)
     targets = torch.randint(0, nodes, (batch, nodes * degree), generator=generator)
     return torch.stack([sources, targets], dim=1).contiguous()
+
+
+def image_batch(generator: torch.Generator, batch: int, options: dict) -> tuple[torch.Tensor, ...]:
+    """RGB images of options["image_size"] and their labels, for the image classifiers."""
+    size = options["image_size"]
+    return labelled_samples(generator, batch, options["classes"], (3, size, size))
+
+
+def next_token_batch(generator: torch.Generator, batch: int, options: dict):
+    """A language-modelling batch of options["seq_len"] tokens from the token chain."""
+    tokens = token_chain(generator, batch, options["seq_len"] + 1, options["vocab"])
+    return next_token_task(tokens)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from accelbench.train.models import ModelSpec
 from accelbench.train.nets import check_image_size
-from accelbench.train.synthetic import labelled_samples
+from accelbench.train.synthetic import image_batch
 
 MIN_IMAGE_SIZE = 63
 
@@ -24,17 +26,6 @@ def build(options: dict[str, Any]):
     )
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
-    size = options["image_size"]
-    return labelled_samples(generator, batch, options["classes"], (3, size, size))
-
-
-def loss():
-    import torch
-
-    return torch.nn.CrossEntropyLoss()
-
-
 def layers(model):
     import torch
 
@@ -46,8 +37,8 @@ SPEC = ModelSpec(
     family="cnn",
     description="torchvision AlexNet (single tower), 10 classes",
     build=build,
-    make_batch=make_batch,
-    loss=loss,
+    make_batch=image_batch,
+    loss=nn.CrossEntropyLoss,
     default_batch=16,
     options={"lr": 0.01, "image_size": 64, "classes": 10, "dropout": 0.5},
     tiny_options={"image_size": 64, "dropout": 0.0},

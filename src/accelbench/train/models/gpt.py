@@ -16,34 +16,17 @@ from torch import nn
 from accelbench.train import data
 from accelbench.train.models import ModelSpec, adam
 from accelbench.train.nets import (
+    TRANSFORMER_OPTIONS,
+    TRANSFORMER_TINY_OPTIONS,
     SequenceCrossEntropy,
-    TokenEmbedding,
-    TransformerBlock,
     sequential_layers,
+    transformer,
 )
-from accelbench.train.synthetic import next_token_task, token_chain
+from accelbench.train.synthetic import next_token_batch
 
 
 def build(options: dict[str, Any]) -> nn.Sequential:
-    dim = options["dim"]
-    blocks = [
-        TransformerBlock(dim, options["heads"], options["ff"], causal=True)
-        for _ in range(options["layers"])
-    ]
-    head = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, options["vocab"]))
-    return nn.Sequential(TokenEmbedding(options["vocab"], dim, options["seq_len"]), *blocks, head)
-
-
-def make_batch(generator, batch: int, options: dict[str, Any]):
-    tokens = token_chain(generator, batch, options["seq_len"] + 1, options["vocab"])
-    return next_token_task(tokens)
-
-
-def real_data(root, options: dict[str, Any], seed: int):
-    tokens = data.ptb_tokens(root, options["vocab"])
-    return data.TokenWindows(
-        tokens, options["seq_len"] + 1, lambda index, window: next_token_task(window)
-    )
+    return transformer(options, causal=True)
 
 
 SPEC = ModelSpec(
@@ -51,29 +34,13 @@ SPEC = ModelSpec(
     family="transformer",
     description="GPT-style decoder-only Transformer, next-token prediction",
     build=build,
-    make_batch=make_batch,
+    make_batch=next_token_batch,
     loss=SequenceCrossEntropy,
     default_batch=16,
-    options={
-        "lr": 0.001,
-        "vocab": 1000,
-        "dim": 128,
-        "heads": 4,
-        "layers": 2,
-        "ff": 512,
-        "seq_len": 64,
-    },
-    tiny_options={
-        "lr": 0.01,
-        "vocab": 16,
-        "dim": 8,
-        "heads": 2,
-        "layers": 2,
-        "ff": 16,
-        "seq_len": 8,
-    },
+    options=dict(TRANSFORMER_OPTIONS),
+    tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
     optimizer=adam,
     layers=sequential_layers,
     dataset="ptb",
-    real_data=real_data,
+    real_data=data.ptb_next_tokens,
 )

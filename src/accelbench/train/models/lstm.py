@@ -16,7 +16,7 @@ from torch import nn
 from accelbench.train import data
 from accelbench.train.models import ModelSpec, Unavailable, adam
 from accelbench.train.nets import SequenceCrossEntropy, sequential_layers
-from accelbench.train.synthetic import next_token_task, token_chain
+from accelbench.train.synthetic import next_token_batch
 
 
 class LSTMLayer(nn.Module):
@@ -48,24 +48,12 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
-    tokens = token_chain(generator, batch, options["seq_len"] + 1, options["vocab"])
-    return next_token_task(tokens)
-
-
-def real_data(root, options: dict[str, Any], seed: int):
-    tokens = data.ptb_tokens(root, options["vocab"])
-    return data.TokenWindows(
-        tokens, options["seq_len"] + 1, lambda index, window: next_token_task(window)
-    )
-
-
 SPEC = ModelSpec(
     name="lstm",
     family="rnn",
     description="LSTM language model (next-token prediction)",
     build=build,
-    make_batch=make_batch,
+    make_batch=next_token_batch,
     loss=SequenceCrossEntropy,
     default_batch=32,
     options={"lr": 0.002, "vocab": 1000, "embed": 128, "hidden": 256, "layers": 2, "seq_len": 32},
@@ -73,5 +61,5 @@ SPEC = ModelSpec(
     optimizer=adam,
     layers=sequential_layers,
     dataset="ptb",
-    real_data=real_data,
+    real_data=data.ptb_next_tokens,
 )

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from accelbench.train.models import ModelSpec
 from accelbench.train.nets import torchvision_resnet_layers
-from accelbench.train.synthetic import labelled_samples
+from accelbench.train.synthetic import image_batch
 
 
 def build(options: dict[str, Any]):
@@ -19,24 +21,13 @@ def build(options: dict[str, Any]):
     return torchvision.models.resnet18(weights=None, num_classes=options["classes"])
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
-    size = options["image_size"]
-    return labelled_samples(generator, batch, options["classes"], (3, size, size))
-
-
-def loss():
-    import torch
-
-    return torch.nn.CrossEntropyLoss()
-
-
 SPEC = ModelSpec(
     name="resnet18",
     family="cnn",
     description="torchvision ResNet-18 (ImageNet layout), 10 classes",
     build=build,
-    make_batch=make_batch,
-    loss=loss,
+    make_batch=image_batch,
+    loss=nn.CrossEntropyLoss,
     default_batch=16,
     options={"lr": 0.01, "image_size": 64, "classes": 10},
     tiny_options={"image_size": 32},

@@ -17,7 +17,7 @@ from torch import nn
 from accelbench.train import data
 from accelbench.train.models import ModelSpec
 from accelbench.train.nets import sequential_layers
-from accelbench.train.synthetic import labelled_samples
+from accelbench.train.synthetic import image_batch
 
 
 class BasicBlock(nn.Module):
@@ -71,11 +71,6 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return model
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
-    size = options["image_size"]
-    return labelled_samples(generator, batch, options["classes"], (3, size, size))
-
-
 def real_data(root, options: dict[str, Any], seed: int):
     if options["classes"] != 10:
         raise data.DataMismatch(f"CIFAR-10 has 10 classes; classes is {options['classes']}")
@@ -87,7 +82,7 @@ SPEC = ModelSpec(
     family="cnn",
     description="CIFAR ResNet-56 (He et al. 2016, option A shortcuts), 10 classes",
     build=build,
-    make_batch=make_batch,
+    make_batch=image_batch,
     loss=nn.CrossEntropyLoss,
     default_batch=16,
     options={"lr": 0.1, "depth": 56, "width": 16, "image_size": 32, "classes": 10},
