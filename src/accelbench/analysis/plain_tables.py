@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis.tables import latex_escape, markdown_escape
+from accelbench.analysis.tables import latex_escape, latex_float, markdown_escape
 
 # Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
 _LATEX_MATH = {
@@ -56,30 +56,10 @@ def to_latex(
 ) -> str:
     """A booktabs table float, ready for \\input; notes in small type below the rule."""
     spec = "l" * text_columns + "r" * (len(display.columns) - text_columns)
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{_latex(caption)}}}",
-        rf"\label{{tab:{label}}}",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(_latex(str(name)) for name in display.columns) + r" \\",
-        r"\midrule",
-    ]
-    lines += [
-        " & ".join(_latex(str(value)) for value in row) + r" \\"
-        for row in display.itertuples(index=False)
-    ]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if notes:
-        lines += [
-            r"\par\smallskip",
-            r"\begin{minipage}{\linewidth}\footnotesize",
-            " \\\\\n".join(_latex(note) for note in notes),
-            r"\end{minipage}",
-        ]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
+    header = [_latex(str(name)) for name in display.columns]
+    rows = [[_latex(str(value)) for value in row] for row in display.itertuples(index=False)]
+    notes = [_latex(note) for note in notes]
+    return latex_float(_latex(caption), label, spec, header, rows, notes)
 
 
 def write(

@@ -416,26 +416,35 @@ def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
         return rf"\textbf{{{text}}}" if (row, device) in bold else text
 
     header = [latex_escape(str(table.index.name)), *map(latex_escape, table.columns)]
+    rows = [
+        [latex_escape(row)] + [cell(row, device) for device in table.columns] for row in table.index
+    ]
+    caption = latex_escape(table.attrs.get("caption", ""))
+    notes = [latex_escape(note) for note in footnotes]
+    return latex_float(caption, label, "l" + "r" * len(table.columns), header, rows, notes)
+
+
+def latex_float(
+    caption: str, label: str, spec: str, header: list[str], rows: list[list[str]], notes: list[str]
+) -> str:
+    """A booktabs table float from cells already escaped; notes in small type below the rule."""
     lines = [
         r"\begin{table}[htbp]",
         r"\centering",
-        rf"\caption{{{latex_escape(table.attrs.get('caption', ''))}}}",
+        rf"\caption{{{caption}}}",
         rf"\label{{tab:{label}}}",
-        rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}",
+        rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
         " & ".join(header) + r" \\",
         r"\midrule",
     ]
-    lines += [
-        " & ".join([latex_escape(row)] + [cell(row, device) for device in table.columns]) + r" \\"
-        for row in table.index
-    ]
+    lines += [" & ".join(row) + r" \\" for row in rows]
     lines += [r"\bottomrule", r"\end{tabular}"]
-    if footnotes:
+    if notes:
         lines += [
             r"\par\smallskip",
             r"\begin{minipage}{\linewidth}\footnotesize",
-            " \\\\\n".join(latex_escape(note) for note in footnotes),
+            " \\\\\n".join(notes),
             r"\end{minipage}",
         ]
     lines.append(r"\end{table}")
