@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 
@@ -13,7 +12,7 @@ from accelbench import experiment
 from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
 from accelbench.results import load_record
 from accelbench.train.loop import measure_training
-from accelbench.train.models import Step, models, resolve_options
+from accelbench.train.models import models, new_step, resolve_options
 
 HAS_GPU = torch.cuda.is_available()
 NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
@@ -116,13 +115,7 @@ def test_every_model_runs_one_fp32_step(name):
         assert x.shape[0] == 2, "every tensor of a batch has the sample as its first dimension"
         assert torch.equal(x, y), "make_batch must be deterministic for a seeded generator"
     parts = spec.parts(model)
-    step = Step(
-        parts=parts,
-        optimizers=[spec.optimizer(part.parameters(), options["lr"]) for part in parts],
-        criterion=spec.loss(),
-        autocast=contextlib.nullcontext,
-        scaler=torch.amp.GradScaler("cpu", enabled=False),
-    )
+    step = new_step(spec, parts, options["lr"])
     before = [p.detach().clone() for p in model.parameters()]
     loss = spec.train_step(step, *batch)
     assert loss.dtype == torch.float32 and loss.dim() == 0

@@ -14,13 +14,12 @@ themselves are not counted.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from accelbench.train.models import ModelSpec, Step
+from accelbench.train.models import ModelSpec, new_step
 
 SAMPLES = 2  # BatchNorm needs more than one value per channel in training mode
 
@@ -36,13 +35,7 @@ def _count(spec: ModelSpec, options: dict, seed: int, device: str) -> int:
         model = spec.build(options)  # its own copy: the experiment's model stays untouched
     inputs, targets = spec.make_batch(torch.Generator().manual_seed(seed), SAMPLES, options)
     parts = spec.parts(model)
-    step = Step(
-        parts=parts,
-        optimizers=[spec.optimizer(part.parameters(), options["lr"]) for part in parts],
-        criterion=spec.loss(),
-        autocast=contextlib.nullcontext,
-        scaler=torch.amp.GradScaler("cpu", enabled=False),
-    )
+    step = new_step(spec, parts, options["lr"])
     with FlopCounterMode(display=False) as counter:
         spec.train_step(step, _on(inputs, device), _on(targets, device))
     return counter.get_total_flops()

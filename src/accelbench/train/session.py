@@ -18,7 +18,7 @@ from accelbench.devices import Device
 from accelbench.grid import TrainExperiment
 from accelbench.train import data, strategies
 from accelbench.train.flops import flops_per_sample
-from accelbench.train.models import ModelSpec, Step, models, resolve_options
+from accelbench.train.models import ModelSpec, Step, models, new_step, resolve_options
 from accelbench.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -120,13 +120,8 @@ def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) 
             return contextlib.nullcontext()
         return torch.autocast(device_type=device_type, dtype=autocast_dtype)
 
-    step = Step(
-        parts=parts,
-        optimizers=[spec.optimizer(part.parameters(), options["lr"]) for part in parts],
-        criterion=spec.loss(),
-        autocast=autocast,
-        scaler=torch.amp.GradScaler(device_type, enabled=exp.precision == "fp16"),
-    )
+    scaler = torch.amp.GradScaler(device_type, enabled=exp.precision == "fp16")
+    step = new_step(spec, parts, options["lr"], autocast, scaler)
     for part in parts:
         part.train()
     return Session(

@@ -61,6 +61,21 @@ class Step:
     scaler: Any
 
 
+def new_step(spec: ModelSpec, parts: list, lr: float, autocast=None, scaler=None) -> Step:
+    """A step with a fresh optimiser per part; full precision unless autocast/scaler are given."""
+    import contextlib
+
+    import torch
+
+    return Step(
+        parts=parts,
+        optimizers=[spec.optimizer(part.parameters(), lr) for part in parts],
+        criterion=spec.loss(),
+        autocast=autocast or contextlib.nullcontext,
+        scaler=scaler or torch.amp.GradScaler("cpu", enabled=False),
+    )
+
+
 def supervised_step(step: Step, inputs, targets):
     """loss(model(inputs), targets), backward, one optimiser step; returns the detached loss."""
     (model,), (optimizer,) = step.parts, step.optimizers
