@@ -279,22 +279,26 @@ def run(
 def write_outcome(
     exp: Experiment, settings: dict[str, Any], output: str, outcome: Outcome, started: str
 ) -> None:
-    """The record of one outcome, with the provenance of this process, written atomically."""
+    """The record of one outcome, with the provenance of this process, written atomically.
+
+    Only rank 0 of a launched group builds and writes it: provenance asks git and
+    the Slurm controller, once per record rather than once per task.
+    """
     from accelbench.train.distributed import is_primary_process
 
-    record = make_record(
-        experiment=exp.family,
-        experiment_id=exp.id,
-        status=outcome.status,
-        reason=outcome.reason,
-        params={**_params(exp, settings), **outcome.params},
-        metrics=outcome.metrics,
-        check=outcome.check,
-        series=outcome.series,
-        provenance=provenance.collect(
-            seed=settings["seed"], config_digest=settings["config_hash"], started=started
-        ),
-    )
     if is_primary_process():
+        record = make_record(
+            experiment=exp.family,
+            experiment_id=exp.id,
+            status=outcome.status,
+            reason=outcome.reason,
+            params={**_params(exp, settings), **outcome.params},
+            metrics=outcome.metrics,
+            check=outcome.check,
+            series=outcome.series,
+            provenance=provenance.collect(
+                seed=settings["seed"], config_digest=settings["config_hash"], started=started
+            ),
+        )
         write_record(output, record)
     log.info("%s: %s%s", exp.id, outcome.status, f" ({outcome.reason})" if outcome.reason else "")
