@@ -1,6 +1,7 @@
 # Helpers that turn config and wildcards into inputs, params and resources.
 # They only call the accelbench package, where the logic is tested.
 
+import functools
 import os
 
 from accelbench import cluster, grid
@@ -55,21 +56,24 @@ def under_slurm():
     return executor in ("slurm", "slurm-jobstep") or in_slurm_job
 
 
+@functools.cache
+def placement(device, strategy, slurm_tasks):
+    """Partition, cores, GPUs and tasks of one device and strategy (asked once per resource)."""
+    return cluster.job_resources(
+        parse_device(device), strategy, config, slurm_tasks=slurm_tasks
+    )
+
+
 def experiment_resources(family):
     """Scheduler resources of one experiment, from its device and strategy wildcards and the config."""
 
-    def placement(wildcards):
-        return cluster.job_resources(
-            parse_device(wildcards.device),
-            wildcards.get("strategy", "single"),
-            config,
-            slurm_tasks=under_slurm(),
-        )
+    def resource(key):
+        # A key placement does not give evaluates to None, which Snakemake leaves out.
+        return lambda wc: placement(
+            wc.device, wc.get("strategy", "single"), under_slurm()
+        ).get(key)
 
-    # A key placement does not give evaluates to None, which Snakemake leaves out.
-    resources = {
-        key: (lambda wc, key=key: placement(wc).get(key)) for key in cluster.JOB_RESOURCE_KEYS
-    }
+    resources = {key: resource(key) for key in cluster.JOB_RESOURCE_KEYS}
     resources.update(
         {
             "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
