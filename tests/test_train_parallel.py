@@ -21,10 +21,11 @@ from accelbench import experiment
 from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.grid import TrainExperiment, train_exclusion
 from accelbench.results import load_record
-from accelbench.train import distributed, strategies
+from accelbench.train import cpu_support, distributed, strategies
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options
 from accelbench.train.pipeline import Pipeline, balanced_split, layer_costs
+from accelbench.train.session import AUTOCAST_DTYPES
 from accelbench.train.settings import TrainSettings
 
 HAS_GPU = torch.cuda.is_available()
@@ -426,12 +427,53 @@ def test_cpu_precisions(model, precision):
     outcome = measure_training(
         TrainExperiment(model, "cpu1", precision, "single", 4), tiny_settings(model)
     )
-    if (model, precision) == ("lstm", "fp16") and outcome.status == "unavailable":
-        # oneDNN's CPU LSTM has no float16 kernel on most CPUs.
-        assert outcome.reason.startswith("PyTorch's CPU LSTM cannot run in float16 here: ")
+    missing = cpu_support.lstm_unsupported(AUTOCAST_DTYPES.get(precision, torch.float32))
+    if model == "lstm" and missing:
+        # This CPU's oneDNN has no LSTM kernel in this precision: the record says why.
+        assert (outcome.status, outcome.reason) == ("unavailable", missing)
         return
     assert outcome.status == "ok", outcome.reason
     assert all(torch.isfinite(torch.tensor(outcome.series["loss"]["values"])))
+
+
+AVX2_ONLY = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma f16c"
+AVX512_BF16 = AVX2_ONLY + " avx512f avx512bw avx512vl avx512dq avx512_bf16"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_an_lstm_precision_the_cpu_lacks_is_unavailable_naming_the_feature(monkeypatch, precision):
+    monkeypatch.setenv(cpu_support.FORCED_FLAGS_ENV, AVX2_ONLY)
+    cpu_support.cpu_flags.cache_clear()
+    try:
+        outcome = measure_training(
+            TrainExperiment("lstm", "cpu1", precision, "single", 4), tiny_settings("lstm")
+        )
+    finally:
+        cpu_support.cpu_flags.cache_clear()
+    assert outcome.status == "unavailable"
+    needed = "AVX-512 (avx512f" if precision == "bf16" else "AVX512-FP16 (avx512_fp16)"
+    assert needed in outcome.reason and "lacks" in outcome.reason
+
+
+def test_a_simulated_cpu_with_the_feature_allows_the_lstm_precision(monkeypatch):
+    monkeypatch.setenv(cpu_support.FORCED_FLAGS_ENV, AVX512_BF16)
+    cpu_support.cpu_flags.cache_clear()
+    try:
+        assert cpu_support.lstm_unsupported(torch.bfloat16) is None
+        assert "avx512_fp16" in cpu_support.lstm_unsupported(torch.float16)
+    finally:
+        cpu_support.cpu_flags.cache_clear()
+
+
+def test_the_lstm_probe_agrees_with_a_real_bf16_lstm_on_this_cpu():
+    lstm = torch.nn.LSTM(8, 8, batch_first=True)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.randn(2, 5, 8))
+        runs = True
+    except RuntimeError:
+        runs = False
+    assert (cpu_support.lstm_probe(torch.bfloat16) is None) == runs
 
 
 def test_fp64_trains_in_double_precision(monkeypatch):

@@ -16,9 +16,16 @@ import torch
 
 from accelbench.devices import Device
 from accelbench.grid import TrainExperiment
-from accelbench.train import data, strategies
+from accelbench.train import cpu_support, data, strategies
 from accelbench.train.flops import flops_per_sample
-from accelbench.train.models import ModelSpec, Step, models, new_step, resolve_options
+from accelbench.train.models import (
+    ModelSpec,
+    Step,
+    Unavailable,
+    models,
+    new_step,
+    resolve_options,
+)
 from accelbench.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -90,6 +97,7 @@ def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) 
     options = resolve_options(spec, settings.model_options, settings.image_size)
     torch.manual_seed(settings.seed)
     model = spec.build(options)
+    _check_cpu_support(model, device, exp.precision)
     parameters = sum(p.numel() for p in model.parameters())
     flops = flops_per_sample(spec, options, settings.seed)
 
@@ -137,3 +145,14 @@ def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) 
         data=data_name,
         data_note=note,
     )
+
+
+def _check_cpu_support(model, device, precision: str) -> None:
+    """Refuse, as unavailable, a CPU LSTM in a precision this CPU's oneDNN has no kernel for."""
+    dtype = AUTOCAST_DTYPES.get(precision)
+    if device.is_gpu or dtype is None:
+        return
+    if any(isinstance(module, torch.nn.LSTM) for module in model.modules()):
+        reason = cpu_support.lstm_unsupported(dtype)
+        if reason:
+            raise Unavailable(reason)

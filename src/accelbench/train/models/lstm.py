@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, Unavailable, adam
+from accelbench.train.models import ModelSpec, adam
 from accelbench.train.nets import SequenceCrossEntropy, sequential_layers
 from accelbench.train.synthetic import next_token_batch
 
@@ -27,16 +27,7 @@ class LSTMLayer(nn.Module):
         self.lstm = nn.LSTM(size_in, size_out, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        try:
-            return self.lstm(x)[0]
-        except RuntimeError as err:
-            if x.device.type == "cpu" and _cpu_float16_autocast():
-                raise Unavailable(f"PyTorch's CPU LSTM cannot run in float16 here: {err}") from err
-            raise
-
-
-def _cpu_float16_autocast() -> bool:
-    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+        return self.lstm(x)[0]
 
 
 def build(options: dict[str, Any]) -> nn.Sequential:
