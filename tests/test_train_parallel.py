@@ -381,22 +381,52 @@ def two_process_runs():
     return results
 
 
+def assert_as_accurate_as(candidate, baseline, exact, what: str) -> None:
+    """`candidate` is no further from the float64 `exact` result than float32 rounding allows.
+
+    Two processes add the same gradient terms in another order than one process does,
+    so their float32 parameters differ in the last bits, and an optimiser such as Adam
+    can magnify that where a gradient is nearly zero. What cannot differ is accuracy:
+    measured against the same training run in float64, the distributed result must be
+    about as close as the one-process float32 result is (a factor 4 in norm for the
+    other order of rounding), up to the float32 representation of the parameters
+    themselves. No bound here depends on the CPU the test happens to run on.
+    """
+    exact = exact.double()
+    baseline_error = torch.linalg.vector_norm(baseline.double() - exact)
+    candidate_error = torch.linalg.vector_norm(candidate.double() - exact)
+    representation = torch.finfo(torch.float32).eps * torch.linalg.vector_norm(exact)
+    bound = 4 * baseline_error + representation
+    assert candidate_error <= bound, (
+        f"{what}: distance to the float64 result {candidate_error:.3g} exceeds {bound:.3g} "
+        f"(one float32 process: {baseline_error:.3g})"
+    )
+
+
 @pytest.mark.parametrize(("model", "strategy"), SCENARIOS)
 def test_two_processes_match_one_on_the_same_global_batch(model, strategy, two_process_runs):
     state, losses, processes = two_process_runs[model, strategy]
     assert processes == 2
-    exp = TrainExperiment(model, "cpu1", "fp32", "single", GLOBAL_BATCH)
     settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
-    single = train_process(exp, settings, keep_state=True)
+    single, exact = (
+        train_process(
+            TrainExperiment(model, "cpu1", precision, "single", GLOBAL_BATCH),
+            settings,
+            keep_state=True,
+        )
+        for precision in ("fp32", "fp64")
+    )
     initial = models()[model].build(resolve_options(models()[model], TINY[model]))
-    assert state.keys() == single["state"].keys()
+    assert state.keys() == single["state"].keys() == exact["state"].keys()
     moved = 0
     for name, tensor in single["state"].items():
-        torch.testing.assert_close(state[name], tensor, rtol=1e-5, atol=1e-6)
+        assert_as_accurate_as(state[name], tensor, exact["state"][name], name)
         moved += not torch.equal(tensor, initial.state_dict()[name])
     assert moved, "two optimiser steps must move the parameters"
     # The group's loss is the mean over processes: the loss of the whole batch.
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(single["losses"]))
+    assert_as_accurate_as(
+        torch.tensor(losses), torch.tensor(single["losses"]), torch.tensor(exact["losses"]), "loss"
+    )
 
 
 def test_ddp_experiment_launches_its_processes_with_torchrun(tmp_path):
