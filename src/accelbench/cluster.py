@@ -12,6 +12,7 @@ the job's script starts the tasks with srun, which hands each its rank.
 from __future__ import annotations
 
 import getpass
+import shlex
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -96,10 +97,19 @@ def task_resources(layout: TaskLayout, config: dict[str, Any]) -> dict[str, Any]
         resources["tasks"] = layout.tasks
     if layout.gpus_per_node:
         model = config["slurm"]["gpu_model"]
-        resources["slurm_extra"] = (
-            f"--gpus-per-node={model + ':' if model else ''}{layout.gpus_per_node}"
-        )
+        gpus = f"{model}:{layout.gpus_per_node}" if model else str(layout.gpus_per_node)
+        # The plugin appends slurm_extra unquoted to a shell command line.
+        resources["slurm_extra"] = f"--gpus-per-node={shlex.quote(gpus)}"
     return resources
+
+
+def env_modules(config: dict[str, Any]) -> list[str]:
+    """slurm.modules for a rule's `envmodules:`, each quoted for the shell.
+
+    Snakemake joins them unquoted into `module load ...; <job command>`; the
+    schema already refuses shell characters, and quoting keeps it that way.
+    """
+    return [shlex.quote(name) for name in config["slurm"]["modules"]]
 
 
 def srun_command(layout: TaskLayout) -> list[str]:

@@ -101,6 +101,7 @@ def experiment_threads(wildcards):
 # its Slurm allocation must not retry it again in place.
 RETRIES = config["retries"] if workflow.is_main_process else 0
 NEEDS_GPU = any(parse_device(exp.device).is_gpu for exp in GRID.experiments)
+ENV_MODULES = cluster.env_modules(config)
 
 
 onstart:

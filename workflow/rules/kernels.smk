@@ -19,6 +19,6 @@ rule kernel_benchmark:
     conda:
         "../../envs/accelbench.yaml"
     envmodules:
-        *config["slurm"]["modules"],
+        *ENV_MODULES,
     script:
         "../../scripts/run_experiment.py"

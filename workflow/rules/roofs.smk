@@ -15,6 +15,6 @@ rule roof_benchmark:
     conda:
         "../../envs/accelbench.yaml"
     envmodules:
-        *config["slurm"]["modules"],
+        *ENV_MODULES,
     script:
         "../../scripts/run_experiment.py"

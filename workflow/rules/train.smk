@@ -15,7 +15,7 @@ rule train_benchmark:
     conda:
         "../../envs/accelbench.yaml"
     envmodules:
-        *config["slurm"]["modules"],
+        *ENV_MODULES,
     script:
         "../../scripts/run_experiment.py"
 
