@@ -204,3 +204,28 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     again = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+NOTHING_TO_RUN = """\
+kernels:
+  sizes: {matmul: [], saxpy: []}
+train:
+  batch_sizes: {resnet18: []}
+"""
+
+
+def test_a_grid_with_no_experiments_still_aggregates(workflow_dir):
+    (workflow_dir / "config" / "nothing.yaml").write_text(NOTHING_TO_RUN)
+    done = snakemake(
+        workflow_dir,
+        "--cores",
+        "2",
+        "--configfile",
+        "config/tiny.yaml",
+        "config/nothing.yaml",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = workflow_dir / "results"
+    assert len(pd.read_csv(results / "tidy.csv")) == 0
+    assert (results / "figures" / "roofline.pdf").read_bytes().startswith(b"%PDF")
+    assert (results / "tables" / "kernel_roof_percent.csv").exists()

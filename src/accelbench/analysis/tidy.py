@@ -180,8 +180,13 @@ def _coerce(name: str, values: list[Any]) -> pd.Series:
 def _column_order(
     param_names: set[str], metric_columns: dict[str, dict[str, None]], versions: set[str]
 ) -> list[str]:
-    """Record fields, params (grid ones first), metrics by name, check, provenance."""
-    params = [name for name in PARAM_ORDER if name in param_names]
+    """Record fields, params (grid ones first), metrics by name, check, provenance.
+
+    The grid's parameters are columns even where no record has them (a grid of
+    training only has no `dtype`, an empty grid nothing), so every analysis can
+    select them and finds no rows rather than no column.
+    """
+    params = list(PARAM_ORDER)
     params += sorted(param_names - set(PARAM_ORDER))
     metrics = [column for name in sorted(metric_columns) for column in metric_columns[name]]
     return [
