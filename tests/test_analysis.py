@@ -129,17 +129,17 @@ def test_collect_columns_dtypes_and_units(frame):
 
 def test_collect_reports_records_that_do_not_fit_the_table(tmp_path):
     exp_id, record = train_record("resnet18", "cpu1", samples=steps(1.0, 0.1))
-    first = write_record(tmp_path / "a.json", record)
-    second = write_record(tmp_path / "b.json", record)
-    _, other = train_record("resnet18", "cpu2", samples=steps(1.0, 0.1))
+    first = write_record(tmp_path / "a" / f"{exp_id}.json", record)
+    second = write_record(tmp_path / "b" / f"{exp_id}.json", record)
+    other_id, other = train_record("resnet18", "cpu2", samples=steps(1.0, 0.1))
     other["metrics"]["time_per_batch"]["unit"] = "ms"
-    third = write_record(tmp_path / "c.json", other)
-    _, clashing = train_record("resnet18", "cpu4", samples=steps(1.0, 0.1))
+    third = write_record(tmp_path / "c" / f"{other_id}.json", other)
+    clashing_id, clashing = train_record("resnet18", "cpu4", samples=steps(1.0, 0.1))
     clashing["params"]["host"] = "elsewhere"
-    fourth = write_record(tmp_path / "d.json", clashing)
-    _, odd = train_record("resnet18", "cpu8", samples=steps(1.0, 0.1))
+    fourth = write_record(tmp_path / "d" / f"{clashing_id}.json", clashing)
+    odd_id, odd = train_record("resnet18", "cpu8", samples=steps(1.0, 0.1))
     odd["provenance"]["accelerator"] = "none"
-    fifth = write_record(tmp_path / "e.json", odd)
+    fifth = write_record(tmp_path / "e" / f"{odd_id}.json", odd)
     collected, problems = tidy.collect([fifth, fourth, third, second, first])
     assert list(collected["id"]) == [exp_id]
     assert [path for path, _ in problems] == [str(path) for path in (second, third, fourth, fifth)]
@@ -718,3 +718,14 @@ def test_precision_comparison(gpu_frame, frame, tmp_path):
     assert visible[0].get_ylabel() == "Time per mini-batch (s)"
     assert_saved(fig, tmp_path / "precision")
     assert texts(figures.precision_comparison(frame)) == ["no model measured in two precisions"]
+
+
+def test_a_record_copied_to_another_cells_path_is_a_problem(tmp_path):
+    (exp_id, rec), (other_id, _) = TRAIN[0], TRAIN[1]
+    paths = write_records(tmp_path, [(exp_id, rec)])
+    foreign = tmp_path / f"{other_id}.json"
+    foreign.parent.mkdir(parents=True, exist_ok=True)
+    foreign.write_text(paths[0].read_text())
+    collected, problems = tidy.collect([*paths, foreign])
+    assert list(collected["id"]) == [exp_id]
+    assert problems == [(str(foreign), f"{foreign}: record id {exp_id!r} does not match its path")]

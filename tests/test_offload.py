@@ -114,9 +114,9 @@ def hand_case(end_to_end: bool = True, roof: bool = True) -> list[dict]:
 
 def collect(tmp_path, records) -> pd.DataFrame:
     """Write the records and read them back through the tidy table, as the workflow does."""
-    for index, record in enumerate(records):
-        write_record(tmp_path / f"{index}.json", record)
-    frame, problems = tidy.collect(sorted(tmp_path.glob("*.json")))
+    for record in records:
+        write_record(tmp_path / f"{record['id']}.json", record)
+    frame, problems = tidy.collect(sorted(tmp_path.glob("**/*.json")))
     assert not problems
     return frame
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 
 import pytest
 
@@ -97,3 +99,13 @@ def test_malformed_series_are_refused(series, message):
     rec["series"] = series
     with pytest.raises(results.RecordError, match=message):
         results.validate_record(rec)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_records_get_the_mode_the_umask_gives_every_new_file(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        path = results.write_record(tmp_path / "r.json", record())
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == mode

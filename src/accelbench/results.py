@@ -129,6 +129,13 @@ def _finite_or_none(obj: Any) -> Any:
     return obj
 
 
+def _current_umask() -> int:
+    """The process umask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     """Validate and write `record` to `path` atomically (temp file, fsync, rename)."""
     validate_record(record, str(path))
@@ -140,6 +147,9 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
             handle.flush()
+            # mkstemp makes the file 0600, and the mode survives the rename: give it the
+            # mode any other new file gets, so colleagues on a shared file system can read it.
+            os.fchmod(handle.fileno(), 0o666 & ~_current_umask())
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:

@@ -143,10 +143,20 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     return _Flat(row, dict(record["params"]), measured, metrics, units)
 
 
+def _id_matches_path(record_id: str, path: str) -> bool:
+    """A record's id is its path below the results folder, without .json: a record
+    copied to another cell's path would otherwise fill that cell with foreign numbers."""
+    stem = Path(path).as_posix().removesuffix(".json")
+    return stem == record_id or stem.endswith(f"/{record_id}")
+
+
 def _load(path: str) -> _Flat | str:
     """One file flattened, or what is wrong with it (the message names the file)."""
     try:
-        return _flatten(load_record(path))
+        record = load_record(path)
+        if not _id_matches_path(str(record.get("id")), path):
+            return f"{path}: record id {record.get('id')!r} does not match its path"
+        return _flatten(record)
     except (RecordError, OSError, UnicodeDecodeError) as err:
         return str(err)
     except (AttributeError, KeyError, TypeError) as err:
