@@ -29,6 +29,7 @@ def old_run():
         train_record("vgg11", "cpu2", samples=times(1.0, 2.0, 0.01)),
         train_record("lstm", "cpu2", "failed", reason=FAILED),
         train_record("resnet50", "cpu2", samples=times(1.0)),
+        train_record("alexnet", "cuda1", "unavailable", reason=NO_GPU),  # not in the new run
         kernel_record("torch", "cpu1", 256, samples=times(1.0, 2.0e-4, 0.001e-4)),
         kernel_record("torch", "cpu1", 512, samples=times(1.0, 1.6e-3, 0.01e-3)),
     ]
@@ -72,7 +73,7 @@ def test_planted_regression_fails_the_gate(runs, capsys):
         "| 210.47 [210.11, 210.84] µs | +5.0% |"
     ) in out
     assert (
-        "10 cells compared: 2 regression, 1 slower, 1 faster, 1 now runs, 1 not run, 1 added, "
+        "11 cells compared: 3 regression, 1 slower, 1 faster, 1 now runs, 1 not run, 1 added, "
         "1 removed, 2 unchanged"
     ) in out
 
@@ -88,7 +89,8 @@ def test_verdicts_of_every_kind_of_cell(runs):
         ("train/lstm/cpu2/fp32/single/bs16", "status"): "now runs",
         ("train/resnet50/cpu2/fp32/single/bs16", "status"): "not run",
         ("train/alexnet/cpu1/fp32/single/bs16", "status"): "added",
-        ("train/vgg11/cpu2/fp32/single/bs16", "status"): "removed",
+        ("train/vgg11/cpu2/fp32/single/bs16", "status"): "regression",  # ran, now lost
+        ("train/alexnet/cuda1/fp32/single/bs16", "status"): "removed",
         ("train/resnet50/cpu1/fp32/single/bs16", "time_per_batch"): "unchanged",
         ("train/resnet18/cuda1/fp32/single/bs16", "status"): "unchanged",
     }
@@ -97,6 +99,22 @@ def test_verdicts_of_every_kind_of_cell(runs):
     assert regression["slowdown"] == pytest.approx(0.2)
     assert list(result.columns) == list(compare.COLUMNS)
     assert result["verdict"].iloc[0] == "regression"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_a_cell_lost_in_the_new_run_is_a_regression(tmp_path, capsys, damage):
+    record = train_record("resnet50", "cpu1", samples=times(1.0, 1.0, 0.1))
+    write_records(tmp_path / "old", [record])
+    (path,) = write_records(tmp_path / "new", [record])
+    if damage == "truncated":
+        path.write_text(path.read_text()[:40])
+    else:  # the new run has only another cell
+        path.unlink()
+        write_records(tmp_path / "new", [train_record("fcn", "cpu1", samples=times(1.0))])
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 1
+    out = capsys.readouterr().out
+    new_status = "invalid" if damage == "truncated" else ""
+    assert f"| regression | {record[0]} | status | ok | {new_status}" in out
 
 
 def test_a_change_inside_the_interval_passes(tmp_path, capsys):

@@ -6,7 +6,9 @@ two 95% confidence intervals of the median do not overlap; a change inside
 them is noise, however large the medians' difference looks. A regression is
 such a change in the bad direction (a time up, a rate such as GFLOP/s down)
 that slows the cell by more than the threshold, or a cell that ran before and
-now fails or runs out of memory. Cells in one run only are listed, not judged.
+now fails or runs out of memory. A cell that ran before and is now missing, or
+whose new record is invalid, is lost, and a lost cell is a regression too;
+other cells in one run only are listed, not judged.
 
 The verdicts feed a CI gate: `accelbench compare OLD NEW` exits non-zero when
 any cell regressed.
@@ -25,17 +27,18 @@ from accelbench.analysis import provenance_summary, ratios, tables, tidy
 
 REGRESSION = "regression"
 VERDICTS = (
-    REGRESSION,  # slower beyond the CIs by more than the threshold, or ok -> failed/oom
+    REGRESSION,  # slower beyond the CIs by more than the threshold; ok -> failed/oom/lost
     "slower",  # slower beyond the CIs, by less than the threshold
     "faster",  # faster beyond the CIs
     "now runs",  # did not run before, runs now
     "not run",  # ran before, now unavailable or skipped (another machine, not a defect)
     "status changed",  # did not run in either, for different reasons
     "added",  # only in the new run
-    "removed",  # only in the old run
+    "removed",  # only in the old run, where it did not run either
     "unchanged",  # both ran and the CIs overlap, or neither ran, for the same reason
 )
-BROKEN = ("failed", "oom")
+INVALID = "invalid"  # the status given to a record file that cannot be read
+BROKEN = ("failed", "oom", INVALID)
 STATUS_METRIC = "status"
 COLUMNS = (
     "verdict",
@@ -68,13 +71,37 @@ def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, list[tuple[str
     if path.is_dir():
         records = sorted(path.rglob("*.json"))
         if records:
-            return tidy.collect(records)
+            frame, problems = tidy.collect(records)
+            return _with_invalid_cells(frame, problems, path), problems
         if (path / "tidy.parquet").is_file():
             return pd.read_parquet(path / "tidy.parquet"), []
         raise CompareError(f"{path}: no result records (*.json) and no tidy.parquet in it")
     if path.exists():
         raise CompareError(f"{path}: expected a result directory or a tidy .parquet file")
     raise CompareError(f"{path}: no such file or directory")
+
+
+def _with_invalid_cells(
+    frame: pd.DataFrame, problems: list[tuple[str, str]], root: Path
+) -> pd.DataFrame:
+    """`frame` plus one row of status "invalid" per unreadable record, so its cell is not
+    silently absent: the id is the record's path below `root` without .json."""
+    if not problems:
+        return frame
+    invalid = pd.DataFrame(
+        {
+            "id": [
+                Path(path).relative_to(root).as_posix().removesuffix(".json")
+                for path, _ in problems
+            ],
+            "status": INVALID,
+            "reason": [problem for _, problem in problems],
+        }
+    )
+    invalid = invalid[~invalid["id"].isin(frame["id"])]
+    combined = pd.concat([frame, invalid], ignore_index=True)
+    combined.attrs = frame.attrs
+    return combined
 
 
 def distribution_metrics(frame: pd.DataFrame) -> list[str]:
@@ -105,7 +132,7 @@ def _numbers(row: pd.Series, side: str, metric: str) -> tuple[float, float, floa
 
 def _status_verdict(old: Any, new: Any) -> str:
     if pd.isna(new):
-        return "removed"
+        return REGRESSION if old == "ok" else "removed"
     if pd.isna(old):
         return "added"
     if old == "ok":
@@ -251,7 +278,7 @@ def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -
     lines.append(
         f"{len(result)} cells compared: {summary} "
         f"(regression: slower by more than {threshold:.0%} with the 95% CIs apart, "
-        "or ok before and failed or out of memory now)"
+        "or ok before and now failed, out of memory, invalid or missing)"
     )
     if provenance:
         lines += ["", "Changed between the runs:", *(f"- {line}" for line in provenance)]
