@@ -51,7 +51,7 @@ def test_counts_jobs_steps_and_unreadable_lines(cases):
         (22, "memory 'lots' is not a Slurm size"),
         (23, "time 'yesterday' is not ISO 8601"),
         (24, "job id 'abc' is malformed"),
-        (25, "the job started but lists partitions medium,gpu"),
+        (25, "gres/gpu:a100 'many' is not a count"),
         (26, "is before submit/eligible time"),
         (27, "duration '1:2:3:4' is not a Slurm time"),
         (28, "state 'cancelled' is not a Slurm job state"),
@@ -363,3 +363,36 @@ def test_write_dump_leaves_only_the_file(tmp_path):
     sacct.write_dump("JobID\n", target)
     assert target.read_text() == "JobID\n"
     assert [path.name for path in target.parent.iterdir()] == ["sacct.txt"]
+
+
+ONCE_DROPPED = DATA / "sacct_jobs_once_dropped.txt"
+
+
+@pytest.fixture(scope="module")
+def once_dropped() -> sacct.ParsedDump:
+    return sacct.read(ONCE_DROPPED)
+
+
+def test_jobs_of_real_clusters_are_all_kept(once_dropped):
+    assert once_dropped.problems == []
+    assert sorted(set(once_dropped.jobs["job_id"])) == ["3001", "3002", "3003", "3004", "3005"]
+
+
+def test_memory_per_node_takes_the_node_count_from_req_tres(once_dropped):
+    row = job(once_dropped, "3001")
+    assert row["req_mem_gb"] == 8.0 and row["gb_hours"] == 16.0
+    assert row["wait_s"] == 600
+
+
+def test_a_started_job_listed_in_several_partitions_counts_in_each(once_dropped):
+    rows = once_dropped.jobs[once_dropped.jobs["job_id"] == "3002"]
+    assert sorted(rows["partition"]) == ["gpu", "medium"]
+    assert list(rows["wait_s"]) == [1200, 1200]
+
+
+@pytest.mark.parametrize(
+    ("job_id", "gpus"),
+    [("3003", 4), ("3004", 2), ("3005", 3)],  # typed; typed and untyped (not twice); two types
+)
+def test_typed_gpu_requests_are_counted(once_dropped, job_id, gpus):
+    assert job(once_dropped, job_id)["req_gpus"] == gpus

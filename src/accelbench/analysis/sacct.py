@@ -16,7 +16,16 @@ takes all of these:
 - jobs not started (Start "Unknown" while pending, "None" when cancelled first);
 - array jobs ("123_4", and "123_[5-9%2]" for tasks still pending together),
   heterogeneous job components ("123+1"); job steps ("123.batch") are skipped;
-- jobs submitted to several partitions ("medium,gpu") while they wait;
+- jobs submitted to several partitions ("medium,gpu"): counted once in each
+  listed partition. While such a job waits it waits in all of them; when sacct
+  still lists several after it started, it does not say which one ran it, and
+  the wait is what the job waited for the first of them, so it is a sample of
+  each listed partition's wait (exact for the one that ran it, and a lower
+  bound for the others, which could not start it sooner);
+- node counts from ReqNodes, else NNodes, else ReqTRES's node= (per-node memory
+  "8Gn" needs one);
+- GPUs from ReqTRES as gres/gpu=4, or typed as gres/gpu:a100=4 (Slurm lists
+  both for a typed request; the untyped total is used then, never the sum);
 - states with a suffix ("CANCELLED by 0").
 """
 
@@ -240,6 +249,15 @@ def parse_tres(text: str) -> dict[str, str]:
     return dict(pairs)
 
 
+def requested_gpus(tres: dict[str, str]) -> int:
+    """GPUs in a ReqTRES: gres/gpu=N, else the sum of typed gres/gpu:TYPE=N entries."""
+    if "gres/gpu" in tres:
+        return _count(tres["gres/gpu"], "gres/gpu") or 0
+    return sum(
+        _count(value, name) or 0 for name, value in tres.items() if name.startswith("gres/gpu:")
+    )
+
+
 def array_task_count(task: str | None) -> int:
     """Jobs one line stands for: 1, or the tasks of a pending range like [1-3,7%2] or [1-9:2]."""
     if task is None or not task.startswith("["):
@@ -304,10 +322,6 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
     eligible = parse_time(values.get("Eligible", ""))
     start = parse_time(values["Start"])
     end = parse_time(values.get("End", ""))
-    if start is not None and len(partitions) > 1:
-        raise ValueError(
-            f"the job started but lists partitions {values['Partition']}; sacct does not say which"
-        )
     wait = None
     if start is not None:
         try:
@@ -324,12 +338,14 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
     nodes = _count(values.get("ReqNodes", ""), "ReqNodes")
     if nodes is None:
         nodes = _count(values.get("NNodes", ""), "NNodes")
+    if nodes is None:
+        nodes = _count(tres.get("node", ""), "ReqTRES node")
     memory = parse_memory(values["ReqMem"], cpus, nodes)
     if memory is None and "mem" in tres:
         memory = parse_memory(tres["mem"], cpus, nodes)
     limit = parse_duration(values["Timelimit"])
     hours = math.nan if limit is None else limit / 3600
-    gpus = _count(tres.get("gres/gpu", "0"), "gres/gpu") or 0
+    gpus = requested_gpus(tres)
     row = {
         "job_id": values["JobID"],
         "array_tasks": array_task_count(match["task"]),
