@@ -235,6 +235,10 @@ def test_command_for_a_job_size(files, capsys):
         (["--experiment", "kernels/fft/*/*/*/*"], "no record matches"),
         (["--cpus", "2"], "give an experiment, or a job size"),
         (["--tidy", "missing.parquet", "--experiment", PATTERN], "missing.parquet does not exist"),
+        (
+            ["--cpus", "1", "--mem", "1G", "--time", "1:00:00", "--partition", "gpuu"],
+            "no jobs in partition gpuu in the sacct data; partitions with jobs: gpu, medium",
+        ),
     ],
 )
 def test_command_errors(files, capsys, extra, message):

@@ -114,6 +114,18 @@ def experiment_options(
     return options
 
 
+def check_partitions_have_jobs(jobs: pd.DataFrame, partitions: list[str]) -> None:
+    """Refuse partitions the sacct data has no job of, listing those it has: a typo
+    would otherwise give an empty ranking that looks like an answer."""
+    known = sorted(set(jobs["partition"].dropna()))
+    unknown = [name for name in partitions if name not in known]
+    if unknown:
+        raise AdviceError(
+            f"no jobs in partition {', '.join(unknown)} in the sacct data; "
+            f"partitions with jobs: {', '.join(known) or 'none'}"
+        )
+
+
 def job_size_options(
     partitions: list[str],
     cpus: int | None,
