@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from accelbench import cli
+from accelbench import config as workflow_config
 from accelbench.analysis import advisor, sacct
 
 from conftest import REPO_ROOT
@@ -62,7 +63,7 @@ def jobs() -> pd.DataFrame:
 
 
 def config(runtime_minutes: int = 1440) -> dict:
-    base = cli.load_config([REPO_ROOT / "config" / "config.yaml"])
+    base = workflow_config.load()
     base["resources"]["kernels"]["runtime"] = runtime_minutes
     return base
 

@@ -12,35 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from accelbench import config as workflow_config
 from accelbench import grid
 from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
-
-DEFAULT_CONFIG = Path("config/config.yaml")
-
-
-def load_config(paths: Sequence[Path]) -> dict:
-    """Merge config files the way Snakemake's --configfile does: mappings by key, lists replaced."""
-
-    def merge(base: dict, extra: dict) -> dict:
-        for key, value in extra.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                merge(base[key], value)
-            else:
-                base[key] = value
-        return base
-
-    config: dict = {}
-    for path in paths:
-        merge(config, yaml.safe_load(Path(path).read_text()) or {})
-    return config
 
 
 def command_grid(args: argparse.Namespace) -> int:
     """List the result paths a config asks for, and the excluded cells with their reasons."""
-    config = load_config([DEFAULT_CONFIG, *args.configfile])
-    grid.validate_config(config)
+    config = workflow_config.load(args.configfile)
     expanded = grid.expand(config)
     for path in expanded.paths:
         print(path)
@@ -59,8 +39,7 @@ def command_train(args: argparse.Namespace) -> int:
     from accelbench import experiment, provenance
     from accelbench.train import settings
 
-    config = load_config([DEFAULT_CONFIG, *args.configfile])
-    grid.validate_config(config)
+    config = workflow_config.load(args.configfile)
     exp = grid.parse_train_path(args.path)
     run_settings = {
         **settings.for_model(config, exp.model),
@@ -68,12 +47,13 @@ def command_train(args: argparse.Namespace) -> int:
     }
     status = experiment.run(exp, run_settings, args.path)
     print(f"{exp.path}: {status}")
-    return 0
+    # The record says why either way; a failed experiment must also fail the command.
+    return 1 if status == "failed" else 0
 
 
 def command_sacct(args: argparse.Namespace) -> int:
     """Query sacct (on a Slurm login node) and store the raw text the queue analysis reads."""
-    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    config = workflow_config.load(args.configfile)
     settings = config["cluster_analysis"]
     text = sacct.query(
         args.partition or sacct.configured_partitions(config),
@@ -87,7 +67,7 @@ def command_sacct(args: argparse.Namespace) -> int:
 
 def command_advise(args: argparse.Namespace) -> int:
     """Which partition gives the result first: expected queue wait plus measured run time."""
-    config = load_config([DEFAULT_CONFIG, *args.configfile])
+    config = workflow_config.load(args.configfile)
     settings = config["cluster_analysis"]
     for path in [args.sacct] + ([args.tidy] if args.experiment else []):
         if not path.is_file():
@@ -141,8 +121,7 @@ def command_benchmark(args: argparse.Namespace) -> int:
     from accelbench import benchmark
     from accelbench.devices import usable_cpus
 
-    config = load_config([DEFAULT_CONFIG, *args.configfile])
-    grid.validate_config(config)
+    config = workflow_config.load(args.configfile)
     try:
         lines = benchmark.run(
             config,
@@ -262,7 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (grid.GridError, sacct.SacctError, advisor.AdviceError, compare.CompareError) as err:
+    except (
+        workflow_config.ConfigError,
+        grid.GridError,
+        sacct.SacctError,
+        advisor.AdviceError,
+        compare.CompareError,
+    ) as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,110 @@
+"""The configuration as the workflow sees it: found, merged and validated in one place.
+
+The Snakefile and every `accelbench` command load the same default config,
+merge the user's files over it the way Snakemake's --configfile does
+(mappings key by key, lists replaced) and validate the result with the same
+two checks: the JSON Schema (snakemake.utils.validate, which also fills in
+the schema's defaults) and the registry check of kernel, backend and model
+names. So a bad value gets the same message from `accelbench grid` as from
+`snakemake`, and no command runs on a config the workflow would refuse.
+
+The workflow's files are found from the installed package (an editable
+install from the checkout), not from the working directory; the variable
+ACCELBENCH_WORKFLOW names another checkout.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from snakemake.utils import validate as validate_against_schema
+from snakemake_interface_common.exceptions import WorkflowError
+
+from accelbench import grid
+
+WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
+DEFAULT_CONFIG = Path("config") / "config.yaml"
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config file that is missing or unreadable, or a config the workflow would refuse."""
+
+
+def _is_workflow(folder: Path) -> bool:
+    return (folder / "Snakefile").is_file() and (folder / DEFAULT_CONFIG).is_file()
+
+
+def workflow_root() -> Path:
+    """The checkout holding the Snakefile, config/ and workflow/ of this package."""
+    named = os.environ.get(WORKFLOW_ENV)
+    if named:
+        if not _is_workflow(Path(named)):
+            raise ConfigError(
+                f"{WORKFLOW_ENV}={named} has no Snakefile and {DEFAULT_CONFIG}: "
+                "point it at an accelbench checkout"
+            )
+        return Path(named)
+    for folder in Path(__file__).resolve().parents:
+        if _is_workflow(folder):
+            return folder
+    raise ConfigError(
+        f"cannot find the accelbench workflow (Snakefile, {DEFAULT_CONFIG}) above "
+        f"{Path(__file__).resolve().parent}; install the package from its checkout "
+        f"(pip install -e .) or set {WORKFLOW_ENV} to the checkout"
+    )
+
+
+def default_config_path() -> Path:
+    return workflow_root() / DEFAULT_CONFIG
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Merge `extra` into `base` as Snakemake merges config files; returns `base`."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"config file {path} cannot be read: {err}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"config file {path} must hold a mapping of keys, not a {type(loaded).__name__}"
+        )
+    return loaded
+
+
+def validate(config: dict[str, Any]) -> None:
+    """The workflow's checks: the schema (filling in its defaults), then the registry names."""
+    try:
+        validate_against_schema(config, str(workflow_root() / SCHEMA))
+    except WorkflowError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        grid.validate_config(config)
+    except grid.GridError as err:
+        raise ConfigError(str(err)) from None
+
+
+def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
+    """The default config with `configfiles` merged over it, validated as the workflow does."""
+    config: dict[str, Any] = {}
+    for path in [default_config_path(), *map(Path, configfiles)]:
+        merge(config, _read(path))
+    validate(config)
+    return config

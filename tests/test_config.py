@@ -1,0 +1,91 @@
+"""The CLI loads and validates the config exactly as the workflow does, from any directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from snakemake.utils import validate
+
+from accelbench import cli, experiment
+from accelbench import config as workflow_config
+
+from conftest import REPO_ROOT
+
+ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
+
+BAD_VALUES = [
+    ("kernels:\n  sizes: {matmul: [-8]}\n", "-8 is less than the minimum of 1"),
+    ("kernels:\n  sizes: {matmul: [0]}\n", "0 is less than the minimum of 1"),
+    ("train:\n  batch_sizes: {fcn: [0]}\n", "0 is less than the minimum of 1"),
+    ("kernels:\n  dtypes: [float8]\n", "'float8' is not one of"),
+    ("train:\n  steps: 0\n", "0 is less than the minimum of 3"),
+    ("train:\n  epochs: 3\n", "'epochs' is not one of"),
+]
+
+
+def schema_message(config: dict) -> str:
+    """What the Snakefile's validation says about `config`."""
+    with pytest.raises(Exception) as error:  # noqa: PT011 - Snakemake's WorkflowError
+        validate(config, str(REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    return str(error.value)
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_VALUES)
+@pytest.mark.parametrize("command", ["grid", "benchmark", "train"])
+def test_every_command_refuses_what_the_workflow_refuses(tmp_path, capsys, command, text, message):
+    extra = tmp_path / "bad.yaml"
+    extra.write_text(text)
+    args = {"grid": [], "benchmark": [], "train": ["results/train/fcn/cpu1/fp32/single/bs4.json"]}
+    target = tmp_path / "results" / "train"
+    assert cli.main([command, *args[command], "--configfile", str(extra)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    merged = workflow_config.merge(
+        workflow_config._read(workflow_config.default_config_path()), workflow_config._read(extra)
+    )
+    assert schema_message(merged) in err  # the same words as the workflow's
+    assert not target.exists()
+
+
+def test_a_missing_configfile_is_one_line_naming_it(tmp_path):
+    done = subprocess.run(
+        [*ACCELBENCH, "grid", "--configfile", "nowhere.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "accelbench: config file nowhere.yaml does not exist\n"
+
+
+def test_commands_run_from_any_directory(tmp_path):
+    done = subprocess.run([*ACCELBENCH, "grid"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "results/kernels/matmul/cpu1/numpy/float64/n128.json" in done.stdout.split()
+
+
+def test_a_checkout_named_in_the_environment_must_be_one(tmp_path):
+    done = subprocess.run(
+        [*ACCELBENCH, "grid"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", workflow_config.WORKFLOW_ENV: str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert f"{workflow_config.WORKFLOW_ENV}={tmp_path} has no Snakefile" in done.stderr
+
+
+def test_the_default_config_is_the_checkouts():
+    assert workflow_config.default_config_path() == REPO_ROOT / "config" / "config.yaml"
+    assert Path(workflow_config.load()["slurm"]["cpu_partition"])  # defaults filled in
+
+
+def test_a_failed_training_experiment_fails_the_command(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(experiment, "run", lambda exp, settings, path: "failed")
+    assert cli.main(["train", "results/train/fcn/cpu1/fp32/single/bs4.json"]) == 1
+    assert "results/train/fcn/cpu1/fp32/single/bs4.json: failed" in capsys.readouterr().out
