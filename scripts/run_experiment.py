@@ -21,7 +21,7 @@ wildcards = dict(snakemake.wildcards.items())
 if "kernel" in wildcards:
     exp = grid.parse_kernel(wildcards)
 elif "model" in wildcards:
-    exp = grid.parse_train(wildcards)
+    exp = grid.parse_train(wildcards, snakemake.config["train"])
 else:
     exp = grid.parse_roof(wildcards)
 settings = {

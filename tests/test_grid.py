@@ -309,3 +309,57 @@ def test_model_options_are_checked_with_the_config(config):
     assert "config key train.model_options.lstm.hiden: unknown option; allowed: lr" in str(
         err.value
     )
+
+
+# A blind CPU grid of every model: what the grid can know is excluded before any job.
+BLIND_GRID = {"image_size": 32, "model_options": {}, "pipeline_microbatches": 4}
+
+
+@pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp"])
+def test_a_model_whose_layers_cannot_take_the_image_is_excluded(strategy):
+    exp = grid.TrainExperiment("alexnet", "cpu2", "fp32", strategy, 8)
+    assert grid.train_exclusion(exp, BLIND_GRID) == (
+        "alexnet needs image_size >= 63 (its poolings); the config gives 32"
+    )
+    assert grid.train_exclusion(exp, {**BLIND_GRID, "image_size": 64}) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "strategy", "batch", "excluded"),
+    [
+        ("resnet50", "cpu2", "ddp", 2, True),  # one sample per process
+        ("resnet50", "cpu2", "fsdp", 2, True),
+        ("resnet50", "cpu2", "ddp", 4, False),
+        ("resnet50", "cpu1", "single", 1, True),
+        ("resnet18", "cuda2", "dp", 2, True),  # one sample per GPU replica
+        ("fcn", "cpu2", "ddp", 2, False),  # no BatchNorm: one sample per process is fine
+    ],
+)
+def test_batch_norm_needs_two_samples_per_process(model, device, strategy, batch, excluded):
+    exp = grid.TrainExperiment(model, device, "fp32", strategy, batch)
+    reason = grid.train_exclusion(exp, {**BLIND_GRID, "image_size": 64})
+    assert (reason is not None) == excluded, reason
+    if excluded:
+        assert f"{model} has BatchNorm, which needs at least 2 samples per" in reason
+
+
+def test_the_grid_excludes_what_it_can_know_with_the_reason(config):
+    config["train"].update(
+        devices=["cpu2"],
+        strategies=["single", "ddp"],
+        image_size=32,
+        batch_sizes={"alexnet": [4], "resnet50": [2], "fcn": [3]},
+    )
+    expanded = grid.expand(config)
+    reasons = {exp.path: reason for exp, reason in expanded.excluded}
+    assert "needs image_size >= 63" in reasons["results/train/alexnet/cpu2/fp32/single/bs4.json"]
+    assert "BatchNorm" in reasons["results/train/resnet50/cpu2/fp32/ddp/bs2.json"]
+    assert "does not split evenly" in reasons["results/train/fcn/cpu2/fp32/ddp/bs3.json"]
+    assert "results/train/resnet50/cpu2/fp32/single/bs2.json" in expanded.paths
+
+
+def test_roofs_exist_only_for_devices_kernels_run_on():
+    for device in ("cuda2", "2x4cuda", "2x1cuda"):
+        with pytest.raises(grid.GridError, match="roofs bound kernels, which run on one GPU"):
+            grid.parse_roof({"device": device, "dtype": "float32"})
+    assert grid.parse_roof({"device": "cuda1", "dtype": "float32"}).device == "cuda1"

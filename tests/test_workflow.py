@@ -83,6 +83,14 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
         ),
         ("results/train/resnet18/cpu1/tf32/single/bs16.json", "tf32 is a CUDA tensor-core mode"),
         ("results/train/resnet18/cpu1/fp32/single/bs0.json", "batch size '0' must be a positive"),
+        ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one GPU"),
+        ("results/roofs/2x1cuda/float32.json", "2x1cuda asks for 2"),
+        ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one GPU"),
+        (
+            "results/train/resnet50/cpu2/fp32/ddp/bs2.json",
+            "resnet50 has BatchNorm, which needs at least 2 samples per process in training; "
+            "batch 2 split 2 ways leaves 1",
+        ),
     ],
 )
 def test_bad_target_names_the_wrong_part(workflow_dir, target, message):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -132,8 +133,8 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
             f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
             f"not on {exp.device}"
         )
-    if device.is_gpu and device.count != 1:
-        return f"kernels run on one GPU; {exp.device} asks for {device.count}"
+    if device.is_gpu and device.gpus != 1:
+        return f"kernels run on one GPU; {exp.device} asks for {device.gpus}"
     spec = kernels()[exp.kernel]
     if device.kind not in spec.device_kinds:
         why = f": {spec.device_kinds_reason}" if spec.device_kinds_reason else ""
@@ -151,16 +152,52 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
     return None
 
 
-def train_exclusion(exp: TrainExperiment) -> str | None:
-    """Why this training experiment makes no sense, or None if it does."""
-    from accelbench.train.models import models
-    from accelbench.train.strategies import exclusion
+def train_exclusion(
+    exp: TrainExperiment, train_config: Mapping[str, Any] | None = None
+) -> str | None:
+    """Why this training experiment makes no sense, or None if it does.
+
+    With the config's `train` section it also knows the input size and the
+    micro-batches, so a model whose layers cannot take the configured image, or a
+    BatchNorm model left with one sample per process, is excluded before any job.
+    """
+    from accelbench.train.models import has_batch_norm, models, resolve_options
+    from accelbench.train.strategies import exclusion, process_count
 
     device = parse_device(exp.device)
     if exp.precision == "tf32" and not device.is_gpu:
         return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
-    has_layers = models()[exp.model].layers is not None
-    return exclusion(exp.strategy, device, exp.batch, has_layers)
+    spec = models()[exp.model]
+    reason = exclusion(exp.strategy, device, exp.batch, spec.layers is not None)
+    if reason or train_config is None:
+        return reason
+    options = resolve_options(
+        spec, train_config.get("model_options", {}).get(exp.model), train_config.get("image_size")
+    )
+    if spec.min_image_size and options.get("image_size", spec.min_image_size) < spec.min_image_size:
+        return (
+            f"{exp.model} needs image_size >= {spec.min_image_size} (its poolings); "
+            f"the config gives {options['image_size']}"
+        )
+    parts, what = _batch_parts(exp, device, train_config, process_count)
+    if exp.batch // parts < 2 and has_batch_norm(exp.model):  # builds the model: ask last
+        split = f" split {parts} ways" if parts > 1 else ""
+        return (
+            f"{exp.model} has BatchNorm, which needs at least 2 samples per {what} in "
+            f"training; batch {exp.batch}{split} leaves {exp.batch // parts}"
+        )
+    return None
+
+
+def _batch_parts(exp: TrainExperiment, device, train_config, process_count) -> tuple[int, str]:
+    """Into how many pieces a strategy cuts the mini-batch, and what one piece is."""
+    if exp.strategy in ("ddp", "fsdp"):
+        return process_count(exp.strategy, device), "process"
+    if exp.strategy == "dp":
+        return device.count, "GPU replica"
+    if exp.strategy == "pipeline":
+        return train_config.get("pipeline_microbatches", 4), "micro-batch"
+    return 1, "mini-batch"
 
 
 def parse_kernel(wildcards: dict[str, Any]) -> KernelExperiment:
@@ -178,7 +215,9 @@ def parse_kernel(wildcards: dict[str, Any]) -> KernelExperiment:
     return exp
 
 
-def parse_train(wildcards: dict[str, Any]) -> TrainExperiment:
+def parse_train(
+    wildcards: dict[str, Any], train_config: Mapping[str, Any] | None = None
+) -> TrainExperiment:
     """Wildcards of a training result path -> experiment; GridError says which part is wrong."""
     exp = TrainExperiment(
         model=_choice("model", wildcards["model"], model_names()),
@@ -187,16 +226,26 @@ def parse_train(wildcards: dict[str, Any]) -> TrainExperiment:
         strategy=_choice("strategy", wildcards["strategy"], STRATEGIES),
         batch=_positive_int("batch size", wildcards["batch"]),
     )
-    _raise_if_excluded(exp, train_exclusion(exp))
+    _raise_if_excluded(exp, train_exclusion(exp, train_config))
     return exp
 
 
 def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
-    """Wildcards of a roof result path -> experiment; GridError says which part is wrong."""
-    return RoofExperiment(
+    """Wildcards of a roof result path -> experiment; GridError says which part is wrong.
+
+    Roofs bound kernels, so they exist for the devices kernels run on: a CPU or one GPU.
+    """
+    exp = RoofExperiment(
         device=_device(wildcards["device"]),
         dtype=_choice("dtype", wildcards["dtype"], KERNEL_DTYPES),
     )
+    device = parse_device(exp.device)
+    if device.is_gpu and device.gpus != 1:
+        raise GridError(
+            f"{exp.path} is excluded from the grid: roofs bound kernels, which run on one GPU; "
+            f"{exp.device} asks for {device.gpus}"
+        )
+    return exp
 
 
 def parse_train_path(path: str) -> TrainExperiment:
@@ -246,7 +295,9 @@ def expand(config: dict[str, Any]) -> Grid:
     kept, excluded = [], []
     for exp in candidates:
         reason = (
-            kernel_exclusion(exp) if isinstance(exp, KernelExperiment) else train_exclusion(exp)
+            kernel_exclusion(exp)
+            if isinstance(exp, KernelExperiment)
+            else train_exclusion(exp, train_cfg)
         )
         if reason:
             excluded.append((exp, reason))

@@ -39,7 +39,7 @@ def check_roof_target(wildcards):
 
 def check_train_target(wildcards):
     """Parse the target path; a wrong part stops the run before any job, naming it."""
-    grid.parse_train(wildcards)
+    grid.parse_train(wildcards, config["train"])
     return []
 
 

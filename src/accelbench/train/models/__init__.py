@@ -14,6 +14,7 @@ the model's output, backward, optimiser step" (the GAN) supplies its own step.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,8 +103,10 @@ class ModelSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     # The smallest options that still run every layer: smoke tests and quick checks.
     tiny_options: Mapping[str, Any] = field(default_factory=dict)
-    # ImageNet-type networks take their `image_size` option from train.image_size.
+    # ImageNet-type networks take their `image_size` option from train.image_size;
+    # the smallest image their layers accept (the grid excludes smaller ones).
     follows_image_size: bool = False
+    min_image_size: int | None = None
     optimizer: Callable[[Any, float], Any] = sgd  # (parameters, lr) -> optimiser
     train_step: Callable[[Step, Any, Any], Any] = supervised_step
     # The modules that get their own optimiser and are wrapped by the strategy.
@@ -158,6 +161,17 @@ def _same_kind(value: Any, default: Any) -> bool:
             not default or _same_kind(item, default[0]) for item in value
         )
     return isinstance(value, type(default))
+
+
+@functools.cache
+def has_batch_norm(name: str) -> bool:
+    """Whether the model normalises over the batch in training, so every process (or
+    replica, or micro-batch) needs at least 2 samples; read from its smallest build."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    spec = models()[name]
+    model = spec.build(resolve_options(spec, spec.tiny_options))
+    return any(isinstance(module, _BatchNorm) for module in model.modules())
 
 
 def models() -> dict[str, ModelSpec]:

@@ -43,5 +43,6 @@ SPEC = ModelSpec(
     options={"lr": 0.01, "image_size": 64, "classes": 10, "dropout": 0.5},
     tiny_options={"image_size": 64, "dropout": 0.0},
     follows_image_size=True,
+    min_image_size=MIN_IMAGE_SIZE,
     layers=layers,
 )
