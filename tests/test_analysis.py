@@ -483,6 +483,9 @@ def test_scaling_table_golden(gpu_frame):
         "Scaling efficiency: throughput on K devices / (K × throughput on one; strategy single)"
     )
     assert footnotes[0] == f"(a) failed: {FAILED} [vgg11, fp32, ddp, batch 16 on cuda2]"
+    # What the loader does: a record's batch is the global mini-batch, split over devices.
+    assert footnotes[-1].startswith("Batch sizes are global mini-batches, split over the K")
+    assert "per device" not in footnotes[-1].split("(")[0]
 
 
 def test_scaling_with_a_batch_per_device_and_a_missing_baseline(tmp_path):

@@ -342,8 +342,10 @@ def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Da
     table, footnotes = _ratio_table(efficiency, experiment, caption, devices, empty)
     if not table.empty:
         footnotes.append(
-            "Each row is named after the one-device configuration its cells are compared "
-            "with; a batch size is per device."
+            "Batch sizes are global mini-batches, split over the K devices. Each row is "
+            "named after the one-device run its cells are compared with: the same global "
+            "mini-batch, else the global mini-batch / K (the same samples per device); "
+            "throughput is compared, so both are fair."
         )
     return table, footnotes
 
