@@ -33,6 +33,13 @@ include: "workflow/rules/cluster.smk"
 include: "workflow/rules/roofline.smk"
 
 
+onsuccess:
+    # Invalid records do not stop the run; the user must still hear of them at its end.
+    warning = tidy.problems_warning(rules.tidy.output.problems)
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 rule all:
     default_target: True
     input:

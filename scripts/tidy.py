@@ -14,6 +14,7 @@ logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 log = logging.getLogger("tidy")
 
 frame, problems = tidy.collect(snakemake.input)
+frame = tidy.with_invalid_records(frame, problems)
 tidy.write(frame, snakemake.output.parquet, snakemake.output.csv)
 pd.DataFrame(problems, columns=["path", "problem"]).to_csv(
     snakemake.output.problems,

@@ -732,3 +732,18 @@ def test_a_record_copied_to_another_cells_path_is_a_problem(tmp_path):
     collected, problems = tidy.collect([*paths, foreign])
     assert list(collected["id"]) == [exp_id]
     assert problems == [(str(foreign), f"{foreign}: record id {exp_id!r} does not match its path")]
+
+
+def test_an_invalid_record_keeps_its_cell_marked(tmp_path):
+    paths = write_records(tmp_path / "results", TRAIN)
+    paths[0].write_text('{"status": "ok"')  # truncated
+    frame, problems = tidy.collect(paths)
+    frame = tidy.with_invalid_records(frame, problems)
+    table, footnotes = tables.TABLES["train_time_per_batch"](frame, "cpu1")
+    assert table.loc["resnet18", "cpu1"] == "invalid record (a)"
+    assert footnotes[0].startswith(f"(a) invalid record: {paths[0]}: not valid JSON")
+    csv = tmp_path / "problems.csv"
+    pd.DataFrame(problems, columns=["path", "problem"]).to_csv(csv, index=False)
+    assert tidy.problems_warning(csv).startswith("WARNING: 1 result record(s) are invalid")
+    pd.DataFrame(columns=["path", "problem"]).to_csv(csv, index=False)
+    assert tidy.problems_warning(csv) is None

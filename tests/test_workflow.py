@@ -213,6 +213,14 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
 
+    # A record damaged after the run: its cell says so and the run ends with a warning.
+    damaged = results / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n1000.json"
+    damaged.write_text(damaged.read_text()[:100])
+    rerun = snakemake(workflow_dir, "--cores", "2", "--configfile", "config/tiny.yaml")
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert "WARNING: 1 result record(s) are invalid" in rerun.stderr
+    assert "invalid record (a)" in (results / "tables" / "kernel_time.md").read_text()
+
 
 NOTHING_TO_RUN = """\
 kernels:

@@ -258,6 +258,32 @@ def parse_train_path(path: str) -> TrainExperiment:
     return parse_train(match.groupdict())
 
 
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    """A result pattern below results/ as a regex matching the end of a path."""
+    below = re.escape(pattern.removeprefix(RESULTS_DIR + "/"))
+    below = below.replace(r"\{", "{").replace(r"\}", "}")
+    return re.compile(r"(?:^|/)" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", below) + "$")
+
+
+_FAMILY_PATHS = (
+    ("kernel", _path_regex(KERNEL_PATTERN)),
+    ("train", _path_regex(TRAIN_PATTERN)),
+    ("roof", _path_regex(ROOF_PATTERN)),
+)
+
+
+def cell_of_path(path: str) -> tuple[str, str, dict[str, str]] | None:
+    """(family, id, parameters) a result path stands for, read from the path alone;
+    None if it is not a result path. Used for records that cannot be read themselves."""
+    text = str(path).replace("\\", "/")
+    for family, regex in _FAMILY_PATHS:
+        match = regex.search(text)
+        if match:
+            record_id = match.group(0).lstrip("/").removesuffix(".json")
+            return family, record_id, match.groupdict()
+    return None
+
+
 def _raise_if_excluded(exp: KernelExperiment | TrainExperiment, reason: str | None) -> None:
     if reason:
         raise GridError(f"{exp.path} is excluded from the grid: {reason}")

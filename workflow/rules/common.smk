@@ -5,6 +5,7 @@ import functools
 import os
 
 from accelbench import cluster, grid
+from accelbench.analysis import tidy
 from accelbench.devices import parse_device
 from accelbench.train import data, settings
 

@@ -37,8 +37,7 @@ VERDICTS = (
     "removed",  # only in the old run, where it did not run either
     "unchanged",  # both ran and the CIs overlap, or neither ran, for the same reason
 )
-INVALID = "invalid"  # the status given to a record file that cannot be read
-BROKEN = ("failed", "oom", INVALID)
+BROKEN = ("failed", "oom", tidy.INVALID)
 STATUS_METRIC = "status"
 COLUMNS = (
     "verdict",
@@ -72,36 +71,13 @@ def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, list[tuple[str
         records = sorted(path.rglob("*.json"))
         if records:
             frame, problems = tidy.collect(records)
-            return _with_invalid_cells(frame, problems, path), problems
+            return tidy.with_invalid_records(frame, problems), problems
         if (path / "tidy.parquet").is_file():
             return pd.read_parquet(path / "tidy.parquet"), []
         raise CompareError(f"{path}: no result records (*.json) and no tidy.parquet in it")
     if path.exists():
         raise CompareError(f"{path}: expected a result directory or a tidy .parquet file")
     raise CompareError(f"{path}: no such file or directory")
-
-
-def _with_invalid_cells(
-    frame: pd.DataFrame, problems: list[tuple[str, str]], root: Path
-) -> pd.DataFrame:
-    """`frame` plus one row of status "invalid" per unreadable record, so its cell is not
-    silently absent: the id is the record's path below `root` without .json."""
-    if not problems:
-        return frame
-    invalid = pd.DataFrame(
-        {
-            "id": [
-                Path(path).relative_to(root).as_posix().removesuffix(".json")
-                for path, _ in problems
-            ],
-            "status": INVALID,
-            "reason": [problem for _, problem in problems],
-        }
-    )
-    invalid = invalid[~invalid["id"].isin(frame["id"])]
-    combined = pd.concat([frame, invalid], ignore_index=True)
-    combined.attrs = frame.attrs
-    return combined
 
 
 def distribution_metrics(frame: pd.DataFrame) -> list[str]:

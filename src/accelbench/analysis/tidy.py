@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from accelbench import grid
 from accelbench.devices import DeviceError, parse_device
 from accelbench.results import RecordError, load_record
 
@@ -62,7 +63,15 @@ TIMESTAMP_COLUMNS = ("started", "finished")
 # Library versions follow the provenance columns as `<library>_version`, one column each.
 VERSION_SUFFIX = "_version"
 CSV_OPTIONS = pa_csv.WriteOptions(quoting_style="needed")
-STATUS_TEXT = {"oom": "OOM", "unavailable": "n/a", "failed": "failed", "skipped": "skipped"}
+STATUS_TEXT = {
+    "oom": "OOM",
+    "unavailable": "n/a",
+    "failed": "failed",
+    "skipped": "skipped",
+    "invalid": "invalid record",
+}
+# The status of a cell whose record file exists but cannot be used (see record_problems).
+INVALID = "invalid"
 
 # How each experiment's rows are named in tables and figures: the primary
 # parameter always, the secondary ones only where they vary.
@@ -301,6 +310,52 @@ def collect(
     frame.attrs["units"] = {column: units[column] for column in columns if column in units}
     frame.attrs["params"] = [column for column in columns if column in param_names]
     return frame, problems
+
+
+def with_invalid_records(frame: pd.DataFrame, problems: list[tuple[str, str]]) -> pd.DataFrame:
+    """`frame` plus a row of status "invalid" for each unusable record of a result path,
+    with the parameters its path names, so its table cell says "invalid record" instead
+    of vanishing. Files that are not result paths, and ids already read, add nothing."""
+    rows = []
+    for path, problem in problems:
+        cell = grid.cell_of_path(path)
+        if cell is None:
+            continue
+        family, record_id, params = cell
+        numbers = {key: int(value) for key, value in params.items() if key in ("size", "batch")}
+        rows.append(
+            {"id": record_id, "experiment": family, "status": INVALID, "reason": problem}
+            | params
+            | numbers
+        )
+    rows = [row for row in rows if row["id"] not in set(frame["id"])]
+    if not rows:
+        return frame
+    added = pd.DataFrame(rows).astype({"id": "str", "status": "str", "reason": "str"})
+    combined = pd.concat([frame, added.reindex(columns=frame.columns)], ignore_index=True)
+    for column in frame.columns:
+        if combined[column].dtype != frame[column].dtype:
+            combined[column] = combined[column].astype(frame[column].dtype)
+    combined.attrs = frame.attrs
+    return combined.sort_values("id", kind="stable", ignore_index=True)
+
+
+def problems_warning(problems_csv: str | os.PathLike[str], shown: int = 5) -> str | None:
+    """The warning a run ends with when some records could not be used; None if all could."""
+    path = Path(problems_csv)
+    if not path.is_file():
+        return None
+    problems = pd.read_csv(path)
+    if problems.empty:
+        return None
+    lines = [
+        f"WARNING: {len(problems)} result record(s) are invalid; the tables show their "
+        f"cells as 'invalid record'. Delete and rerun them. All are listed in {path}:"
+    ]
+    lines += [f"  {row.problem}" for row in problems.head(shown).itertuples()]
+    if len(problems) > shown:
+        lines.append(f"  ... and {len(problems) - shown} more")
+    return "\n".join(lines)
 
 
 def write(
