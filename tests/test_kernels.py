@@ -548,7 +548,9 @@ def test_numba_cuda_kernel_matches_reference_under_simulator(simulator_report):
 def test_cuda_event_samples_under_simulator(simulator_report):
     samples = simulator_report["samples"]
     assert len(samples) >= 3
-    assert all(isinstance(s, float) and s >= 0.0 for s in samples)
+    # The simulator's events keep the API but carry no time (numba-cuda returns -1 ms):
+    # this checks the event loop runs, not the values, which need a GPU.
+    assert all(isinstance(s, float) for s in samples)
 
 
 def test_numba_cuda_unavailable_without_gpu_or_simulator():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from accelbench import doctor
 from accelbench.devices import Device, cuda_unavailable_reason
 
 
@@ -32,23 +33,27 @@ def _cupy_reason(device: Device) -> str | None:
         return f"CuPy finds no usable CUDA device ({type(err).__name__}: {err})"
     if count < device.count:
         return f"CuPy sees {count} GPUs, {device.name} needs {device.count}"
-    return None
+    return doctor.backend_problem("cupy")
 
 
 def _numba_cuda_reason(device: Device) -> str | None:
     try:
-        from numba import cuda
+        from numba import config, cuda
     except ImportError as err:
         return f"Numba's CUDA target is not installed ({err})"
     if not cuda.is_available():
         return "Numba CUDA finds no CUDA driver or device on this host"
     if len(cuda.gpus) < device.count:
         return f"Numba CUDA sees {len(cuda.gpus)} GPUs, {device.name} needs {device.count}"
-    return None
+    if config.ENABLE_CUDASIM:
+        return None  # the simulator runs no CUDA library: nothing for the doctor to check
+    return doctor.backend_problem("numba-cuda")
 
 
 def _torch_reason(device: Device) -> str | None:
-    return cuda_unavailable_reason(device)
+    if not device.is_gpu:
+        return None
+    return cuda_unavailable_reason(device) or doctor.backend_problem("torch")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench import config as workflow_config
-from accelbench import grid
+from accelbench import doctor, grid
 from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
 
 
@@ -114,6 +114,13 @@ def command_compare(args: argparse.Namespace) -> int:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         result.to_csv(args.csv, index=False)
     return 1 if (result["verdict"] == compare.REGRESSION).any() else 0
+
+
+def command_doctor(args: argparse.Namespace) -> int:
+    """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
+    diagnosis = doctor.diagnose()
+    print(doctor.render(diagnosis))
+    return diagnosis.exit_code
 
 
 def command_benchmark(args: argparse.Namespace) -> int:
@@ -234,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--samples", type=int, help="timed samples per measurement (default: the config's)"
     )
     bench.set_defaults(handler=command_benchmark)
+    commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
     return parser
 
 

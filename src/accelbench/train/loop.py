@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import timing
+from accelbench import doctor, timing
 from accelbench.devices import (
     Device,
     cpu_threads,
@@ -232,6 +232,8 @@ def _unavailable_reason(
         )
     else:
         reason = cuda_unavailable_reason(device)
+    if reason is None and device.is_gpu:
+        reason = doctor.backend_problem("torch")
     if reason is None and settings.compile != "off" and exp.strategy not in strategies.COMPILABLE:
         reason = (
             f"torch.compile is applied with strategies {', '.join(strategies.COMPILABLE)}; "
