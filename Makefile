@@ -2,23 +2,32 @@
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 PYTHON ?= python3
+# The CUDA stack the GPU backends use: 13 (default: PyPI's torch; NVIDIA driver >= 580)
+# or 12 (driver < 580; torch from the PyTorch wheel index). See README, "CUDA stacks".
+CUDA ?= 13
+ifeq ($(filter $(CUDA),12 13),)
+$(error CUDA must be 12 or 13, not '$(CUDA)')
+endif
+REQUIREMENTS := requirements-cuda$(CUDA).txt
+LOCK := $(wildcard requirements-cuda$(CUDA).lock)
+STAMP := $(VENV)/.installed-cuda$(CUDA)
 
-.PHONY: venv run test lint slurm-up slurm-down clean
-
-$(STAMP): requirements.txt requirements.lock pyproject.toml
+$(STAMP): requirements.txt $(REQUIREMENTS) $(LOCK) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install -r requirements.txt -c requirements.lock
+	@# The two stacks' CuPy builds install the same module: remove the other one first.
+	$(BIN)/python -m pip uninstall --quiet --yes cupy-cuda12x cupy-cuda13x
+	$(BIN)/python -m pip install -r $(REQUIREMENTS) $(if $(LOCK),-c $(LOCK))
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
+	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 # The default grid (config/config.yaml): CPU only, a few minutes on 2 cores.
 run: venv
-	$(BIN)/snakemake --workflow-profile profiles/local
+	$(BIN)/snakemake --workflow-profile profiles/local --config cuda_stack=$(CUDA)
 	@echo
 	@echo "Tables:  $$(ls results/tables/*.md | tr '\n' ' ')"
 	@echo "Figures: $$(ls results/figures/*.pdf | tr '\n' ' ')"

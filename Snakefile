@@ -24,6 +24,11 @@ validate(config, "workflow/schemas/config.schema.yaml")
 report: "workflow/report/workflow.rst"
 
 
+# The conda environment of every rule (--sdm conda), relative to the rule files: the
+# configured CUDA stack's (cuda_stack: 13 or 12).
+CONDA_ENV = f"../../envs/accelbench-cuda{config['cuda_stack']}.yaml"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
 include: "workflow/rules/roofs.smk"

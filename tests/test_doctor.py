@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -147,3 +148,27 @@ def test_a_broken_stack_makes_gpu_experiments_unavailable_with_the_cause(
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
     assert experiment.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
     assert load_record(tmp_path / "r.json")["reason"] == reason
+
+
+@pytest.mark.parametrize(
+    "order", [("torch", "cupy", "numba.cuda"), ("numba.cuda", "cupy", "torch"), ("cupy", "torch")]
+)
+def test_the_installed_stack_loads_one_cuda_major_in_any_import_order(order):
+    """torch, CuPy and Numba-CUDA share one CUDA runtime and compiler, whoever imports first."""
+    script = (
+        "import importlib, json\n"
+        f"for name in {list(order)!r}: importlib.import_module(name)\n"
+        "from cupy_backends.cuda.libs import nvrtc\n"
+        "from accelbench import doctor\n"
+        "print(json.dumps([nvrtc.getVersion()[0], doctor.loaded_cuda_libraries()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    nvrtc_major, libraries = json.loads(done.stdout.splitlines()[-1])
+    majors = {
+        path.rsplit(".so.", 1)[1].split(".")[0]
+        for path in libraries
+        if "libcudart.so." in path or "libnvrtc.so." in path
+    }
+    cupy_build = doctor._distribution("cupy-cuda13x", "cupy-cuda12x")
+    assert majors == {str(nvrtc_major)} == {"13" if "cuda13x" in cupy_build else "12"}

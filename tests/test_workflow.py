@@ -105,8 +105,8 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     [
         (
             "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'retries', 'kernels', 'train', 'resources', "
-            "'slurm', 'cluster_analysis', 'report']",
+            "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'kernels', 'train', "
+            "'resources', 'slurm', 'cluster_analysis', 'report']",
         ),
         ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
         (

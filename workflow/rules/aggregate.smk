@@ -22,7 +22,7 @@ rule tidy:
     log:
         "results/logs/tidy.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     params:
         excluded=[(exp.path, reason) for exp, reason in GRID.excluded],
     script:
@@ -43,7 +43,7 @@ rule tables:
     log:
         "results/logs/tables.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     params:
         baseline=config["report"]["baseline_device"],
     script:
@@ -64,7 +64,7 @@ rule figures:
     log:
         "results/logs/figures.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     params:
         baseline=config["report"]["baseline_device"],
         width=config["report"]["figure_width"],
@@ -91,7 +91,7 @@ rule provenance:
     log:
         "results/logs/provenance.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     params:
         config=config,
     script:

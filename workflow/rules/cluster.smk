@@ -40,7 +40,7 @@ rule sacct_query:
     log:
         "results/logs/cluster/sacct_query.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     script:
         "../../scripts/sacct_query.py"
 
@@ -68,7 +68,7 @@ rule queue_wait:
     log:
         "results/logs/cluster/queue_wait.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     script:
         "../../scripts/queue_wait.py"
 
@@ -88,6 +88,6 @@ rule offload_break_even:
     log:
         "results/logs/cluster/offload_break_even.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     script:
         "../../scripts/offload_break_even.py"

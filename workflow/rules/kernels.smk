@@ -17,7 +17,7 @@ rule kernel_benchmark:
     resources:
         **experiment_resources("kernels"),
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     envmodules:
         *ENV_MODULES,
     script:

@@ -27,6 +27,6 @@ rule roofline:
     log:
         "results/logs/roofline.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     script:
         "../../scripts/roofline.py"

@@ -13,7 +13,7 @@ rule roof_benchmark:
     resources:
         **experiment_resources("kernels"),
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     envmodules:
         *ENV_MODULES,
     script:

@@ -13,7 +13,7 @@ rule train_benchmark:
     resources:
         **experiment_resources("train"),
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     envmodules:
         *ENV_MODULES,
     script:
@@ -34,7 +34,7 @@ rule download_dataset:
     log:
         "results/logs/data/{dataset}.log",
     conda:
-        "../../envs/accelbench.yaml"
+        CONDA_ENV
     script:
         "../../scripts/download_dataset.py"
 
