@@ -325,22 +325,27 @@ def test_a_model_whose_layers_cannot_take_the_image_is_excluded(strategy):
 
 
 @pytest.mark.parametrize(
-    ("model", "device", "strategy", "batch", "excluded"),
+    ("model", "device", "strategy", "batch", "image_size", "excluded"),
     [
-        ("resnet50", "cpu2", "ddp", 2, True),  # one sample per process
-        ("resnet50", "cpu2", "fsdp", 2, True),
-        ("resnet50", "cpu2", "ddp", 4, False),
-        ("resnet50", "cpu1", "single", 1, True),
-        ("resnet18", "cuda2", "dp", 2, True),  # one sample per GPU replica
-        ("fcn", "cpu2", "ddp", 2, False),  # no BatchNorm: one sample per process is fine
+        ("resnet50", "cpu2", "ddp", 2, 32, True),  # one sample per process, 1x1 last maps
+        ("resnet50", "cpu2", "fsdp", 2, 32, True),
+        ("resnet50", "cpu2", "ddp", 2, 64, False),  # 2x2 last maps: 4 values per channel
+        ("resnet50", "cpu2", "ddp", 4, 32, False),
+        ("resnet18", "cpu1", "single", 1, 32, True),
+        ("resnet18", "cuda2", "dp", 2, 32, True),  # one sample per GPU replica
+        ("resnet56", "cpu2", "ddp", 2, 32, False),  # 8x8 maps even at its last stage
+        ("fcn", "cpu2", "ddp", 2, 32, False),  # no BatchNorm
+        ("dcgan", "cpu1", "single", 1, 32, False),  # trains at batch 1; not judged here
     ],
 )
-def test_batch_norm_needs_two_samples_per_process(model, device, strategy, batch, excluded):
+def test_batch_norm_needs_two_values_per_channel(
+    model, device, strategy, batch, image_size, excluded
+):
     exp = grid.TrainExperiment(model, device, "fp32", strategy, batch)
-    reason = grid.train_exclusion(exp, {**BLIND_GRID, "image_size": 64})
+    reason = grid.train_exclusion(exp, {**BLIND_GRID, "image_size": image_size})
     assert (reason is not None) == excluded, reason
     if excluded:
-        assert f"{model} has BatchNorm, which needs at least 2 samples per" in reason
+        assert f"{model}'s BatchNorm would normalise over 1 value per channel" in reason
 
 
 def test_the_grid_excludes_what_it_can_know_with_the_reason(config):

@@ -86,11 +86,6 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
         ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one GPU"),
         ("results/roofs/2x1cuda/float32.json", "2x1cuda asks for 2"),
         ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one GPU"),
-        (
-            "results/train/resnet50/cpu2/fp32/ddp/bs2.json",
-            "resnet50 has BatchNorm, which needs at least 2 samples per process in training; "
-            "batch 2 split 2 ways leaves 1",
-        ),
     ],
 )
 def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
@@ -98,6 +93,25 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     assert done.returncode != 0
     assert message in done.stdout + done.stderr
     assert not (workflow_dir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "results/train/alexnet/cpu1/fp32/single/bs4.json",
+            "alexnet needs image_size >= 63 (its poolings); the config gives 32",
+        ),
+        (
+            "results/train/resnet50/cpu2/fp32/ddp/bs2.json",
+            "resnet50's BatchNorm would normalise over 1 value per channel (1 sample per process",
+        ),
+    ],
+)
+def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, message):
+    done = snakemake(workflow_dir, "-n", target, "--configfile", "config/tiny.yaml")
+    assert done.returncode != 0
+    assert message in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(

@@ -161,7 +161,7 @@ def train_exclusion(
     micro-batches, so a model whose layers cannot take the configured image, or a
     BatchNorm model left with one sample per process, is excluded before any job.
     """
-    from accelbench.train.models import has_batch_norm, models, resolve_options
+    from accelbench.train.models import batch_norm_values, models, resolve_options
     from accelbench.train.strategies import exclusion, process_count
 
     device = parse_device(exp.device)
@@ -180,12 +180,15 @@ def train_exclusion(
             f"the config gives {options['image_size']}"
         )
     parts, what = _batch_parts(exp, device, train_config, process_count)
-    if exp.batch // parts < 2 and has_batch_norm(exp.model):  # builds the model: ask last
-        split = f" split {parts} ways" if parts > 1 else ""
-        return (
-            f"{exp.model} has BatchNorm, which needs at least 2 samples per {what} in "
-            f"training; batch {exp.batch}{split} leaves {exp.batch // parts}"
-        )
+    samples = exp.batch // parts
+    if samples < 2:  # only then can a BatchNorm see a single value: ask (one forward pass)
+        values = batch_norm_values(spec, options, samples)
+        if values is not None and values < 2:
+            return (
+                f"{exp.model}'s BatchNorm would normalise over {values} value per channel "
+                f"({samples} sample per {what} at its smallest feature map, batch {exp.batch}"
+                f"{f' split {parts} ways' if parts > 1 else ''}); training needs at least 2"
+            )
     return None
 
 

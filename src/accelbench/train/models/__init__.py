@@ -15,6 +15,7 @@ the model's output, backward, optimiser step" (the GAN) supplies its own step.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,14 +165,42 @@ def _same_kind(value: Any, default: Any) -> bool:
 
 
 @functools.cache
-def has_batch_norm(name: str) -> bool:
-    """Whether the model normalises over the batch in training, so every process (or
-    replica, or micro-batch) needs at least 2 samples; read from its smallest build."""
+def _batch_norm_values_per_sample(name: str, options_json: str) -> int | None:
+    """The fewest values per channel one sample gives any BatchNorm of the model (its
+    smallest feature map), from one forward pass; None if the model has no BatchNorm or
+    its forward pass is not how it trains."""
+    import torch
     from torch.nn.modules.batchnorm import _BatchNorm
 
-    spec = models()[name]
-    model = spec.build(resolve_options(spec, spec.tiny_options))
-    return any(isinstance(module, _BatchNorm) for module in model.modules())
+    spec, options = models()[name], json.loads(options_json)
+    model = spec.build(options)
+    norms = [module for module in model.modules() if isinstance(module, _BatchNorm)]
+    if not norms:
+        return None
+    seen: list[int] = []
+
+    def record(_, args) -> None:
+        sample = args[0][0]  # (channels, ...) of the first sample
+        seen.append(sample.numel() // len(sample))
+
+    hooks = [norm.register_forward_pre_hook(record) for norm in norms]
+    inputs, _ = spec.make_batch(torch.Generator().manual_seed(0), 1, options)
+    try:
+        with torch.no_grad():
+            call(model.eval(), inputs)
+    except Exception:  # a model whose forward is not its training step (the GAN)
+        return None  # not knowable here: the experiment runs and its record tells
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return min(seen) if seen else None
+
+
+def batch_norm_values(spec: ModelSpec, options: Options, samples: int) -> int | None:
+    """Values per channel the smallest BatchNorm of the model sees in a batch of `samples`
+    (training needs at least 2); None if the model has no BatchNorm."""
+    per_sample = _batch_norm_values_per_sample(spec.name, json.dumps(options, sort_keys=True))
+    return None if per_sample is None else per_sample * samples
 
 
 def models() -> dict[str, ModelSpec]:
