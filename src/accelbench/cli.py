@@ -98,6 +98,7 @@ def command_advise(args: argparse.Namespace) -> int:
             pd.read_parquet(args.tidy), args.experiment, config, args.count
         )
     else:
+        advisor.require_jobs_in(parsed.jobs, args.partition)
         options = advisor.job_size_options(
             args.partition or sacct.configured_partitions(config),
             args.cpus,

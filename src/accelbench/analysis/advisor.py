@@ -8,7 +8,8 @@ a bare job size, each partition is an option with the same request and, when
 given, a run time per partition. The expected wait comes from
 queue_wait.forecast; the option that finishes first (median wait + run time)
 wins. An option whose run time exceeds its time limit would be killed, so it
-ranks after the ones that fit.
+ranks after the ones that fit. Partitions named for a job size must have jobs
+in the accounting data: the error lists the partitions it has.
 """
 
 from __future__ import annotations
@@ -112,6 +113,21 @@ def experiment_options(
             )
         )
     return options
+
+
+def require_jobs_in(jobs: pd.DataFrame, partitions: list[str]) -> None:
+    """Partitions named for a comparison must have jobs in the accounting data.
+
+    Without any job there is no wait to forecast, and a misspelt name or a dump
+    of other partitions would otherwise give a table of unknowns and no error.
+    """
+    present = sorted(set(jobs["partition"]))
+    missing = [name for name in partitions if name not in present]
+    if missing:
+        raise AdviceError(
+            f"partition(s) {', '.join(missing)} have no job in the accounting data; "
+            f"partitions with jobs: {', '.join(present) or 'none'}"
+        )
 
 
 def job_size_options(
