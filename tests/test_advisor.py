@@ -193,6 +193,28 @@ def test_partition_without_accounting_data_is_not_ranked(jobs):
     assert table.iloc[1]["wait_basis"].startswith("no started job of the partition")
 
 
+def test_named_partitions_must_have_jobs(jobs):
+    advisor.require_jobs_in(jobs, ["gpu", "medium"])
+    advisor.require_jobs_in(jobs, [])  # none named: the configured ones are compared
+    with pytest.raises(advisor.AdviceError) as err:
+        advisor.require_jobs_in(jobs, ["medium", "long", "gpuu"])
+    assert str(err.value) == (
+        "partition(s) long, gpuu have no job in the accounting data; "
+        "partitions with jobs: gpu, medium"
+    )
+    with pytest.raises(advisor.AdviceError, match="partitions with jobs: none$"):
+        advisor.require_jobs_in(sacct.parse("").jobs, ["medium"])
+
+
+def test_command_for_named_partitions(files, capsys):
+    dump, _, _ = files
+    argv = ["advise", "--sacct", str(dump), "--cpus", "1", "--mem", "1G", "--time", "1:00:00"]
+    assert cli.main([*argv, "--partition", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "| gpu | job | not given | 2.0 h (2.0 h – 3.0 h) |" in out
+    assert "| medium |" not in out
+
+
 def test_nothing_to_rank():
     table = advisor.rank(sacct.parse("").jobs, [], CPU_EDGES, GB_EDGES, min_jobs=5)
     assert advisor.verdict(table).startswith("No option can be ranked")
@@ -237,8 +259,9 @@ def test_command_for_a_job_size(files, capsys):
         (["--cpus", "2"], "give an experiment, or a job size"),
         (["--tidy", "missing.parquet", "--experiment", PATTERN], "missing.parquet does not exist"),
         (
-            ["--cpus", "1", "--mem", "1G", "--time", "1:00:00", "--partition", "gpuu"],
-            "no jobs in partition gpuu in the sacct data; partitions with jobs: gpu, medium",
+            ["--cpus", "1", "--mem", "1G", "--time", "1:00:00", "--partition", "long"],
+            "partition(s) long have no job in the accounting data; partitions with jobs: gpu, "
+            "medium",
         ),
     ],
 )

@@ -1,6 +1,8 @@
 """Queue wait per partition and request size, the forecast, the table and the figure.
 
-Numbers are worked out by hand from tests/data/sacct_parsing_cases.txt.
+Numbers are worked out by hand from tests/data/sacct_parsing_cases.txt, and for
+jobs of several partitions and per-node memory from
+tests/data/sacct_several_partitions_and_gpus.txt and sacct_hand_made_old_slurm.txt.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from accelbench.analysis import queue_wait, sacct
 
 from conftest import REPO_ROOT
 
-CASES = REPO_ROOT / "tests" / "data" / "sacct_parsing_cases.txt"
+DATA = REPO_ROOT / "tests" / "data"
+CASES = DATA / "sacct_parsing_cases.txt"
+SEVERAL = DATA / "sacct_several_partitions_and_gpus.txt"
+HAND_MADE = DATA / "sacct_hand_made_old_slurm.txt"
 CPU_EDGES = [4, 16, 64]
 GB_EDGES = [16, 64, 256]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -80,6 +85,39 @@ def test_jobs_without_a_size_are_counted_apart(parsed, by_cpu_hours):
     by_gb = queue_wait.summarise(parsed.jobs, "gb_hours", GB_EDGES, ["medium", "gpu"])
     assert by_gb.attrs["unsized"] == {"medium": 2, "gpu": 1}  # + 1015 with ReqMem 0
     assert cell(by_gb, "medium", "≥ 256")["jobs"] == 1  # 1001: 7.8 GB x 60 h
+
+
+def test_jobs_of_several_partitions_count_in_each():
+    parsed = sacct.read(SEVERAL)
+    summary = queue_wait.summarise(parsed.jobs, "cpu_hours", CPU_EDGES, ["medium", "gpu"])
+    # 4001 started after 1200 s, but its line lists gpu,medium: counted in both.
+    for partition in ("medium", "gpu"):
+        shared = cell(summary, partition, "4–16")
+        assert (shared["jobs"], shared["median_s"]) == (1, 1200)
+        # 4002 still waits in both (8 CPUs x 4 h); 13 was cancelled while waiting in both.
+        assert cell(summary, partition, "16–64")["not_started"] == 1
+        assert cell(summary, partition, "< 4")["not_started"] == 1
+    # Jobs that sacct names one partition for (12 started in gpu, 14 in medium) count there.
+    assert (cell(summary, "gpu", "< 4")["jobs"], cell(summary, "gpu", "< 4")["median_s"]) == (1, 3)
+    assert cell(summary, "medium", "< 4")["median_s"] == 6
+    assert cell(summary, "gpu", "≥ 64")["jobs"] == 6  # 4003-4008: 8 CPUs x 24 h
+    assert cell(summary, "medium", "≥ 64")["jobs"] == 0
+    notes = queue_wait.data_notes(parsed, "several.txt", ["medium", "gpu"])
+    assert notes[1:] == [
+        "Started jobs whose accounting line lists several partitions, not the one they ran "
+        "in, counted in each with their wait: medium 1, gpu 1."
+    ]
+
+
+def test_per_node_memory_is_binned_by_gb_hours():
+    # 8Gn on 1 and 2 nodes (from ReqTRES), 1Gc x 4 CPUs, 64Gn: all have a size.
+    parsed = sacct.read(HAND_MADE)
+    by_gb = queue_wait.summarise(parsed.jobs, "gb_hours", GB_EDGES, ["medium", "gpu"])
+    assert by_gb.attrs["unsized"] == {"medium": 0, "gpu": 0}
+    both = cell(by_gb, "medium", "16–64")  # 5001: 16 GB-hours, 600 s; 5002: 32, 1800 s
+    assert (both["jobs"], both["median_s"]) == (2, 1200)
+    assert cell(by_gb, "medium", "< 16")["jobs"] == 1  # 5003: 8 GB-hours
+    assert cell(by_gb, "gpu", "≥ 256")["jobs"] == 1  # 5004: 64 GB x 24 h
 
 
 def test_unknown_dimension(parsed):

@@ -73,12 +73,12 @@ def command_advise(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise advisor.AdviceError(f"{path} does not exist")
     parsed = sacct.read(args.sacct)
-    advisor.check_partitions_have_jobs(parsed.jobs, args.partition)
     if args.experiment:
         options = advisor.experiment_options(
             pd.read_parquet(args.tidy), args.experiment, config, args.count
         )
     else:
+        advisor.require_jobs_in(parsed.jobs, args.partition)
         options = advisor.job_size_options(
             args.partition or sacct.configured_partitions(config),
             args.cpus,

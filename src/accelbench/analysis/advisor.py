@@ -8,7 +8,8 @@ a bare job size, each partition is an option with the same request and, when
 given, a run time per partition. The expected wait comes from
 queue_wait.forecast; the option that finishes first (median wait + run time)
 wins. An option whose run time exceeds its time limit would be killed, so it
-ranks after the ones that fit.
+ranks after the ones that fit. Partitions named for a job size must have jobs
+in the accounting data: the error lists the partitions it has.
 """
 
 from __future__ import annotations
@@ -114,15 +115,18 @@ def experiment_options(
     return options
 
 
-def check_partitions_have_jobs(jobs: pd.DataFrame, partitions: list[str]) -> None:
-    """Refuse partitions the sacct data has no job of, listing those it has: a typo
-    would otherwise give an empty ranking that looks like an answer."""
-    known = sorted(set(jobs["partition"].dropna()))
-    unknown = [name for name in partitions if name not in known]
-    if unknown:
+def require_jobs_in(jobs: pd.DataFrame, partitions: list[str]) -> None:
+    """Partitions named for a comparison must have jobs in the accounting data.
+
+    Without any job there is no wait to forecast, and a misspelt name or a dump
+    of other partitions would otherwise give a table of unknowns and no error.
+    """
+    present = sorted(set(jobs["partition"]))
+    missing = [name for name in partitions if name not in present]
+    if missing:
         raise AdviceError(
-            f"no jobs in partition {', '.join(unknown)} in the sacct data; "
-            f"partitions with jobs: {', '.join(known) or 'none'}"
+            f"partition(s) {', '.join(missing)} have no job in the accounting data; "
+            f"partitions with jobs: {', '.join(present) or 'none'}"
         )
 
 

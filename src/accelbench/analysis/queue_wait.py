@@ -8,7 +8,13 @@ CPU-hours = requested CPUs x time limit, GB-hours = requested memory x time
 limit. Jobs without a finite time limit (UNLIMITED, Partition_Limit) or
 without a known memory request have no size and are counted, not binned.
 Each array task and each component of a heterogeneous job is a job here, in
-its own partition; a job still waiting in several partitions waits in each.
+its own partition. A job submitted to several partitions counts where sacct
+says it ran: once a job starts, Slurm records only the partition it runs in.
+While it waits, or when it never started, sacct lists every partition it was
+submitted to, and it waited in each, so it counts in each. A line that lists
+several partitions for a job that started does not say where it ran: its wait
+counts in each listed partition, and the table notes say how many such jobs
+each partition holds.
 
 Statistics are over the jobs that started. Jobs that did not start (still
 pending, or cancelled while pending) are counted per bin: they waited at least
@@ -240,14 +246,24 @@ def table_notes(summary: pd.DataFrame, extra: list[str]) -> list[str]:
 
 
 def data_notes(parsed: ParsedDump, source: str, partitions: list[str]) -> list[str]:
-    """What the accounting data held, and the configured partitions it has no job of."""
+    """What the accounting data held, the configured partitions it has no job of, and the
+    started jobs counted in several partitions (their wait is in each partition's numbers)."""
     notes = [f"Accounting data: {source} ({parsed.summary()})."]
-    present = sorted(set(parsed.jobs["partition"]))
+    jobs = parsed.jobs
+    present = sorted(set(jobs["partition"]))
     absent = [name for name in partitions if name not in present]
     if absent:
         notes.append(
             f"No job of partition {', '.join(absent)} in the accounting data "
             f"(it has: {', '.join(present) or 'none'})."
+        )
+    shared = jobs[(jobs["partitions_listed"] > 1) & jobs["wait_s"].notna()]
+    counts = shared["partition"].value_counts()
+    listed = [f"{name} {counts[name]}" for name in partitions if name in counts]
+    if listed:
+        notes.append(
+            "Started jobs whose accounting line lists several partitions, not the one they "
+            "ran in, counted in each with their wait: " + ", ".join(listed) + "."
         )
     return notes
 

@@ -10,22 +10,25 @@ What sacct prints varies with the Slurm version and the job, so the parser
 takes all of these:
 
 - memory with units (K, M, G, T, P; Slurm's 1 G = 1024 M) and the per-node
-  ("4000Mn") and per-CPU ("2Gc") suffixes of older versions;
+  ("4000Mn") and per-CPU ("2Gc") suffixes of versions before 21.08 (since
+  then ReqMem is the job's total): per node times the requested nodes
+  (ReqNodes, else node= in ReqTRES, else NNodes), per CPU times ReqCPUS; with
+  no node count at all, ReqTRES mem= (Slurm's total), else unknown;
+- GPUs from ReqTRES as "gres/gpu=4", typed "gres/gpu:a100=4", or both for
+  the same request (Slurm lists both when it tracks the type): counted once;
 - time limits with days ("2-12:00:00") and the other Slurm forms, and
   UNLIMITED / Partition_Limit (no finite limit: the job has no CPU-hours);
 - jobs not started (Start "Unknown" while pending, "None" when cancelled first);
 - array jobs ("123_4", and "123_[5-9%2]" for tasks still pending together),
   heterogeneous job components ("123+1"); job steps ("123.batch") are skipped;
-- jobs submitted to several partitions ("medium,gpu"): counted once in each
-  listed partition. While such a job waits it waits in all of them; when sacct
-  still lists several after it started, it does not say which one ran it, and
-  the wait is what the job waited for the first of them, so it is a sample of
-  each listed partition's wait (exact for the one that ran it, and a lower
-  bound for the others, which could not start it sooner);
-- node counts from ReqNodes, else NNodes, else ReqTRES's node= (per-node memory
-  "8Gn" needs one);
-- GPUs from ReqTRES as gres/gpu=4, or typed as gres/gpu:a100=4 (Slurm lists
-  both for a typed request; the untyped total is used then, never the sum);
+- jobs submitted to several partitions ("medium,gpu"). Slurm lists them all
+  while the job waits, and keeps the list for a job that never started; once
+  the job starts, sacct names only the partition it ran in (checked with
+  Slurm 22.05). Such a line is one job row per listed partition, with
+  partitions_listed > 1: a job that never started waited in each. A line
+  that lists several partitions for a job that started does not say where it
+  ran; its wait is kept and counted in each listed partition too, and the
+  queue-wait tables say how many such jobs they hold;
 - states with a suffix ("CANCELLED by 0").
 """
 
@@ -78,6 +81,7 @@ NOT_A_TIME = {"", "Unknown", "None", "N/A"}
 NO_TIME_LIMIT = {"UNLIMITED", "Partition_Limit", "INVALID"}
 # Slurm's memory units, in GB as Slurm counts them (1 G = 1024 M).
 MEMORY_UNITS_GB = {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1.0, "T": 1024.0, "P": 1024.0**2}
+GPU_TRES = "gres/gpu"
 
 JOB_ID = re.compile(
     r"^(?P<job>\d+)"
@@ -95,6 +99,7 @@ JOB_COLUMNS = (
     "job_id",
     "array_tasks",
     "partition",
+    "partitions_listed",
     "state",
     "cancelled_by",
     "submit",
@@ -220,9 +225,10 @@ def parse_duration(text: str) -> float | None:
 
 
 def parse_memory(text: str, cpus: int, nodes: int | None) -> float | None:
-    """GB (Slurm's units) a job asked for in total; None when unknown (empty, or 0: whole node).
+    """GB (Slurm's units) a job asked for in total; None when unknown: empty, 0 (whole
+    node), or per node without a node count.
 
-    A trailing "c" means per CPU, "n" per node (older Slurm); no suffix: total.
+    A trailing "c" means per CPU, "n" per node (Slurm before 21.08); no suffix: total.
     """
     if text == "":
         return None
@@ -235,9 +241,7 @@ def parse_memory(text: str, cpus: int, nodes: int | None) -> float | None:
     if match["per"] == "c":
         return amount * cpus
     if match["per"] == "n":
-        if nodes is None:
-            raise ValueError(f"memory {text!r} is per node but the node count is missing")
-        return amount * nodes
+        return None if nodes is None else amount * nodes
     return amount
 
 
@@ -250,11 +254,17 @@ def parse_tres(text: str) -> dict[str, str]:
 
 
 def requested_gpus(tres: dict[str, str]) -> int:
-    """GPUs in a ReqTRES: gres/gpu=N, else the sum of typed gres/gpu:TYPE=N entries."""
-    if "gres/gpu" in tres:
-        return _count(tres["gres/gpu"], "gres/gpu") or 0
+    """GPUs in a parsed ReqTRES.
+
+    Where Slurm tracks GPU types it lists one request twice, "gres/gpu=4" and
+    "gres/gpu:a100=4": the untyped count is the total. Without it (only typed
+    GPUs tracked) the typed counts add up, as a job may ask for several types.
+    gres/gpumem and gres/gpuutil are not GPUs.
+    """
+    if GPU_TRES in tres:
+        return _count(tres[GPU_TRES], GPU_TRES) or 0
     return sum(
-        _count(value, name) or 0 for name, value in tres.items() if name.startswith("gres/gpu:")
+        _count(value, name) or 0 for name, value in tres.items() if name.startswith(f"{GPU_TRES}:")
     )
 
 
@@ -284,6 +294,20 @@ def _count(text: str, name: str) -> int | None:
     return int(match.group())
 
 
+def _node_count(values: dict[str, str], tres: dict[str, str]) -> int | None:
+    """Nodes the job asked for: ReqNodes, else node= in ReqTRES, else NNodes (0: not given)."""
+    sources = (
+        ("ReqNodes", values.get("ReqNodes", "")),
+        ("ReqTRES node", tres.get("node", "")),
+        ("NNodes", values.get("NNodes", "")),
+    )
+    for name, text in sources:
+        count = _count(text, name)
+        if count:
+            return count
+    return None
+
+
 @dataclass
 class ParsedDump:
     """Jobs (one row per job and partition), the lines that could not be read, steps skipped."""
@@ -304,7 +328,7 @@ class ParsedDump:
 
 
 def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
-    """One line's job rows (one per partition it waits in), or None for a job step."""
+    """One line's job rows (one per partition it lists), or None for a job step."""
     match = JOB_ID.match(values["JobID"])
     if not match:
         raise ValueError(f"job id {values['JobID']!r} is malformed")
@@ -335,11 +359,7 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
     cpus = _count(values["ReqCPUS"], "ReqCPUS")
     if cpus is None:
         raise ValueError("ReqCPUS is empty")
-    nodes = _count(values.get("ReqNodes", ""), "ReqNodes")
-    if nodes is None:
-        nodes = _count(values.get("NNodes", ""), "NNodes")
-    if nodes is None:
-        nodes = _count(tres.get("node", ""), "ReqTRES node")
+    nodes = _node_count(values, tres)
     memory = parse_memory(values["ReqMem"], cpus, nodes)
     if memory is None and "mem" in tres:
         memory = parse_memory(tres["mem"], cpus, nodes)
@@ -363,7 +383,7 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
         "gb_hours": math.nan if memory is None else memory * hours,
         "wait_s": math.nan if wait is None else wait,
     }
-    return [{**row, "partition": name} for name in partitions]
+    return [{**row, "partition": name, "partitions_listed": len(partitions)} for name in partitions]
 
 
 def _field_names(first_line: str) -> tuple[list[str], bool]:
