@@ -157,13 +157,21 @@ def _distribution(*names: str) -> str:
     return ""
 
 
+def _import(report: BackendReport, *modules: str):
+    """The modules, or None with the report saying which does not import."""
+    try:
+        return [importlib.import_module(module) for module in modules]
+    except ImportError as err:
+        report.problem, report.fix = f"{report.name} does not import: {err}", STACK_FIX
+        return None
+
+
 def probe_torch(gpu_present: bool) -> BackendReport:
     report = BackendReport("torch")
-    try:
-        torch = importlib.import_module("torch")
-    except ImportError as err:
-        report.problem, report.fix = f"PyTorch does not import: {err}", STACK_FIX
+    imported = _import(report, "torch")
+    if imported is None:
         return report
+    (torch,) = imported
     report.imported, report.version = True, torch.__version__
     report.cuda = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
     if not gpu_present:
@@ -182,12 +190,10 @@ def probe_torch(gpu_present: bool) -> BackendReport:
 
 def probe_cupy(gpu_present: bool) -> BackendReport:
     report = BackendReport("cupy")
-    try:
-        cupy = importlib.import_module("cupy")
-        nvrtc = importlib.import_module("cupy_backends.cuda.libs.nvrtc")
-    except ImportError as err:
-        report.problem, report.fix = f"CuPy does not import: {err}", STACK_FIX
+    imported = _import(report, "cupy", "cupy_backends.cuda.libs.nvrtc")
+    if imported is None:
         return report
+    cupy, nvrtc = imported
     report.imported = True
     report.version = _distribution("cupy-cuda13x", "cupy-cuda12x", "cupy") or cupy.__version__
     built_for = "13" if "cuda13x" in report.version else "12" if "cuda12x" in report.version else ""
@@ -214,11 +220,10 @@ def probe_cupy(gpu_present: bool) -> BackendReport:
 
 def probe_numba_cuda(gpu_present: bool) -> BackendReport:
     report = BackendReport("numba-cuda")
-    try:
-        cuda = importlib.import_module("numba.cuda")
-    except ImportError as err:
-        report.problem, report.fix = f"numba.cuda does not import: {err}", STACK_FIX
+    imported = _import(report, "numba.cuda")
+    if imported is None:
         return report
+    (cuda,) = imported
     report.imported = True
     report.version = _distribution("numba-cuda")
     if not report.version:
