@@ -19,7 +19,17 @@ from typing import Any
 
 from accelbench.devices import usable_cpus
 
-LIBRARIES = ("numpy", "numba", "torch", "torchvision", "cupy-cuda12x", "pandas", "snakemake")
+LIBRARIES = (
+    "numpy",
+    "numba",
+    "torch",
+    "torchvision",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "numba-cuda",
+    "pandas",
+    "snakemake",
+)
 SLURM_VARIABLES = {
     "job_id": "SLURM_JOB_ID",
     "partition": "SLURM_JOB_PARTITION",

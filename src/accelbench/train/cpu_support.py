@@ -87,22 +87,22 @@ def lstm_unsupported(dtype: torch.dtype) -> str | None:
     flags = cpu_flags()
     has_feature = any(required <= flags for required in alternatives)
     name = str(dtype).removeprefix("torch.")
-    if os.environ.get(FORCED_FLAGS_ENV) is not None:
+    forced = os.environ.get(FORCED_FLAGS_ENV) is not None
+    if forced:  # a simulated CPU: the flags alone decide
         if has_feature:
             return None
-        return (
-            f"PyTorch's CPU LSTM cannot run in {name} here: oneDNN needs {needed}, "
-            f"which this CPU (flags forced by {FORCED_FLAGS_ENV}) lacks"
-        )
-    error = lstm_probe(dtype)
-    if error is None:
-        return None
+        error = ""
+    else:
+        error = lstm_probe(dtype)
+        if error is None:
+            return None
+    cpu = f"flags forced by {FORCED_FLAGS_ENV}" if forced else cpu_model()
     if has_feature:
         return (
             f"PyTorch's CPU LSTM cannot run in {name} here although this CPU "
-            f"({cpu_model()}) has {needed}: {error}"
+            f"({cpu}) has {needed}: {error}"
         )
     return (
         f"PyTorch's CPU LSTM cannot run in {name} here: oneDNN needs {needed}, "
-        f"which this CPU ({cpu_model()}) lacks"
+        f"which this CPU ({cpu}) lacks"
     )
