@@ -10,10 +10,13 @@ transfers stay outside `run` and are timed on their own (`upload`, `download`).
 
 from __future__ import annotations
 
+import math
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from accelbench.devices import Device
@@ -66,13 +69,18 @@ def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
     """Normwise relative error max|result - reference| / max|reference|; inf on NaN or shape."""
     if result.shape != reference.shape:
         return float("inf")
-    diff = np.abs(
-        result.astype(np.complex128 if np.iscomplexobj(result) else np.float64) - reference
-    )
-    if not np.all(np.isfinite(diff)):
-        return float("inf")
-    scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
-    return float(np.max(diff, initial=0.0)) / scale
+    if np.iscomplexobj(result) or np.iscomplexobj(reference):
+        diff = np.abs(result.astype(np.complex128) - reference)
+        scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
+    else:
+        # One pass that widens as it subtracts, then in place: the roofs check arrays of
+        # tens of millions of elements, where temporaries cost more than the kernel.
+        diff = np.subtract(result, reference, dtype=np.float64)
+        np.abs(diff, out=diff)
+        scale = max(float(np.max(reference, initial=0.0)), -float(np.min(reference, initial=0.0)))
+        scale = scale or 1.0
+    worst = float(np.max(diff, initial=0.0))  # NaN and inf propagate into the maximum
+    return worst / scale if math.isfinite(worst) else float("inf")
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,29 @@ class KernelSpec:
     def dtypes(self, backend: str) -> tuple[str, ...]:
         """The dtypes `backend` computes this kernel in."""
         return BASE_DTYPES + self.half_dtypes.get(backend, ())
+
+
+def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
+    """numba.njit(parallel=..., cache=True) for a loop compiled both serial and parallel.
+
+    Numba keys its on-disk cache by the function's module, qualified name, line
+    and bytecode, not by `parallel`: the two variants of one function would load
+    each other's machine code, and `numba-parallel` would silently run on one
+    thread. Each variant is compiled from a copy of the function named after it.
+    """
+
+    def compile_variant(function: Callable) -> Callable:
+        variant = types.FunctionType(
+            function.__code__,
+            function.__globals__,
+            function.__name__,
+            function.__defaults__,
+            function.__closure__,
+        )
+        variant.__qualname__ = f"{function.__qualname__}_{'parallel' if parallel else 'serial'}"
+        return numba.njit(parallel=parallel, cache=True, **options)(variant)
+
+    return compile_variant
 
 
 def kernels() -> dict[str, KernelSpec]:

@@ -31,6 +31,7 @@ from accelbench.kernels import (
     cupy_module,
     grid_1d,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -185,7 +186,7 @@ def _numba_fft(parallel: bool):
     """A length-n transform of one row; with `parallel` the butterflies of each stage are
     spread over threads (1-D), without it the caller parallelises over rows (2-D)."""
 
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def radix2(src, dst, permutation, twiddles):
         m = dst.size
         for i in numba.prange(m):
@@ -202,7 +203,7 @@ def _numba_fft(parallel: bool):
                 dst[i] = dst[i] + t
             half *= 2
 
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def transform(x, out, permutation, twiddles, pre, post, kernel, work, spare):
         n, m = x.size, work.size
         if n == m:

@@ -31,6 +31,7 @@ from accelbench.kernels import (
     array_prepared,
     cupy_module,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -181,7 +182,7 @@ def _numba_loops(parallel: bool):
     """LANES pixels of a row step together, escaped ones frozen by a select, so the inner
     loop has no branch and LLVM vectorises it; a block stops when all its pixels escaped."""
 
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def escape_lanes(real, imag, out):
         two, four = real.dtype.type(2.0), real.dtype.type(4.0)
         cols = real.size

@@ -24,6 +24,7 @@ from accelbench.kernels import (
     array_prepared,
     cupy_module,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -98,7 +99,7 @@ def prepare_python(inputs, device: Device) -> Prepared:
 def _numba_loops(parallel: bool):
     """i-p-j loop order: the inner loop streams rows of B and C, so LLVM vectorises it."""
 
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def matmul_loops(a, b, out):
         n, k = a.shape
         m = b.shape[1]

@@ -25,6 +25,7 @@ from accelbench.kernels import (
     array_prepared,
     cupy_module,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -91,7 +92,7 @@ def _numba_loop(parallel: bool):
     """Reassociation allowed, so LLVM keeps several partial sums in vector lanes (as BLAS
     and NumPy's pairwise sum do); without it the loop waits on one add at a time."""
 
-    @numba.njit(parallel=parallel, fastmath={"reassoc", "nsz"}, cache=True)
+    @jit_loop(parallel, fastmath={"reassoc", "nsz"})
     def sum_loop(x, out):
         total = x[0] - x[0]  # zero of the input's type: accumulate in that precision
         for i in numba.prange(x.size):

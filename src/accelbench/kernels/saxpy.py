@@ -24,6 +24,7 @@ from accelbench.kernels import (
     cupy_module,
     grid_1d,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -91,7 +92,7 @@ def prepare_python(inputs, device: Device) -> Prepared:
 
 @cache
 def _numba_loop(parallel: bool):
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def saxpy_loop(a, x, y, out):
         alpha = a[0]
         for i in numba.prange(x.size):

@@ -27,6 +27,7 @@ from accelbench.kernels import (
     cupy_module,
     grid_1d,
     host_prepared,
+    jit_loop,
     numba_cuda_prepared,
     python_prepared,
     torch_dtype,
@@ -96,7 +97,7 @@ def prepare_d2d_python(inputs, device: Device) -> Prepared:
 
 @cache
 def _numba_loop(parallel: bool):
-    @numba.njit(parallel=parallel, cache=True)
+    @jit_loop(parallel)
     def copy_loop(x, out):
         for i in numba.prange(x.size):
             out[i] = x[i]
