@@ -36,6 +36,7 @@ kernels:
     copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.02
   samples: 5
+  runs: 2
 train:
   devices: [cpu1]
   precisions: [fp32]
@@ -46,9 +47,13 @@ train:
     lstm: []
   steps: 3
   warmup_steps: 1
+  runs: 1
   image_size: 32
 slurm:
   cpus_per_gpu: 1
+# Tests run experiments side by side (Slurm jobs on one node): record contention, never wait.
+contention:
+  retries: 0
 """
 
 

@@ -61,7 +61,7 @@ def test_benchmark_prints_the_table(tmp_path, capsys):
         "| reduction n=262144 float32",
         "| Mandelbrot n=12 float64",
     ]
-    assert "GEMM roof" in rows[1] and "copy roof" in rows[2] and "naive Python" in rows[5]
+    assert "GEMM roof" in rows[1] and "memory roof" in rows[2] and "naive Python" in rows[5]
     assert ">= 80%" in rows[1] and ">= 70%" in rows[2] and ">= 100x" in rows[5]
 
 
@@ -77,7 +77,10 @@ def test_train_runs_the_experiment_a_path_names(workflow_dir, monkeypatch, capsy
     assert f"{target}: ok" in capsys.readouterr().out
     record = load_record(workflow_dir / target)
     assert record["params"]["options"] == {"lr": 0.01, "input_dim": 16, "hidden": [8], "classes": 3}
-    assert record["metrics"]["time_per_batch"]["n"] == 3
+    # The default config's three independent runs of three measured steps each.
+    assert record["metrics"]["time_per_batch"]["runs"] == 3
+    assert record["metrics"]["time_per_batch"]["n"] == 9
+    assert len(record["series"]["time_per_batch_run_medians"]["values"]) == 3
 
 
 def test_train_refuses_a_path_that_is_not_an_experiment(workflow_dir, monkeypatch, capsys):

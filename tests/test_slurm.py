@@ -58,6 +58,7 @@ kernels:
     copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.01
   samples: 3
+  runs: 1
 train:
   devices: [cpu1]
   precisions: [fp32]
@@ -68,8 +69,11 @@ train:
   strategies: [single]
   steps: 3
   warmup_steps: 1
+  runs: 1
   image_size: 32
   data_dir: data
+contention:
+  retries: 0
 resources:
   kernels: {mem_mb: 1000, runtime: 5}
   train: {mem_mb: 2000, runtime: 5}

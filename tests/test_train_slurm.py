@@ -34,8 +34,11 @@ train:
     lstm: []
   steps: 3
   warmup_steps: 1
+  runs: 1
   model_options:
     fcn: {input_dim: 32, hidden: [16, 16], classes: 4}
+contention:
+  retries: 0
 resources:
   train: {mem_mb: 1000, runtime: 5}
 slurm:

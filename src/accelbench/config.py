@@ -108,3 +108,23 @@ def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
         merge(config, _read(path))
     validate(config)
     return config
+
+
+def kernel_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings of every kernel experiment (a rule's params: a change reruns them)."""
+    kernels = config["kernels"]
+    return {
+        "seed": config["seed"],
+        "min_run_time": kernels["min_run_time"],
+        "samples": kernels["samples"],
+        "runs": kernels["runs"],
+        "contention": dict(config.get("contention") or {}),
+        "naive_size_limit": kernels.get("naive_size_limit", {}),
+    }
+
+
+def roof_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings of every roof experiment: the kernels' timing, and the roof sizes."""
+    settings = kernel_settings(config)
+    del settings["naive_size_limit"]
+    return {**settings, "roofs": config["kernels"]["roofs"]}

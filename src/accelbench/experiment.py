@@ -8,8 +8,13 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import os
+import pickle
+import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -19,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench import provenance, timing
+from accelbench import contention, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import cpu_threads, parse_device, slurm_gpu_shortfall
 from accelbench.grid import Experiment, KernelExperiment, RoofExperiment
@@ -38,6 +43,7 @@ class Outcome:
     params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
     series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
     raised: bool = False  # the measurement raised: worth another attempt, unlike a result
+    conditions: dict[str, Any] | None = None  # what else the machine did (contention.py)
 
 
 class RetryableFailure(RuntimeError):
@@ -224,13 +230,150 @@ def _measure(family: str):
     return {"kernel": measure_kernel, "train": measure_training, "roof": measure_roof}[family]
 
 
+# PR_SET_PDEATHSIG: the kernel kills a run's process when the measuring process dies,
+# so a run never outlives a job stopped at its time limit.
+_PR_SET_PDEATHSIG = 1
+
+
+def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
+    """One run in a process forked for it: its own allocations, JIT loads and thread pools.
+
+    Forking is safe only from a process that has not started a thread pool yet
+    (OpenMP cannot be forked), which is why only the supervisor's fresh child
+    asks for it. The outcome comes back pickled through a pipe.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the run
+        os.close(read_end)
+        code = 1
+        try:
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            outcome = _guarded(measure, exp, settings)
+            with os.fdopen(write_end, "wb") as pipe:
+                pickle.dump(outcome, pipe)
+            code = 0
+        finally:
+            logging.shutdown()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        sent = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if sent:
+        return pickle.loads(sent)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        oom = os.WTERMSIG(status) == signal.SIGKILL
+        hint = " (the usual sign of the host running out of memory)" if oom else ""
+        reason = f"the run's process was killed by {name}{hint}"
+        return Outcome("oom" if oom else "failed", reason, raised=True)
+    return Outcome("failed", f"the run's process exited with code {os.WEXITSTATUS(status)}", True)
+
+
+def combine_runs(outcomes: list[Outcome]) -> Outcome:
+    """One outcome from R runs: every distribution metric across runs (timing.across_runs).
+
+    The check is the worst run's; series and settled params are the first run's,
+    with each time metric's run medians added as a series.
+    """
+    first = outcomes[0]
+    if len(outcomes) == 1:
+        return first
+    per_run = [outcome.metrics for outcome in outcomes]
+    checks = [outcome.check for outcome in outcomes if outcome.check]
+    check = None
+    if checks:
+        check = dict(max(checks, key=lambda found: found.get("relative_error") or 0.0))
+        check["passed"] = all(bool(found.get("passed")) for found in checks)
+    return Outcome(
+        "ok",
+        metrics=timing.combine_metrics(per_run),
+        check=check,
+        params=first.params,
+        series={**(first.series or {}), **timing.run_medians(per_run)},
+    )
+
+
+def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
+    """The experiment measured in settings["runs"] independent runs, combined.
+
+    Training repeats its runs itself (train/loop.py), inside the processes it
+    launched; kernels and roofs run each repetition in a fresh process where
+    allowed, else one after the other in this one.
+    """
+    measure = _measure(exp.family)
+    runs = 1 if exp.family == "train" else int(settings.get("runs", 1))
+    if fresh_processes and runs > 1:
+        # Imported once here, so that each forked run starts without paying for it
+        # (importing starts no thread pool; only the first parallel call does).
+        import torch.utils.benchmark  # noqa: F401
+
+        kernels()
+    outcomes = []
+    for index in range(runs):
+        if fresh_processes and runs > 1:
+            outcome = _in_fresh_process(measure, exp, settings)
+        else:
+            outcome = _guarded(measure, exp, settings)
+        if outcome.status != "ok":
+            if runs > 1:
+                outcome.reason = f"run {index + 1} of {runs}: {outcome.reason}"
+            return outcome
+        outcomes.append(outcome)
+    return combine_runs(outcomes)
+
+
+def measure_watched(
+    exp: Experiment, settings: dict[str, Any], *, fresh_processes: bool = False
+) -> Outcome:
+    """Measure under watch: a measurement disturbed by other load is retried after a pause.
+
+    Contention above `contention.max_other_cpus` (CPUs used by other processes
+    plus steal) makes the whole measurement run again after `pause_s`, up to
+    `retries` times; if the machine stays busy the last outcome is kept, flagged
+    busy. A launched rank never retries alone (its peers would wait for it).
+    """
+    from accelbench.train.distributed import from_environment
+
+    guard = contention.guard_settings(settings)
+    retries = 0 if from_environment() else int(guard["retries"])
+    for attempt in range(1, retries + 2):
+        watch = contention.Watch()
+        outcome = _in_runs(exp, settings, fresh_processes)
+        seen = watch.stop()
+        busy = seen.contention > guard["max_other_cpus"]
+        if not busy or outcome.status != "ok" or attempt > retries:
+            break
+        log.warning(
+            "%s: %.2f CPUs were busy elsewhere during the measurement (limit %.2f); "
+            "measuring again in %s s",
+            exp.id,
+            seen.contention,
+            guard["max_other_cpus"],
+            guard["pause_s"],
+        )
+        time.sleep(guard["pause_s"])
+    outcome.conditions = {
+        **seen.as_record(),
+        "busy": busy,
+        "max_other_cpus": guard["max_other_cpus"],
+        "attempts": attempt,
+    }
+    return outcome
+
+
 def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
     """The experiment's parameters and settings; the naive size limit only where it applies."""
     params = {
         key: value
         for key, value in settings.items()
-        if key not in ("config_hash", "naive_size_limit", "roofs")
+        if key not in ("config_hash", "naive_size_limit", "roofs", "contention")
     }
+    runs = int(settings.get("runs", 1))
+    params["interval"] = timing.RERUN_INTERVAL if runs > 1 else timing.WITHIN_RUN_INTERVAL
     if isinstance(exp, KernelExperiment) and BACKENDS[exp.backend].naive:
         params["naive_size_limit"] = naive_size_limit(kernels()[exp.kernel], settings)
     if isinstance(exp, RoofExperiment):
@@ -247,6 +390,7 @@ def run(
     *,
     final_attempt: bool = True,
     failure_dir: str | None = None,
+    fresh_processes: bool = False,
 ) -> str:
     """Measure `exp` and write its record atomically to `output`; returns the status.
 
@@ -256,6 +400,8 @@ def run(
     In a group of launched processes (srun tasks) every rank measures and rank 0
     writes; a rank other than 0 that fails notes why in `failure_dir` and raises
     RankFailure, so that its non-zero exit ends the group at once.
+    `fresh_processes` runs each repetition of a kernel or roof in a forked
+    process; only a process that has not measured anything yet may ask for it.
     """
     from accelbench.train.distributed import from_environment
 
@@ -266,7 +412,7 @@ def run(
     if shortfall:
         outcome = Outcome("failed", shortfall)
     else:
-        outcome = _guarded(_measure(exp.family), exp, settings)
+        outcome = measure_watched(exp, settings, fresh_processes=fresh_processes)
     if outcome.raised and failure_dir and launched and not launched.is_primary:
         note_rank_failure(failure_dir, launched.rank, outcome)
         raise RankFailure(f"{exp.id}: rank {launched.rank}: {outcome.reason}")
@@ -296,6 +442,7 @@ def write_outcome(
             metrics=outcome.metrics,
             check=outcome.check,
             series=outcome.series,
+            conditions=outcome.conditions,
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

@@ -21,6 +21,9 @@ STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
 # Optional: per-step values, name -> {"unit": str, "values": [number or null, ...]}
 # (e.g. the loss of every training step); metrics hold the summaries.
 SERIES_KEY = "series"
+# Optional: what else the machine did during the measurement (accelbench.contention),
+# with "busy": true where it stayed above the limit after the retries.
+CONDITIONS_KEY = "conditions"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -49,6 +52,7 @@ def make_record(
     check: dict[str, Any] | None = None,
     reason: str | None = None,
     series: dict[str, Any] | None = None,
+    conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -64,6 +68,8 @@ def make_record(
     }
     if series:
         record[SERIES_KEY] = series
+    if conditions:
+        record[CONDITIONS_KEY] = conditions
     validate_record(record)
     return record
 
@@ -99,6 +105,9 @@ def validate_record(record: Any, source: str = "record") -> None:
             if stat != "unit" and number is not None and not isinstance(number, int | float):
                 raise RecordError(f"{source}: metric {name}.{stat} is not a number: {number!r}")
     _validate_series(record.get(SERIES_KEY, {}), source)
+    conditions = record.get(CONDITIONS_KEY, {"busy": False})
+    if not isinstance(conditions, dict) or not isinstance(conditions.get("busy"), bool):
+        raise RecordError(f"{source}: {CONDITIONS_KEY!r} must be an object with a boolean 'busy'")
 
 
 def _validate_series(series: Any, source: str) -> None:

@@ -65,6 +65,7 @@ def _child(payload: dict[str, Any]) -> int:
             payload["output"],
             final_attempt=payload["final"],
             failure_dir=payload["failure_dir"],
+            fresh_processes=True,  # this process has measured nothing yet: it may fork
         )
     except experiment.RetryableFailure as err:
         log.error("%s", err)

@@ -2,9 +2,17 @@
 
 Timing itself is delegated to torch.utils.benchmark (CPU and PyTorch) and, on a
 GPU, to cupyx.profiler.benchmark or CUDA events; this module only adapts their
-results into plain per-run samples and summarises them. The summary is the
+results into plain per-run samples and summarises them. The summary of one run is the
 median with a distribution-free 95% confidence interval (order statistics of a
 binomial), because benchmark times are skewed and the mean is not robust.
+
+That interval only describes the jitter inside one run: everything the run
+shares (the process's memory layout, the machine's load, the CPU's clock)
+moves all its samples together. An experiment is therefore measured in several
+independent runs, and `across_runs` reports the interval a rerun is expected to
+land in: a 95% prediction interval for one more run's median, from the spread
+of the runs' log medians (Student's t, R - 1 degrees of freedom), never narrower
+than a single run's own interval.
 """
 
 from __future__ import annotations
@@ -15,6 +23,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 CI_LEVEL = 0.95
+# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+RERUN_INTERVAL = (
+    "95% prediction interval for the median of one more run: median of the R run medians "
+    "times exp(+-t(0.975, R-1) * sd(log run medians) * sqrt(1 + 1/R)), at least a run's quartiles"
+)
+WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not cover reruns)"
+
+
+def t_quantile_975(degrees_of_freedom: int) -> float:
+    """Student's t 97.5% quantile; beyond 30 degrees of freedom a close approximation."""
+    if degrees_of_freedom < 1:
+        raise ValueError("t needs at least one degree of freedom")
+    if degrees_of_freedom <= len(_T975):
+        return _T975[degrees_of_freedom - 1]
+    return 1.960 + 2.5 / degrees_of_freedom
 
 
 def _binomial_cdf(k: int, n: int) -> float:
@@ -77,6 +105,85 @@ def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
         "std": statistics.stdev(values) if len(values) >= 2 else 0.0,
         "min": values[0],
         "max": values[-1],
+    }
+
+
+def across_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Combine one metric's summaries from R independent runs into what a rerun would show.
+
+    The median is the median of the run medians; the interval is the prediction
+    interval of RERUN_INTERVAL, never narrower than the middle half of a run's
+    samples (a between-run spread estimated from few runs can come out near zero
+    by chance; a run's min..max, its order-statistic CI at few samples, would let
+    one stray sample decide the width).
+    One run gives back its own summary, whose interval covers only that run.
+    """
+    if not runs:
+        raise ValueError("no runs to combine")
+    if len(runs) == 1:
+        return {**runs[0], "runs": 1}
+    medians = [run["median"] for run in runs]
+    count = len(runs)
+    centre = statistics.median(medians)
+    spread = statistics.stdev(medians)
+    # Times and rates vary by factors: the interval is built on the log scale, so it
+    # stays positive and a time's interval maps exactly onto its rate's.
+    logs = [math.log(median) for median in medians] if min(medians) > 0 else None
+    factor = t_quantile_975(count - 1) * math.sqrt(1.0 + 1.0 / count)
+    below = statistics.median(run["median"] - run["q1"] for run in runs)
+    above = statistics.median(run["q3"] - run["median"] for run in runs)
+    if logs:
+        half = factor * statistics.stdev(logs)
+        low, high = centre * math.exp(-half), centre * math.exp(half)
+    else:
+        low, high = centre - factor * spread, centre + factor * spread
+    q1 = statistics.median(run["q1"] for run in runs)
+    q3 = statistics.median(run["q3"] for run in runs)
+    combined = {
+        "unit": runs[0]["unit"],
+        "n": sum(run["n"] for run in runs),
+        "runs": count,
+        "median": centre,
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+        "ci_low": min(low, centre - below),
+        "ci_high": max(high, centre + above),
+        "ci_level": CI_LEVEL,
+        "between_run_std": spread,
+        "min": min(run["min"] for run in runs),
+        "max": max(run["max"] for run in runs),
+    }
+    if all("mean" in run and "std" in run for run in runs):
+        # Pooled over every sample: E[x^2] of each run from its mean and std.
+        sizes = [run["n"] for run in runs]
+        mean = sum(n * run["mean"] for n, run in zip(sizes, runs, strict=True)) / sum(sizes)
+        second = sum(
+            (n - 1) * run["std"] ** 2 + n * run["mean"] ** 2
+            for n, run in zip(sizes, runs, strict=True)
+        )
+        combined["mean"] = mean
+        combined["std"] = math.sqrt(max(second - sum(sizes) * mean**2, 0.0) / (sum(sizes) - 1))
+    return combined
+
+
+def combine_metrics(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The metrics of R runs as one set: distributions across runs, single values from run 1."""
+    return {
+        name: across_runs([run[name] for run in runs]) if "median" in metric else metric
+        for name, metric in runs[0].items()
+    }
+
+
+def run_medians(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each timed metric's median in every run, as record series `<metric>_run_medians`."""
+    return {
+        f"{name}_run_medians": {
+            "unit": metric["unit"],
+            "values": [run[name]["median"] for run in runs],
+        }
+        for name, metric in runs[0].items()
+        if "median" in metric and metric["unit"] == "s"
     }
 
 

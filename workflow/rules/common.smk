@@ -5,6 +5,7 @@ import functools
 import os
 
 from accelbench import cluster, grid
+from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
 from accelbench.train import data, settings
@@ -111,18 +112,8 @@ onstart:
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
 
 
-KERNEL_SETTINGS = {
-    "seed": config["seed"],
-    "min_run_time": config["kernels"]["min_run_time"],
-    "samples": config["kernels"]["samples"],
-    "naive_size_limit": config["kernels"].get("naive_size_limit", {}),
-}
-ROOF_SETTINGS = {
-    "seed": config["seed"],
-    "min_run_time": config["kernels"]["min_run_time"],
-    "samples": config["kernels"]["samples"],
-    "roofs": config["kernels"]["roofs"],
-}
+KERNEL_SETTINGS = accelbench_config.kernel_settings(config)
+ROOF_SETTINGS = accelbench_config.roof_settings(config)
 # Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
 DATASET_PATTERN = str(data.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
 

@@ -151,21 +151,25 @@ def train_process(
         if grouped and device.is_gpu:
             gpus = distributed.check_distinct_gpus(place.device)
         with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
-            session = sessions.build(exp, settings, device, place)
+            runs = []
             for gpu in place.devices:
                 if gpu.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(gpu)
-            log = run_steps(session, settings.warmup_steps, settings.steps)
-            memory_name, peak = _peak_memory(place)
-            if grouped:
-                log, peak = _combine_ranks(log, peak, place.device)
+            # Independent runs: each builds its model, optimiser and data afresh.
+            for _ in range(settings.runs):
+                session = sessions.build(exp, settings, device, place)
+                log = run_steps(session, settings.warmup_steps, settings.steps)
+                memory_name, peak = _peak_memory(place)
+                if grouped:
+                    log, peak = _combine_ranks(log, peak, place.device)
+                runs.append({**log, "losses": log["losses"].tolist()})
             state = _full_state(session.model) if keep_state else None
     finally:
         if grouped:
             dist.destroy_process_group()
     result = {
-        **log,
-        "losses": log["losses"].tolist(),
+        "runs": runs,
+        "losses": runs[0]["losses"],
         "memory_metric": memory_name,
         "peak_memory": peak,
         "parameters": session.parameters,
@@ -271,22 +275,33 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "launcher": result["launcher"],
     }
     series = {"loss": {"unit": "loss", "values": losses}}
-    if not all(math.isfinite(value) for value in losses[warmup:]):
+    measured = [value for run in result["runs"] for value in run["losses"][warmup:]]
+    if not all(math.isfinite(value) for value in measured):
         reason = f"loss is not finite during the measured steps: {losses[-3:]}"
         return Outcome("failed", reason, params=params, series=series)
-    time_stats = timing.summarize(result["step_times"][warmup:], "s")
     flops_per_batch = result["flops_per_sample"] * exp.batch
+    per_run = []
+    for run in result["runs"]:
+        time_stats = timing.summarize(run["step_times"][warmup:], "s")
+        per_run.append(
+            {
+                "time_per_batch": time_stats,
+                "throughput": timing.rate_from_time(time_stats, exp.batch, "samples/s"),
+                "data_time_per_batch": timing.summarize(run["data_times"][warmup:], "s"),
+                "achieved_flops": timing.rate_from_time(
+                    time_stats, flops_per_batch / 1e9, "GFLOP/s"
+                ),
+            }
+        )
+    series.update(timing.run_medians(per_run) if len(per_run) > 1 else {})
     metrics = {
-        "time_per_batch": time_stats,
-        "throughput": timing.rate_from_time(time_stats, exp.batch, "samples/s"),
-        "data_time_per_batch": timing.summarize(result["data_times"][warmup:], "s"),
-        "first_step_time": timing.value(result["step_times"][0], "s"),
+        **timing.combine_metrics(per_run),
+        "first_step_time": timing.value(result["runs"][0]["step_times"][0], "s"),
         result["memory_metric"]: timing.value(result["peak_memory"], "bytes"),
         "loss_first": timing.value(losses[0], "loss"),
         "loss_last": timing.value(losses[-1], "loss"),
         "parameters": timing.value(result["parameters"], "count"),
         "flops_per_sample": timing.value(result["flops_per_sample"], "FLOP"),
-        "achieved_flops": timing.rate_from_time(time_stats, flops_per_batch / 1e9, "GFLOP/s"),
         "processes": timing.value(result["processes"], "processes"),
         "threads": timing.value(result["threads"], "threads"),
         "gpus": timing.value(result["gpus"], "GPUs"),

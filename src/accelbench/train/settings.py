@@ -15,14 +15,15 @@ from accelbench.train.models import models, resolve_options
 
 COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
 # Keys of the settings mapping other than the training settings themselves.
-RUN_KEYS = ("config_hash",)
+RUN_KEYS = ("config_hash", "contention")
 
 
 @dataclass(frozen=True)
 class TrainSettings:
     seed: int = 0
-    steps: int = 20
+    steps: int = 20  # measured steps of each run
     warmup_steps: int = 3
+    runs: int = 1  # independent runs: the interval covers reruns (timing.across_runs)
     image_size: int | None = None  # ImageNet-type models; None: the model's default
     model_options: Mapping[str, Any] = field(default_factory=dict)  # overrides of this model
     data_dir: str | None = None  # real datasets are looked for here; None: synthetic only
@@ -55,6 +56,8 @@ def for_model(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "seed": config.get("seed", defaults.seed),
         "steps": train.get("steps", defaults.steps),
         "warmup_steps": train.get("warmup_steps", defaults.warmup_steps),
+        "runs": train.get("runs", defaults.runs),
+        "contention": dict(config.get("contention") or {}),
         "image_size": train.get("image_size", defaults.image_size),
         "model_options": dict(train.get("model_options", {}).get(model, {})),
         "data_dir": train.get("data_dir") or None,

@@ -1,0 +1,178 @@
+"""The guard against a busy machine, and measuring in independent runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from accelbench import contention, experiment, timing
+from accelbench.grid import KernelExperiment
+from accelbench.results import load_record
+
+BURN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def foreign_burner(seconds: float, env: dict[str, str] | None = None) -> int:
+    """A CPU-bound process that is not ours: started through a shell that exits at once,
+    so it is re-parented and is no descendant of this process. Returns its pid."""
+    done = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -c "$BURN" >/dev/null 2>&1 & echo $!'],
+        env={**os.environ, **(env or {}), "BURN": BURN.format(seconds=seconds)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.strip())
+
+
+@pytest.fixture
+def burner():
+    started: list[int] = []
+
+    def start(seconds: float = 5.0, env: dict[str, str] | None = None) -> int:
+        pid = foreign_burner(seconds, env)
+        started.append(pid)
+        time.sleep(0.2)  # let it start burning before the window opens
+        return pid
+
+    yield start
+    for pid in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_own_work_and_own_children_are_not_contention():
+    watch = contention.Watch()
+    spin(0.5)
+    child = subprocess.Popen([sys.executable, "-c", BURN.format(seconds=0.7)])
+    child.wait()
+    seen = watch.stop()
+    # This process and its child were busy for about 1.2 s; none of that is "other".
+    assert seen.other_cpus < 0.5, seen
+    assert seen.window_s >= 1.0
+    assert seen.cpus_online >= 1 and seen.load_average_1m >= 0
+
+
+def test_a_busy_loop_of_another_process_is_detected(burner):
+    burner(seconds=5.0)
+    watch = contention.Watch()
+    time.sleep(1.0)
+    seen = watch.stop()
+    assert seen.other_cpus > 0.6, seen
+    assert seen.contention >= seen.other_cpus
+
+
+def test_tasks_of_the_same_slurm_job_are_not_contention(burner, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "424242")
+    burner(seconds=5.0, env={"SLURM_JOB_ID": "424242"})
+    watch = contention.Watch()
+    time.sleep(1.0)
+    assert watch.stop().other_cpus < 0.5
+
+
+def quick_measure(exp, settings):
+    spin(0.2)
+    return experiment.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.1, 1.2], "s")})
+
+
+SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
+
+
+def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
+    calls = []
+
+    def measure(exp, settings):
+        calls.append(time.perf_counter())
+        return quick_measure(exp, settings)
+
+    monkeypatch.setattr(experiment, "_measure", lambda family: measure)
+    burner(seconds=10.0)
+    settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
+    outcome = experiment.measure_watched(SAXPY, settings)
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.5  # measured again after the pause
+    assert outcome.status == "ok"
+    assert outcome.conditions["busy"] is True
+    assert outcome.conditions["attempts"] == 2
+    assert outcome.conditions["max_other_cpus"] == 0.3
+    assert outcome.conditions["other_cpus"] > 0.3
+
+
+def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
+    monkeypatch.setattr(experiment, "_measure", lambda family: quick_measure)
+    # A generous limit: the test machine itself may run daemons.
+    outcome = experiment.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
+    assert outcome.conditions["busy"] is False
+    assert outcome.conditions["attempts"] == 1
+
+
+def test_the_record_keeps_the_conditions_and_the_interval_method(tmp_path):
+    settings = {
+        "seed": 0,
+        "min_run_time": 0.01,
+        "samples": 3,
+        "runs": 2,
+        "config_hash": "t",
+        "contention": {"max_other_cpus": 64.0},
+    }
+    output = tmp_path / "record.json"
+    assert experiment.run(SAXPY, settings, str(output)) == "ok"
+    record = load_record(output)
+    assert record["conditions"]["busy"] is False
+    assert {"other_cpus", "steal_cpus", "load_average_1m", "cpu_mhz", "governor"} <= set(
+        record["conditions"]
+    )
+    assert record["params"]["runs"] == 2
+    assert record["params"]["interval"] == timing.RERUN_INTERVAL
+    assert record["metrics"]["time"]["runs"] == 2 and record["metrics"]["time"]["n"] == 6
+    assert len(record["series"]["time_run_medians"]["values"]) == 2
+
+
+def test_each_run_can_be_a_fresh_process(monkeypatch):
+    pids = []
+
+    def measure(exp, settings):
+        return experiment.Outcome(
+            "ok",
+            metrics={"time": timing.summarize([1.0, 2.0, 3.0], "s")},
+            params={"pid": os.getpid()},
+        )
+
+    for _ in range(2):
+        outcome = experiment._in_fresh_process(measure, SAXPY, {})
+        pids.append(outcome.params["pid"])
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
+    def measure(exp, settings):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    outcome = experiment._in_fresh_process(measure, SAXPY, {})
+    assert outcome.status == "failed"
+    assert "killed by SIGSEGV" in outcome.reason
+    assert outcome.raised
+
+
+def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
+    outcomes = iter(
+        [
+            experiment.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.0, 1.0], "s")}),
+            experiment.Outcome("failed", "result differs from the float64 reference"),
+        ]
+    )
+    monkeypatch.setattr(experiment, "_measure", lambda family: lambda e, s: next(outcomes))
+    outcome = experiment._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
+    assert outcome.status == "failed"
+    assert outcome.reason == "run 2 of 3: result differs from the float64 reference"
