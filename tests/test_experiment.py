@@ -528,10 +528,10 @@ def test_cpu_roof_record(dtype, tmp_path):
     assert record["experiment"] == "roof"
     assert record["status"] == "ok", record["reason"]
     metrics = record["metrics"]
-    assert set(metrics) == {"peak_gflops", "copy_bandwidth", "threads"}
+    assert set(metrics) == {"peak_gflops", "memory_bandwidth", "threads"}
     assert metrics["peak_gflops"]["unit"] == "GFLOP/s"
-    assert metrics["copy_bandwidth"]["unit"] == "GB/s"
-    for name in ("peak_gflops", "copy_bandwidth"):
+    assert metrics["memory_bandwidth"]["unit"] == "GB/s"
+    for name in ("peak_gflops", "memory_bandwidth"):
         assert_distribution(metrics[name], SETTINGS["samples"])
     itemsize = np.dtype(dtype).itemsize
     assert record["params"]["gemm_size"] == 48
@@ -539,20 +539,29 @@ def test_cpu_roof_record(dtype, tmp_path):
     assert "roofs" not in record["params"]
     roofs = record["check"]["roofs"]
     assert record["check"]["passed"] is True
-    # The roof is the best of the candidate libraries, each checked before it was timed.
+    # The roof is the best of the candidates, each checked before it was timed.
     for name, found in roofs.items():
-        assert found["backend"] in ("numpy", "torch")
+        best = f"{found['kernel']}/{found['backend']}/n{found['size']}"
         assert found["passed"] is True
-        assert found["candidates"][found["backend"]] == max(found["candidates"].values())
-        assert metrics[name]["median"] == pytest.approx(found["candidates"][found["backend"]])
-    assert set(roofs["peak_gflops"]["candidates"]) == {"numpy", "torch"}
+        assert found["candidates"][best] == max(found["candidates"].values())
+        assert metrics[name]["median"] == pytest.approx(found["candidates"][best])
+    # GEMM: the libraries over n, n/2 and n/4.
+    assert set(roofs["peak_gflops"]["candidates"]) == {
+        f"matmul/{backend}/n{n}" for backend in ("numpy", "torch") for n in (12, 24, 48)
+    }
+    # Memory: the four STREAM kernels on every backend that uses all the device's threads.
+    assert set(roofs["memory_bandwidth"]["candidates"]) == {
+        f"stream-{op}/{backend}/n{(1 << 20) // itemsize}"
+        for op in ("copy", "scale", "add", "triad")
+        for backend in ("torch", "numba-parallel")
+    }
 
 
 def test_roof_of_a_missing_gpu_is_unavailable(tmp_path):
     record = run_record(RoofExperiment("cuda1", "float32"), tmp_path, ROOF_SETTINGS)
     if HAS_GPU:
         assert record["status"] == "ok", record["reason"]
-        assert {"peak_gflops", "copy_bandwidth", "h2d_bandwidth", "d2h_bandwidth"} <= set(
+        assert {"peak_gflops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth"} <= set(
             record["metrics"]
         )
     else:
@@ -565,7 +574,7 @@ def test_wrong_roof_gemm_fails_the_roof(monkeypatch, tmp_path):
     replace_numpy(monkeypatch, wrong_prepare)
     record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, ROOF_SETTINGS)
     assert record["status"] == "failed"
-    assert record["reason"].startswith("peak_gflops with numpy")
+    assert record["reason"].startswith("peak_gflops with matmul on numpy: result differs")
     assert record["metrics"] == {}
 
 

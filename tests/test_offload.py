@@ -72,7 +72,7 @@ def kernel_record(device, backend, n, seconds, end_to_end=None):
 def roof_record(device="cuda1", dtype="float64", h2d=10.0, d2h=10.0):
     metrics = {
         "peak_gflops": summarize([1000.0] * 5, "GFLOP/s"),
-        "copy_bandwidth": summarize([900.0] * 5, "GB/s"),
+        "memory_bandwidth": summarize([900.0] * 5, "GB/s"),
         "h2d_bandwidth": summarize([h2d] * 5, "GB/s"),
         "d2h_bandwidth": summarize([d2h] * 5, "GB/s"),
     }

@@ -178,7 +178,7 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     percent = pd.read_csv(results / "tables" / "kernel_roof_percent.csv")
     assert sorted(percent["kernel"]) == ["matmul", "matmul", "saxpy"]
     assert (percent["roof_percent"] > 0).all()
-    assert set(percent["roof_bound"]) <= {"peak_gflops", "copy_bandwidth"}
+    assert set(percent["roof_bound"]) <= {"peak_gflops", "memory_bandwidth"}
     assert list(pd.read_csv(results / "tables" / "kernel_crossovers.csv").columns) == [
         "kernel",
         "dtype",

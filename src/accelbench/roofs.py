@@ -1,13 +1,15 @@
 """Measured roofs: the ceilings every kernel on a device is compared with.
 
 Per device and dtype: the peak GEMM throughput (the best library GEMM on
-that device at a large n) and the copy bandwidth (the best library copy of a
-buffer far larger than the caches, read plus write counted as STREAM does);
-on a GPU also the pinned host->device and device->host bandwidth. Each roof
-is measured with the same machinery as the kernels: checked against the
-float64 reference first, then timed with the backend's own timer. Taking the
-best of several libraries is what makes it a roof rather than one library's
-result.
+that device over n, n/2 and n/4) and the memory bandwidth (the best of the
+four STREAM kernels over every backend that uses all the device's threads, on
+arrays far beyond the caches: stream.py); on a GPU also the pinned
+host->device and device->host bandwidth. Each roof is measured with the same
+machinery as the kernels: checked against the float64 reference first, then
+timed with the backend's own timer, in as many independent runs. Taking the
+best of several libraries and kernels is what makes it a roof rather than one
+library's result; on a cluster a roof runs in the same job group as the
+kernels of its device, so both see the same node.
 """
 
 from __future__ import annotations
@@ -16,26 +18,27 @@ from typing import Any
 
 import numpy as np
 
-from accelbench import timing
+from accelbench import stream, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import Device, cpu_threads, parse_device
 from accelbench.grid import RoofExperiment
+from accelbench.kernels import KernelSpec, host_dtype, kernels
 
 MIB = 1 << 20
-# metric -> (kernel measured, candidate backends, what its rate counts)
+# metric -> (kernels measured, candidate backends, what its rate counts)
 ROOFS = {
-    "peak_gflops": ("matmul", ("numpy", "torch", "cupy"), "flops"),
-    "copy_bandwidth": ("transfer-d2d", ("numpy", "torch", "cupy"), "bytes"),
-    "h2d_bandwidth": ("transfer-h2d-pinned", ("torch", "cupy", "numba-cuda"), "bytes"),
-    "d2h_bandwidth": ("transfer-d2h-pinned", ("torch", "cupy", "numba-cuda"), "bytes"),
+    "peak_gflops": (("matmul",), ("numpy", "torch", "cupy"), "flops"),
+    "memory_bandwidth": (tuple(stream.SPECS), stream.BACKENDS, "bytes"),
+    "h2d_bandwidth": (("transfer-h2d-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
+    "d2h_bandwidth": (("transfer-d2h-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
 }
 GPU_ONLY = ("h2d_bandwidth", "d2h_bandwidth")
+# The GEMM roof is the best over n, n/2 and n/4: a library's best size need not be the largest.
+GEMM_FRACTIONS = (1, 2, 4)
 
 
 def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
     """GEMM n and copy length (elements) for this device kind and dtype, from the settings."""
-    from accelbench.kernels import host_dtype
-
     kind = parse_device(exp.device).kind
     roofs = settings["roofs"]
     itemsize = host_dtype(exp.dtype).itemsize
@@ -45,11 +48,13 @@ def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def _spec(kernel: str) -> KernelSpec:
+    return stream.SPECS.get(kernel) or kernels()[kernel]
+
+
 def _candidates(kernel, backends, device: Device, dtype_name: str) -> tuple[list[str], list[str]]:
     """(backends that can measure this roof here, reasons of those that cannot)."""
-    from accelbench.kernels import kernels
-
-    spec = kernels()[kernel]
+    spec = _spec(kernel)
     usable, reasons = [], []
     for name in backends:
         backend = BACKENDS[name]
@@ -64,42 +69,49 @@ def _candidates(kernel, backends, device: Device, dtype_name: str) -> tuple[list
     return usable, reasons
 
 
-def _measure_one(metric: str, device: Device, dtype_name: str, size: int, settings, threads):
-    """Best rate over the candidate backends: (rate stats, check summary) or an Outcome."""
-    from accelbench.experiment import Outcome, _mismatch, check_kernel, time_function
-    from accelbench.kernels import host_dtype, kernels
+def _sizes(metric: str, sizes: dict[str, int]) -> list[int]:
+    if metric == "peak_gflops":
+        return sorted({max(2, sizes["gemm_size"] // fraction) for fraction in GEMM_FRACTIONS})
+    return [sizes["copy_size"]]
 
-    kernel, backends, counts = ROOFS[metric]
-    spec, dtype = kernels()[kernel], host_dtype(dtype_name)
-    usable, reasons = _candidates(kernel, backends, device, dtype_name)
-    if not usable:
-        return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
-    amount = (
-        spec.flops(size) / 1e9
-        if counts == "flops"
-        else spec.bytes_moved(size, dtype.itemsize) / 1e9
-    )
+
+def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
+    """Best rate over the candidate kernels, backends and sizes: (rate stats, check) or Outcome."""
+    from accelbench.experiment import Outcome, check_kernel, time_function
+    from accelbench.experiment import _mismatch as mismatch
+
+    kernel_names, backends, counts = ROOFS[metric]
+    dtype = host_dtype(dtype_name)
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
     best = None
     rates: dict[str, float] = {}
-    for name in usable:
-        checked = check_kernel(spec, name, device, dtype, size, settings["seed"])
-        if isinstance(checked, Outcome):
-            checked.reason = f"{metric} with {name}: {checked.reason}"
-            return checked
-        label = f"roof {metric} {device.name} {dtype_name} {name}"
-        samples = time_function(
-            checked.prepared.run, BACKENDS[name].timer, threads, settings, label
-        )
-        after = checked.recheck()
-        if not after["passed"]:
-            return Outcome(
-                "failed", f"{metric} with {name}, after timing: {_mismatch(after)}", check=after
+    reasons: list[str] = []
+    for kernel in kernel_names:
+        spec = _spec(kernel)
+        usable, why = _candidates(kernel, backends, device, dtype_name)
+        reasons += why
+        for name, size in ((name, size) for name in usable for size in _sizes(metric, sizes)):
+            amount = (
+                spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
             )
-        rate = timing.rate_from_time(timing.summarize(samples, "s"), amount, unit)
-        rates[name] = rate["median"]
-        if best is None or rate["median"] > best[0]["median"]:
-            best = (rate, {"backend": name, "size": size, **after})
+            checked = check_kernel(spec, name, device, dtype, size, settings["seed"])
+            if isinstance(checked, Outcome):
+                checked.reason = f"{metric} with {kernel} on {name}: {checked.reason}"
+                return checked
+            label = f"roof {metric} {device.name} {dtype_name} {kernel} {name} n={size}"
+            samples = time_function(
+                checked.prepared.run, BACKENDS[name].timer, threads, settings, label
+            )
+            after = checked.recheck()
+            if not after["passed"]:
+                reason = f"{metric} with {kernel} on {name}, after timing: {mismatch(after)}"
+                return Outcome("failed", reason, check=after)
+            rate = timing.rate_from_time(timing.summarize(samples, "s"), amount / 1e9, unit)
+            rates[f"{kernel}/{name}/n{size}"] = rate["median"]
+            if best is None or rate["median"] > best[0]["median"]:
+                best = (rate, {"kernel": kernel, "backend": name, "size": size, **after})
+    if best is None:
+        return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
     best[1]["candidates"] = rates
     return best
 
@@ -117,11 +129,10 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     with cpu_threads(device) as threads:
-        for metric, (kernel, _, _) in ROOFS.items():
+        for metric in ROOFS:
             if metric in GPU_ONLY and not device.is_gpu:
                 continue
-            size = sizes["gemm_size"] if kernel == "matmul" else sizes["copy_size"]
-            found = _measure_one(metric, device, exp.dtype, size, settings, threads)
+            found = _measure_one(metric, device, exp.dtype, sizes, settings, threads)
             if not isinstance(found, tuple):
                 return found
             metrics[metric], checks[metric] = found

@@ -8,6 +8,10 @@ rule roof_benchmark:
         "results/logs/roofs/{device}/{dtype}.log",
     params:
         settings=ROOF_SETTINGS,
+    # On a cluster the roofs join the batches of their device's kernels, so that
+    # roofs and the kernels they bound are measured on the same kind of allocation.
+    group:
+        "kernels_{device}"
     threads: experiment_threads
     retries: RETRIES
     resources:

@@ -1,0 +1,178 @@
+"""The four STREAM kernels (McCalpin): the memory-bandwidth roof of a device.
+
+copy c = a, scale c = s*a, add c = a + b, triad c = a + s*b, each over arrays
+far larger than the last-level cache, counted as STREAM counts them: the words
+read plus the words written (2, 2, 3 and 3 per element; no write-allocate
+traffic). Every implementation uses all the threads the device has: Numba
+`prange` loops and PyTorch's intra-op threads on a CPU, CuPy and PyTorch on a
+GPU. The roof is the best of them. NumPy, which runs
+one thread, is not a candidate: a roof that one thread can reach is not the
+machine's.
+
+They are KernelSpecs like the grid's kernels, so they are checked against the
+float64 reference and timed by the same code, but they are not grid kernels:
+only roofs.py measures them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numba
+import numpy as np
+
+from accelbench.devices import Device
+from accelbench.kernels import (
+    NUMPY,
+    ArrayModule,
+    KernelSpec,
+    Prepared,
+    array_prepared,
+    cupy_module,
+    host_prepared,
+    torch_prepared,
+    unit_roundoff,
+)
+
+# op -> (arrays read, flops per element)
+OPS = {"copy": (1, 0), "scale": (1, 1), "add": (2, 1), "triad": (2, 2)}
+BACKENDS = ("torch", "numba-parallel", "cupy")
+
+
+def _inputs(op: str):
+    reads, _ = OPS[op]
+
+    def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype):
+        scalar = np.asarray(rng.uniform(0.5, 2.0)).astype(dtype).reshape(1)
+        arrays = tuple(rng.uniform(0.5, 1.5, n).astype(dtype) for _ in range(reads))
+        return (scalar, *arrays)
+
+    return make_inputs
+
+
+def _reference(op: str):
+    def reference(s, a, b=None):
+        s, a = float(s[0]), a.astype(np.float64)
+        if op == "copy":
+            return a.copy()
+        if op == "scale":
+            return s * a
+        b = b.astype(np.float64)
+        return a + b if op == "add" else a + s * b
+
+    return reference
+
+
+def _array_code(op: str, xp):
+    """c = op(...) in NumPy/CuPy with `out=`, so no temporary array is made."""
+
+    def run(s, a, *rest):
+        out = rest[-1]
+        if op == "copy":
+            xp.copyto(out, a)
+        elif op == "scale":
+            xp.multiply(a, s[0], out=out)
+        elif op == "add":
+            xp.add(a, rest[0], out=out)
+        else:  # triad, in two passes: NumPy and CuPy have no fused multiply-add into out
+            xp.multiply(rest[0], s[0], out=out)
+            xp.add(out, a, out=out)
+
+    return run
+
+
+def _torch_code(op: str, alpha: float):
+    """c = op(...) with `out=`; the triad fused in one pass (torch.add's alpha)."""
+    import torch
+
+    def run(s, a, *rest):
+        out = rest[-1]
+        if op == "copy":
+            out.copy_(a)
+        elif op == "scale":
+            torch.mul(a, s[0], out=out)
+        elif op == "add":
+            torch.add(a, rest[0], out=out)
+        else:
+            torch.add(a, rest[0], alpha=alpha, out=out)
+
+    return run
+
+
+@cache
+def _numba_loop(op: str):
+    if op == "copy":
+
+        @numba.njit(parallel=True, cache=True)
+        def copy(s, a, c):
+            for i in numba.prange(a.size):
+                c[i] = a[i]
+
+        return copy
+    if op == "scale":
+
+        @numba.njit(parallel=True, cache=True)
+        def scale(s, a, c):
+            factor = s[0]
+            for i in numba.prange(a.size):
+                c[i] = factor * a[i]
+
+        return scale
+    if op == "add":
+
+        @numba.njit(parallel=True, cache=True)
+        def add(s, a, b, c):
+            for i in numba.prange(a.size):
+                c[i] = a[i] + b[i]
+
+        return add
+
+    @numba.njit(parallel=True, cache=True)
+    def triad(s, a, b, c):
+        factor = s[0]
+        for i in numba.prange(a.size):
+            c[i] = a[i] + factor * b[i]
+
+    return triad
+
+
+def _implementations(op: str):
+    def numpy_version(inputs, device: Device) -> Prepared:
+        return _array_prepared(NUMPY, inputs)
+
+    def cupy_version(inputs, device: Device) -> Prepared:
+        return _array_prepared(cupy_module(), inputs)
+
+    def _array_prepared(am: ArrayModule, inputs) -> Prepared:
+        return array_prepared(am, inputs, _array_code(op, am.xp), inputs[1].shape, inputs[1].dtype)
+
+    def torch_version(inputs, device: Device) -> Prepared:
+        code = _torch_code(op, float(inputs[0][0]))
+        return torch_prepared(inputs, device, code, inputs[1].shape, inputs[1].dtype)
+
+    def numba_version(inputs, device: Device) -> Prepared:
+        return host_prepared(inputs, _numba_loop(op), inputs[1].shape, inputs[1].dtype)
+
+    return {
+        "numpy": numpy_version,
+        "torch": torch_version,
+        "numba-parallel": numba_version,
+        "cupy": cupy_version,
+    }
+
+
+def _spec(op: str) -> KernelSpec:
+    reads, flops_per_element = OPS[op]
+    return KernelSpec(
+        name=f"stream-{op}",
+        description=f"STREAM {op} over arrays beyond the last-level cache",
+        flops=lambda n: float(flops_per_element * n),
+        bytes_moved=lambda n, itemsize: float((reads + 1) * n * itemsize),
+        make_inputs=_inputs(op),
+        reference=_reference(op),
+        tolerance=lambda n, dtype: 2.0 * unit_roundoff(dtype),
+        implementations=_implementations(op),
+    )
+
+
+SPECS = {f"stream-{op}": _spec(op) for op in OPS}

@@ -1,0 +1,89 @@
+"""The STREAM kernels of the memory roof, and Numba loops compiled serial and parallel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from accelbench import stream
+from accelbench.devices import parse_device
+from accelbench.experiment import check_kernel
+from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, relative_error
+
+
+@pytest.mark.parametrize("name", sorted(stream.SPECS))
+@pytest.mark.parametrize("backend", ["torch", "numba-parallel"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_stream_kernels_match_the_float64_reference(name, backend, dtype):
+    checked = check_kernel(
+        stream.SPECS[name], backend, parse_device("cpu2"), np.dtype(dtype), 4099, 0
+    )
+    assert checked.check["passed"], checked.check
+
+
+@pytest.mark.parametrize("name", sorted(stream.SPECS))
+def test_stream_array_code_runs_through_a_device_module(name):
+    """The CuPy path, with NumPy standing in for CuPy (copies in and out included)."""
+    spec = stream.SPECS[name]
+    inputs = spec.make_inputs(np.random.default_rng(0), 1000, np.dtype("float32"))
+    op = name.removeprefix("stream-")
+    prepared = array_prepared(
+        NUMPY_AS_DEVICE, inputs, stream._array_code(op, np), inputs[1].shape, inputs[1].dtype
+    )
+    prepared.upload()
+    prepared.poison()
+    prepared.run()
+    assert relative_error(prepared.download(), spec.reference(*inputs)) <= spec.tolerance(
+        1000, np.dtype("float32")
+    )
+
+
+def test_stream_counts_words_as_stream_does():
+    itemsize = 8
+    moved = {name: spec.bytes_moved(10, itemsize) for name, spec in stream.SPECS.items()}
+    assert moved == {
+        "stream-copy": 160.0,
+        "stream-scale": 160.0,
+        "stream-add": 240.0,
+        "stream-triad": 240.0,
+    }
+    assert stream.SPECS["stream-triad"].flops(10) == 20.0
+
+
+CACHE_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from accelbench.kernels.saxpy import _numba_loop
+    loop = _numba_loop(sys.argv[1] == "parallel")
+    a, x, y = np.ones(1), np.ones(64), np.ones(64)
+    loop(a, x, y, np.empty(64))
+    print(json.dumps(sum(loop.stats.cache_hits.values())))
+    """
+)
+
+
+def cache_hits(variant: str, cache_dir) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", CACHE_PROBE, variant],
+        env={**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_parallel_loop_never_loads_the_serial_loops_machine_code(tmp_path):
+    """Numba's disk cache does not key on `parallel`: without a name of its own each
+    variant would load the other's compiled code, and numba-parallel would run serially."""
+    assert cache_hits("serial", tmp_path) == 0  # compiled and cached
+    assert cache_hits("parallel", tmp_path) == 0  # not the serial code from the cache
+    assert cache_hits("parallel", tmp_path) == 1  # its own cache entry, now there
+    assert cache_hits("serial", tmp_path) == 1
