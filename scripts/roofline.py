@@ -13,7 +13,10 @@ from accelbench.analysis import roofline, style
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
-roofline.roof_table(frame).to_csv(snakemake.output.percent, index=False)
+percent = roofline.roof_table(frame)
+percent.to_csv(snakemake.output.percent, index=False)
+if note := roofline.above_roof_note(percent):
+    logging.warning("kernels %s", note)
 pd.concat(
     [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
 ).to_csv(snakemake.output.crossovers, index=False)

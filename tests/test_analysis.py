@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from accelbench import timing
 from accelbench.analysis import figures, provenance_summary, ratios, style, tables, tidy
 from accelbench.results import write_record
 
@@ -77,9 +78,12 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-18:] == [
+    assert columns[-22:] == [
         "check_passed",
         "check_relative_error",
+        "busy",
+        "other_cpus",
+        "steal_cpus",
         "host",
         "cpu_model",
         "gpu",
@@ -93,6 +97,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "slurm_job_id",
         "slurm_partition",
         "slurm_node",
+        "slurm_exclusive",
         "started",
         "finished",
         "torch_version",
@@ -747,3 +752,44 @@ def test_an_invalid_record_keeps_its_cell_marked(tmp_path):
     assert tidy.problems_warning(csv).startswith("WARNING: 1 result record(s) are invalid")
     pd.DataFrame(columns=["path", "problem"]).to_csv(csv, index=False)
     assert tidy.problems_warning(csv) is None
+
+
+def busy_frame(tmp_path):
+    quiet = train_record("resnet18", "cpu1", samples=steps(0.50, 0.01))
+    busy = train_record("resnet18", "cpu2", samples=steps(0.90, 0.01))
+    busy[1]["conditions"] = {"busy": True, "other_cpus": 1.2, "steal_cpus": 0.0}
+    frame, problems = tidy.collect(write_records(tmp_path, [quiet, busy]))
+    assert problems == []
+    return frame
+
+
+def test_a_cell_measured_on_a_busy_machine_is_marked_in_tables(tmp_path):
+    frame = busy_frame(tmp_path)
+    busy = frame.set_index("device")["busy"].map(tidy.flagged).to_dict()
+    assert busy == {"cpu1": False, "cpu2": True}
+    table, footnotes = tables.comparison_table(frame, experiment="train")
+    assert table.loc["resnet18", "cpu2"].endswith(tables.BUSY_MARK)
+    assert not table.loc["resnet18", "cpu1"].endswith(tables.BUSY_MARK)
+    assert footnotes == [f"{tables.BUSY_MARK} {tables.BUSY_NOTE}: resnet18 on cpu2"]
+    assert [cell["busy"] for cell in table.attrs["cells"]] == [False, True]
+    # A speedup is as disturbed as either of its two measurements.
+    speedup, notes = tables.speedup_table(frame, "train", "cpu1")
+    assert speedup.loc["resnet18", "cpu2"].endswith(tables.BUSY_MARK) and notes
+
+
+def test_a_cell_measured_on_a_busy_machine_is_drawn_hollow(tmp_path):
+    fig = figures.time_per_batch_by_device(busy_frame(tmp_path))
+    bars = list(fig.axes[0].patches)
+    filled = [patch.get_facecolor()[:3] == (1.0, 1.0, 1.0) for patch in bars]
+    assert filled.count(True) == 1  # the cpu2 bar: white inside, its colour at the edge
+    legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert legend[-1] == figures.BUSY_LABEL
+
+
+def test_the_caption_names_the_interval_the_records_hold(tmp_path):
+    frame = busy_frame(tmp_path)
+    table, _ = tables.comparison_table(frame, experiment="train")
+    assert "median [95% CI]" in table.attrs["caption"]
+    frame["interval"] = timing.RERUN_INTERVAL
+    table, _ = tables.comparison_table(frame, experiment="train")
+    assert "median [95% rerun interval]" in table.attrs["caption"]

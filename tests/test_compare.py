@@ -178,3 +178,17 @@ def test_bad_input_exits_2_with_the_reason(runs, tmp_path, capsys, args, message
     args = [arg.format(**places) for arg in args]
     assert cli.main(["compare", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_slowdown_measured_on_a_busy_machine_is_not_called_a_regression(tmp_path, capsys):
+    write_records(tmp_path / "old", [train_record("resnet18", "cpu1", samples=times(1.0))])
+    busy = train_record("resnet18", "cpu1", samples=times(1.5))
+    busy[1]["conditions"] = {"busy": True, "other_cpus": 1.0}
+    write_records(tmp_path / "new", [busy])
+    old, new = (compare.load_run(tmp_path / side)[0] for side in ("old", "new"))
+    result = compare.compare(old, new)
+    row = result[result["metric"] == "time_per_batch"].iloc[0]
+    assert row["verdict"] == compare.BUSY_SLOWER and row["busy"]
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    out = capsys.readouterr().out
+    assert "slower, busy machine" in out and "regression" in out  # the legend says why

@@ -57,7 +57,7 @@ def roof_record(device, peak, copy, h2d=None, status="ok"):
     metrics = {}
     if status == "ok":
         metrics["peak_gflops"] = rate_from_time(times(1.0), peak, "GFLOP/s")
-        metrics["copy_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
+        metrics["memory_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
         if h2d is not None:
             metrics["h2d_bandwidth"] = rate_from_time(times(1.0), h2d, "GB/s")
             metrics["d2h_bandwidth"] = rate_from_time(times(1.0), h2d / 2, "GB/s")
@@ -138,11 +138,11 @@ def test_roof_percent_follows_the_roofline(frame):
     assert row(table, "matmul", "cpu2", "numba", 1024)["roof_percent"] == pytest.approx(9.0)
     # saxpy at 1/6 flop/byte: memory bound, against 20 GB/s x 1/6 = 3.33 GFLOP/s.
     axpy = row(table, "saxpy", "cpu2", "numpy", 1000)
-    assert axpy["roof_bound"] == "copy_bandwidth"
+    assert axpy["roof_bound"] == "memory_bandwidth"
     assert axpy["roof_percent"] == pytest.approx(75.0)
     # Copies, which do no arithmetic, against the bandwidth of their path.
     copy = row(table, "transfer-d2d", "cpu2", "numpy", 1000)
-    assert copy["roof_bound"] == "copy_bandwidth"
+    assert copy["roof_bound"] == "memory_bandwidth"
     assert copy["roof_percent"] == pytest.approx(90.0)
     link = row(table, "transfer-h2d-pinned", "cuda1", "torch", 1000)
     assert link["roof_bound"] == "h2d_bandwidth"
@@ -249,3 +249,31 @@ def test_figures_without_records_say_so(frame, figure):
     empty = frame[frame["experiment"] == "train"]
     fig = figure(empty)
     assert fig.axes[0].texts[0].get_text().startswith("no ")
+
+
+def test_a_kernel_above_its_roof_beyond_the_roofs_interval_is_reported(tmp_path):
+    records = [
+        roof_record("cpu2", peak=100.0, copy=20.0),  # GEMM roof interval up to 100/0.98
+        matmul("cpu2", "torch", 1024, 2 * 1024**3 / 110e9),  # 110 GFLOP/s: above
+        matmul("cpu2", "numpy", 1024, 2 * 1024**3 / 101e9),  # inside the roof's interval
+        saxpy("cpu2", "numba", 10**6, 12e6 / 30e9),  # 30 GB/s against a 20 GB/s memory roof
+    ]
+    paths = [write_record(tmp_path / f"{exp_id}.json", record) for exp_id, record in records]
+    frame, _ = tidy.collect(paths)
+    table = roofline.roof_table(frame)
+    flagged = {(row.kernel, row.backend): bool(row.above_roof) for row in table.itertuples()}
+    assert flagged == {
+        ("matmul", "torch"): True,
+        ("matmul", "numpy"): False,
+        ("saxpy", "numba"): True,
+    }
+    note = roofline.above_roof_note(table)
+    assert "matmul torch float32 n=1024 on cpu2" in note and "saxpy numba" in note
+    assert "matmul numpy" not in note
+    fig = roofline.roofline_figure(frame)
+    texts = [text.get_text() for ax in fig.axes for text in ax.texts]
+    assert "2 above the roof (circled)" in texts
+
+
+def test_no_note_when_every_kernel_is_under_its_roof(frame):
+    assert roofline.above_roof_note(roofline.roof_table(frame)) is None

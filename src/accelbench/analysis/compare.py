@@ -8,7 +8,10 @@ such a change in the bad direction (a time up, a rate such as GFLOP/s down)
 that slows the cell by more than the threshold, or a cell that ran before and
 now fails or runs out of memory. A cell that ran before and is now missing, or
 whose new record is invalid, is lost, and a lost cell is a regression too;
-other cells in one run only are listed, not judged.
+other cells in one run only are listed, not judged. A slowdown beyond the
+threshold in a cell that either run measured on a busy machine (its record is
+flagged busy: accelbench.contention) is listed as "slower, busy machine", not
+as a regression: the machine, not the code, may have slowed it.
 
 The verdicts feed a CI gate: `accelbench compare OLD NEW` exits non-zero when
 any cell regressed.
@@ -26,8 +29,10 @@ import pandas as pd
 from accelbench.analysis import provenance_summary, ratios, tables, tidy
 
 REGRESSION = "regression"
+BUSY_SLOWER = "slower, busy machine"
 VERDICTS = (
     REGRESSION,  # slower beyond the CIs by more than the threshold; ok -> failed/oom/lost
+    BUSY_SLOWER,  # as a regression, but either run was measured on a busy machine
     "slower",  # slower beyond the CIs, by less than the threshold
     "faster",  # faster beyond the CIs
     "now runs",  # did not run before, runs now
@@ -54,6 +59,7 @@ COLUMNS = (
     "new_ci_high",
     "change",
     "slowdown",
+    "busy",
 )
 
 
@@ -166,7 +172,8 @@ def compare(
             for field in ("median", "ci_low", "ci_high")
             if f"{metric}_{field}" in frame.columns
         ]
-        part = frame[["id", "status", *wanted]].set_index("id")
+        flags = ["busy"] if "busy" in frame.columns else []
+        part = frame[["id", "status", *flags, *wanted]].set_index("id")
         return part.add_prefix(f"{name}_")
 
     merged = side(old, "old").join(side(new, "new"), how="outer").reset_index()
@@ -192,6 +199,9 @@ def compare(
             verdict, change, slowdown = _metric_verdict(
                 old_numbers, new_numbers, ratios.is_rate(unit), threshold
             )
+            busy = tidy.flagged(cell.get("old_busy")) or tidy.flagged(cell.get("new_busy"))
+            if verdict == REGRESSION and busy:
+                verdict = BUSY_SLOWER
             rows.append(
                 {
                     "verdict": verdict,
@@ -208,6 +218,7 @@ def compare(
                     ),
                     "change": change,
                     "slowdown": slowdown,
+                    "busy": busy,
                 }
             )
     result = pd.DataFrame(rows, columns=list(COLUMNS))
@@ -254,7 +265,8 @@ def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -
     lines.append(
         f"{len(result)} cells compared: {summary} "
         f"(regression: slower by more than {threshold:.0%} with the 95% CIs apart, "
-        "or ok before and now failed, out of memory, invalid or missing)"
+        "or ok before and now failed, out of memory, invalid or missing; "
+        f"'{BUSY_SLOWER}': as slow, but measured on a busy machine in either run)"
     )
     if provenance:
         lines += ["", "Changed between the runs:", *(f"- {line}" for line in provenance)]

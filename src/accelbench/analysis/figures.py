@@ -33,6 +33,7 @@ LINESTYLES = ("-", "--", ":", "-.")
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
 LEGEND_CHAR_WIDTH = 0.06  # inches per character of a legend entry at the style's font size
 LEGEND_HANDLE = 0.5  # inches of marker, padding and gap per legend entry
+BUSY_LABEL = "hollow: busy machine"
 
 
 def _axis_label(title: str, frame: pd.DataFrame, column: str) -> str:
@@ -90,8 +91,40 @@ def _annotate(ax, x: float, status: str, *, height: float, rotation: float, colo
     )
 
 
-def _legend(fig: Figure, handles: list) -> None:
-    """Legend above the axes, in as many columns as the longest entry lets fit the width."""
+def busy_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Which rows were measured on a busy machine (tidy column `busy`; absent: none)."""
+    if "busy" not in rows:
+        return np.zeros(len(rows), bool)
+    return rows["busy"].fillna(False).to_numpy(bool)
+
+
+def busy_handle() -> Line2D:
+    """Legend entry explaining hollow markers and bars."""
+    return Line2D(
+        [], [], color="black", marker="o", markerfacecolor="white", ls="none", label=BUSY_LABEL
+    )
+
+
+def hollow_busy(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
+    """Redraw the markers of busy rows hollow, over what was plotted at (x, y)."""
+    busy = busy_rows(rows)
+    if busy.any():
+        ax.plot(
+            np.asarray(x, float)[busy],
+            np.asarray(y, float)[busy],
+            ls="none",
+            marker=marker,
+            markerfacecolor="white",
+            markeredgecolor=color,
+            zorder=3,
+        )
+
+
+def _legend(fig: Figure, handles: list, rows: pd.DataFrame | None = None) -> None:
+    """Legend above the axes, in as many columns as the longest entry lets fit the width;
+    with `rows` that hold a busy measurement, also the entry for hollow marks."""
+    if rows is not None and busy_rows(rows).any():
+        handles = [*handles, busy_handle()]
     longest = max(len(handle.get_label()) for handle in handles)
     per_row = max(1, int(fig.get_figwidth() // (LEGEND_CHAR_WIDTH * longest + LEGEND_HANDLE)))
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), per_row))
@@ -116,7 +149,8 @@ def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palett
             x[ok],
             done[f"{metric}_median"].to_numpy(float),
             bar_width,
-            color=palette[value],
+            color=["white" if busy else palette[value] for busy in busy_rows(done)],
+            edgecolor=palette[value],
             log=log,
         )
         ax.errorbar(
@@ -160,7 +194,7 @@ def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) ->
         return _no_data(fig, ax, "no training records")
     palette = dict(zip(devices, style.colors(len(devices)), strict=True))
     _bars(ax, rows, "device", devices, metric, palette)
-    _legend(fig, [Patch(color=palette[device], label=device) for device in devices])
+    _legend(fig, [Patch(color=palette[device], label=device) for device in devices], rows)
     return fig
 
 
@@ -193,7 +227,7 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
         ax.set_ylabel(label if index % ncols == 0 else "")
     for ax in axes[len(devices) :]:
         ax.set_visible(False)
-    _legend(fig, [Patch(color=palette[name], label=name) for name in precisions])
+    _legend(fig, [Patch(color=palette[name], label=name) for name in precisions], rows)
     return fig
 
 
@@ -278,6 +312,7 @@ def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
                 color=palette[label],
                 marker=marker,
             )
+            hollow_busy(ax, done["count"], median, done, palette[label], marker)
         for count, status in here.loc[~ok, ["count", "status"]].itertuples(index=False):
             text = NOT_RUN_TEXT.get(status)
             if text:
@@ -327,7 +362,7 @@ def cpu_thread_scaling(
     _count_axis(ax, counts, "CPU threads")
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    _legend(fig, [*ideal, *handles])
+    _legend(fig, [*ideal, *handles], cells)
     return fig
 
 
@@ -356,7 +391,7 @@ def scaling_efficiency(
     _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
     top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=1.0)
     ax.set_ylim(0, max(1.1, top * 1.05))
-    _legend(fig, [ideal, *handles])
+    _legend(fig, [ideal, *handles], cells)
     return fig
 
 
@@ -415,6 +450,9 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
                     marker=marker,
                     linestyle=linestyle,
                 )
+                hollow_busy(
+                    ax, done["size"], done[f"{metric}_median"], done, palette[backend], marker
+                )
             for size, status in line.loc[
                 ~line.index.isin(measured.index), ["size", "status"]
             ].itertuples(index=False):
@@ -454,6 +492,8 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
         )
         for dtype in dtypes
     ]
+    if busy_rows(measured).any():
+        handles.append(busy_handle())
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
     return fig
 

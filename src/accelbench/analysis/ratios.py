@@ -31,7 +31,17 @@ RATIO_LEVEL = 1 - 2 * (1 - CI_LEVEL)
 TIME_METRIC = {"train": "time_per_batch", "kernel": "time"}
 RATE_METRIC = {"train": "throughput", "kernel": "gflops"}
 SINGLE_STRATEGY = "single"
-CELL_COLUMNS = ("label", "device", "status", "reason", "median", "ci_low", "ci_high", "ci_level")
+CELL_COLUMNS = (
+    "label",
+    "device",
+    "status",
+    "reason",
+    "median",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "busy",
+)
 
 
 def is_rate(unit: str | None) -> bool:
@@ -92,6 +102,8 @@ def _cell(
     cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = _speedup(
         row, base, metric, rate
     )
+    # A ratio is as disturbed as either of its two measurements.
+    cell["busy"] = tidy.flagged(row.get("busy")) or tidy.flagged(base.get("busy"))
     return cell
 
 

@@ -3,7 +3,7 @@
 The roofs are records of their own (experiment "roof", one per device and
 dtype); here they are joined to the kernel records on (device, dtype). A
 kernel's attainable throughput is the roofline min(peak GEMM, arithmetic
-intensity x copy bandwidth); copies, which do no arithmetic, are held against
+intensity x memory bandwidth); copies, which do no arithmetic, are held against
 the bandwidth of the path they take. Crossovers compare, size by size, the
 best CPU result with the best GPU result of a kernel, once for the kernel
 alone and once with the host<->device transfer included.
@@ -18,14 +18,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from accelbench.analysis import style
+from accelbench.analysis import style, tidy
+from accelbench.analysis.figures import busy_handle
 from accelbench.analysis.tidy import natural_devices
 from accelbench.devices import DeviceError, parse_device
 
-ROOF_METRICS = ("peak_gflops", "copy_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
+ROOF_METRICS = ("peak_gflops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
 # Kernels without arithmetic, and the bandwidth roof of the path each copy takes.
 BANDWIDTH_ROOFS = {
-    "transfer-d2d": "copy_bandwidth",
+    "transfer-d2d": "memory_bandwidth",
     "transfer-h2d": "h2d_bandwidth",
     "transfer-h2d-pinned": "h2d_bandwidth",
     "transfer-d2h": "d2h_bandwidth",
@@ -37,15 +38,18 @@ LINESTYLES = ("-", "--", ":", "-.")
 
 
 def roofs(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (device, dtype) with a measured roof: the median of each roof metric."""
+    """One row per (device, dtype) with a measured roof: the median of each roof metric,
+    and as `<metric>_ci_high` the top of its interval (how high a rerun could find it)."""
     rows = frame[(frame["experiment"] == "roof") & (frame["status"] == "ok")]
     columns = {f"{metric}_median": metric for metric in ROOF_METRICS}
+    columns.update({f"{metric}_ci_high": f"{metric}_ci_high" for metric in ROOF_METRICS})
     present = [column for column in columns if column in rows.columns]
     table = rows[KEYS + present].rename(columns=columns)
-    for metric in ROOF_METRICS:
+    wanted = [*ROOF_METRICS, *(f"{metric}_ci_high" for metric in ROOF_METRICS)]
+    for metric in wanted:
         if metric not in table.columns:
             table[metric] = np.nan
-    return table[KEYS + list(ROOF_METRICS)].reset_index(drop=True)
+    return table[KEYS + wanted].reset_index(drop=True)
 
 
 def _is_gpu(device: str) -> bool:
@@ -59,15 +63,16 @@ def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with `roof_percent` and `roof_bound` for kernel rows that ran.
 
     roof_percent = achieved / attainable x 100, where attainable is the
-    roofline min(peak_gflops, arithmetic_intensity x copy_bandwidth) in GFLOP/s,
+    roofline min(peak_gflops, arithmetic_intensity x memory_bandwidth) in GFLOP/s,
     or for a copy the bandwidth roof of its path in GB/s. roof_bound names the
-    roof that limits (peak_gflops, copy_bandwidth, h2d_bandwidth, d2h_bandwidth).
+    roof that limits (peak_gflops, memory_bandwidth, h2d_bandwidth, d2h_bandwidth).
     Rows without a matching roof (none measured for that device and dtype) get NaN.
     """
     out = frame.copy()
     out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
     out["roof_percent"] = np.nan
     out["roof_bound"] = pd.Series(pd.NA, index=out.index, dtype="str")
+    out["above_roof"] = pd.Series(pd.NA, index=out.index, dtype="boolean")
     rows = out[(out["experiment"] == "kernel") & (out["status"] == "ok")]
     table = roofs(frame)
     if rows.empty or table.empty:
@@ -78,20 +83,46 @@ def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
     def measured(name: str) -> pd.Series:
         return rows[name].astype(float) if name in rows else pd.Series(np.nan, index=rows.index)
 
-    memory = measured("arithmetic_intensity") * ceilings["copy_bandwidth"]
-    compute_bound = ceilings["peak_gflops"] <= memory
-    percent = (
-        100.0 * measured("gflops_median") / ceilings["peak_gflops"].where(compute_bound, memory)
-    )
-    bound = pd.Series(np.where(compute_bound, "peak_gflops", "copy_bandwidth"), index=rows.index)
-    for kernel, roof in BANDWIDTH_ROOFS.items():
+    def attainable(suffix: str) -> tuple[pd.Series, pd.Series]:
+        """(roofline in GFLOP/s, whether the GEMM roof is the lower one) from `suffix` stats."""
+        memory = measured("arithmetic_intensity") * ceilings[f"memory_bandwidth{suffix}"]
+        compute_bound = ceilings[f"peak_gflops{suffix}"] <= memory
+        return ceilings[f"peak_gflops{suffix}"].where(compute_bound, memory), compute_bound
+
+    roof, compute_bound = attainable("")
+    roof_top, _ = attainable("_ci_high")
+    achieved = measured("gflops_median")
+    percent = 100.0 * achieved / roof
+    above = achieved > roof_top
+    bound = pd.Series(np.where(compute_bound, "peak_gflops", "memory_bandwidth"), index=rows.index)
+    for kernel, path in BANDWIDTH_ROOFS.items():
         copies = rows["kernel"] == kernel
-        percent[copies] = 100.0 * measured("bandwidth_median")[copies] / ceilings.loc[copies, roof]
-        bound[copies] = roof
+        copied = measured("bandwidth_median")[copies]
+        percent[copies] = 100.0 * copied / ceilings.loc[copies, path]
+        above[copies] = copied > ceilings.loc[copies, f"{path}_ci_high"]
+        bound[copies] = path
     known = np.isfinite(percent)
     out.loc[rows.index, "roof_percent"] = percent.where(known)
     out.loc[known[known].index, "roof_bound"] = bound[known]
+    out.loc[known[known].index, "above_roof"] = above[known]
     return out
+
+
+def above_roof_note(rows: pd.DataFrame) -> str | None:
+    """What a table or figure says when kernels beat their roof beyond the roof's interval."""
+    flagged = (
+        rows[rows["above_roof"].fillna(False).astype(bool)] if "above_roof" in rows else rows[:0]
+    )
+    if flagged.empty:
+        return None
+    names = "; ".join(
+        f"{row.kernel} {row.backend} {row.dtype} n={row.size} on {row.device}"
+        for row in flagged.itertuples(index=False)
+    )
+    return (
+        f"above its measured roof, beyond the roof's interval (a working set that fits "
+        f"in cache, or a roof measured in other conditions): {names}"
+    )
 
 
 def roof_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -109,6 +140,8 @@ def roof_table(frame: pd.DataFrame) -> pd.DataFrame:
         "arithmetic_intensity",
         "roof_bound",
         "roof_percent",
+        "above_roof",
+        "busy",
     ]
     rows = rows.reindex(columns=columns)
     return rows.sort_values(["kernel", "device", "dtype", "size", "backend"]).reset_index(drop=True)
@@ -195,13 +228,13 @@ def _grid(panels: int) -> tuple[Figure, np.ndarray]:
 def roofline_figure(frame: pd.DataFrame) -> Figure:
     """Roofline per (device, dtype): the measured ceilings as lines, each kernel as a point.
 
-    Ceilings: min(peak GEMM, intensity x copy bandwidth), and on a GPU the
+    Ceilings: min(peak GEMM, intensity x STREAM memory bandwidth), and on a GPU the
     pinned host->device bandwidth as the ceiling of work whose data must first
     cross the host link. Points: each kernel and backend at its largest measured
     size; copies (no arithmetic) have no place on the intensity axis.
     """
     style.apply()
-    table = roofs(frame).dropna(subset=["peak_gflops", "copy_bandwidth"])
+    table = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"])
     kernels = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
     if "gflops_median" in kernels and "arithmetic_intensity" in kernels:
         kernels = kernels[
@@ -212,6 +245,7 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         kernels = kernels.iloc[0:0]
     if table.empty:
         return _empty("no roof records")
+    above_roof = add_roof_percent(frame)["above_roof"]
     order = {device: i for i, device in enumerate(natural_devices(table["device"]))}
     table = table.sort_values(
         ["device", "dtype"], key=lambda s: s.map(order) if s.name == "device" else s
@@ -224,13 +258,13 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     intensities = (
         kernels["arithmetic_intensity"].astype(float) if len(kernels) else pd.Series([1.0])
     )
-    ridge_points = table["peak_gflops"] / table["copy_bandwidth"]
+    ridge_points = table["peak_gflops"] / table["memory_bandwidth"]
     low = min(intensities.min(), ridge_points.min()) / 4
     high = max(intensities.max(), ridge_points.max()) * 4
     x = np.geomspace(low, high, 200)
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
-        ax.plot(x, np.minimum(roof.peak_gflops, x * roof.copy_bandwidth), color="black")
+        ax.plot(x, np.minimum(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
         ax.text(
             high,
             roof.peak_gflops,
@@ -240,8 +274,8 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         )
         ax.text(
             low,
-            low * roof.copy_bandwidth,
-            f"copy {roof.copy_bandwidth:.3g} GB/s",
+            low * roof.memory_bandwidth,
+            f"memory {roof.memory_bandwidth:.3g} GB/s",
             ha="left",
             va="bottom",
             rotation=0,
@@ -252,13 +286,36 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         largest = (
             here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
         )
-        for point in largest.itertuples(index=False):
+        largest = largest.assign(above_roof=above_roof.reindex(largest.index))
+        for point in largest.to_dict("records"):
+            busy = tidy.flagged(point.get("busy"))
             ax.plot(
-                float(point.arithmetic_intensity),
-                float(point.gflops_median),
+                float(point["arithmetic_intensity"]),
+                float(point["gflops_median"]),
                 linestyle="none",
-                marker=markers[point.backend],
-                color=palette[point.kernel],
+                marker=markers[point["backend"]],
+                color=palette[point["kernel"]],
+                markerfacecolor="white" if busy else palette[point["kernel"]],
+            )
+            if tidy.flagged(point["above_roof"]):
+                ax.plot(
+                    float(point["arithmetic_intensity"]),
+                    float(point["gflops_median"]),
+                    linestyle="none",
+                    marker="o",
+                    markersize=12,
+                    markerfacecolor="none",
+                    markeredgecolor="black",
+                )
+        above = int(largest["above_roof"].fillna(False).astype(bool).sum()) if len(largest) else 0
+        if above:
+            ax.text(
+                0.02,
+                0.98,
+                f"{above} above the roof (circled)",
+                transform=ax.transAxes,
+                ha="left",
+                va="top",
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -276,6 +333,8 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         Line2D([], [], color="black", marker=markers[b], ls="none", label=b) for b in backends
     ]
     handles += [Line2D([], [], color="black", label="measured roof")]
+    if "busy" in kernels and kernels["busy"].map(tidy.flagged).any():
+        handles.append(busy_handle())
     if table["h2d_bandwidth"].notna().any():
         handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5))

@@ -29,12 +29,29 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
-from accelbench.timing import CI_LEVEL
+from accelbench.timing import CI_LEVEL, RERUN_INTERVAL
 
 MISSING = "–"
 # Columns of the CSV (long form, one line per table cell); "column" is written under the
 # name of what the table's columns are (device, precision).
-CSV_COLUMNS = ("row", "column", "status", "median", "ci_low", "ci_high", "unit", "best", "reason")
+CSV_COLUMNS = (
+    "row",
+    "column",
+    "status",
+    "median",
+    "ci_low",
+    "ci_high",
+    "unit",
+    "best",
+    "busy",
+    "reason",
+)
+# A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
+BUSY_MARK = "†"
+BUSY_NOTE = (
+    "measured while other processes kept the machine busy, after the retries "
+    "(the number may be too slow)"
+)
 # What a cell that holds no number shows, and how its footnote names the cause.
 CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING}
 NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline"}
@@ -131,6 +148,7 @@ def _blank_cell(row: str, column: str, unit: str | None) -> dict[str, Any]:
         "unit": unit,
         "best": False,
         "reason": None,
+        "busy": False,
     }
 
 
@@ -155,6 +173,7 @@ def _grid(
                 if record["status"] == "ok":
                     for field in ("median", "ci_low", "ci_high", "ci_level"):
                         cell[field] = float(record[field])
+                    cell["busy"] = tidy.flagged(record.get("busy"))
             cells.append(cell)
     return cells
 
@@ -202,7 +221,7 @@ def _render(
             text.loc[row, column] = format_with_ci(
                 *(cell[field] / factor for field in ("median", "ci_low", "ci_high")),
                 exponents[row],
-            )
+            ) + (BUSY_MARK if cell["busy"] else "")
         elif status in CELL_TEXT:
             key = (status, " ".join(str(cell["reason"]).split()))
             marker = markers.setdefault(key, _marker(len(markers)))
@@ -218,6 +237,9 @@ def _render(
         for cell in cells
         if cell["ci_level"] < expected_level
     ]
+    busy = [place(cell["row"], cell["column"]) for cell in cells if cell["busy"]]
+    if busy:
+        footnotes.append(f"{BUSY_MARK} {BUSY_NOTE}: {'; '.join(busy)}")
     if not labels:
         footnotes.append(empty)
     if weak:
@@ -231,6 +253,15 @@ def _render(
         "cells": [{key: cell[key] for key in CSV_COLUMNS} for cell in cells],
     }
     return text, footnotes
+
+
+def interval_name(rows: pd.DataFrame) -> str:
+    """What the brackets hold: a rerun interval where every record that ran was measured
+    in independent runs (record param `interval`), else the within-run CI."""
+    ran = rows[rows["status"] == "ok"]
+    methods = set(ran["interval"].dropna()) if "interval" in ran else set()
+    rerun = bool(methods) and methods == {RERUN_INTERVAL}
+    return f"{CI_LEVEL:.0%} {'rerun interval' if rerun else 'CI'}"
 
 
 def _caption(text: str, unit: str | None, interval: str, constants: list[str]) -> str:
@@ -264,6 +295,7 @@ def comparison_table(
             across: rows[across] if labels else [],
             "status": rows["status"],
             "reason": rows["reason"],
+            "busy": rows.get("busy", False),
             **{
                 field: rows.get(f"{spec.metric}_{field}", pd.Series(math.nan, index=rows.index))
                 for field in ("median", "ci_low", "ci_high", "ci_level")
@@ -279,7 +311,7 @@ def comparison_table(
         columns,
         row_header=spec.row_header,
         column_header=across,
-        caption=_caption(title, shown, f"{CI_LEVEL:.0%} CI", constants),
+        caption=_caption(title, shown, interval_name(rows), constants),
         factor=factor,
         empty=(
             f"No {experiment} records."

@@ -42,6 +42,9 @@ PARAM_ORDER = (
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
 UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
+# What else the machine did (record "conditions"): busy is true where it stayed above the
+# contention limit after the retries; null for a record measured without the guard.
+CONDITION_COLUMNS = ("busy", "other_cpus", "steal_cpus")
 PROVENANCE_COLUMNS = (
     "host",
     "cpu_model",
@@ -56,6 +59,7 @@ PROVENANCE_COLUMNS = (
     "slurm_job_id",
     "slurm_partition",
     "slurm_node",
+    "slurm_exclusive",
     "started",
     "finished",
 )
@@ -80,6 +84,11 @@ SECONDARY = {"train": ("precision", "strategy", "batch"), "kernel": ("backend", 
 LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
 # Reading order of parameter values that have one (others sort alphabetically).
 VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
+
+
+def flagged(value: Any) -> bool:
+    """A boolean cell (busy, above_roof) as a plain bool: null and NA read as false."""
+    return False if value is None or value is pd.NA or value != value else bool(value)
 
 
 @functools.cache
@@ -114,6 +123,7 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
         "slurm_job_id": slurm.get("job_id"),
         "slurm_partition": slurm.get("partition"),
         "slurm_node": slurm.get("node"),
+        "slurm_exclusive": slurm.get("exclusive"),
         "started": provenance.get("started"),
         "finished": provenance.get("finished"),
     }
@@ -134,6 +144,8 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     check = record["check"] or {}
     row["check_passed"] = check.get("passed")
     row["check_relative_error"] = check.get("relative_error")
+    conditions = record.get("conditions") or {}
+    row.update({column: conditions.get(column) for column in CONDITION_COLUMNS})
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
         row[f"{library}{VERSION_SUFFIX}"] = version
@@ -213,6 +225,7 @@ def _column_order(
         *params,
         *metrics,
         *CHECK_COLUMNS,
+        *CONDITION_COLUMNS,
         *PROVENANCE_COLUMNS,
         *sorted(versions),
     ]
