@@ -322,3 +322,22 @@ def test_allocation_is_read_from_scontrol_output():
         "gres/gpu": "1",
     }
     assert provenance.parse_tres("JobId=3 JobState=PENDING") is None
+
+
+def test_exclusive_jobs_ask_for_whole_nodes(config):
+    config["slurm"]["exclusive"] = True
+    single = cluster.job_resources(parse_device("cpu4"), "single", config, slurm_tasks=True)
+    assert single["slurm_extra"] == "--exclusive"
+    config["slurm"]["cpus_per_gpu"] = 8
+    tasks = cluster.job_resources(parse_device("2x4cuda"), "ddp", config, slurm_tasks=True)
+    assert tasks["slurm_extra"] == "--gpus-per-node=4 --exclusive"
+    config["slurm"]["exclusive"] = False
+    assert "slurm_extra" not in cluster.job_resources(
+        parse_device("cpu4"), "single", config, slurm_tasks=True
+    )
+
+
+def test_whether_the_node_was_shared_is_read_from_scontrol_output():
+    assert provenance.parse_exclusive("JobId=5 OverSubscribe=NO Contiguous=0") is True
+    assert provenance.parse_exclusive("JobId=5 OverSubscribe=OK Contiguous=0") is False
+    assert provenance.parse_exclusive("JobId=5 JobState=PENDING") is None

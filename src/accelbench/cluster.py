@@ -164,11 +164,15 @@ def job_resources(
     layout = task_layout(device, strategy, config) if slurm_tasks else None
     if layout is not None:
         resources.update(task_resources(layout, config))
-        return resources
-    resources["cpus_per_task"] = cpus_per_task(device, config)
-    resources["gpu"] = gpus(device)
-    if device.is_gpu and config["slurm"]["gpu_model"]:
-        resources["gpu_model"] = config["slurm"]["gpu_model"]
+    else:
+        resources["cpus_per_task"] = cpus_per_task(device, config)
+        resources["gpu"] = gpus(device)
+        if device.is_gpu and config["slurm"]["gpu_model"]:
+            resources["gpu_model"] = config["slurm"]["gpu_model"]
+    if config["slurm"].get("exclusive"):
+        # Whole nodes: no other job shares the node's cores, caches and memory bandwidth.
+        extra = resources.get("slurm_extra")
+        resources["slurm_extra"] = f"{extra} --exclusive" if extra else "--exclusive"
     return resources
 
 

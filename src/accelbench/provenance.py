@@ -130,19 +130,25 @@ def parse_tres(job_line: str) -> dict[str, str] | None:
     return None
 
 
-def slurm_allocation(job_id: str) -> dict[str, str] | None:
-    """What Slurm allocated to the job (cpus, memory, nodes, GPUs), or None if scontrol can't say.
+def parse_exclusive(job_line: str) -> bool | None:
+    """Whether the job had its nodes to itself: `scontrol show job` says OverSubscribe=NO
+    for an --exclusive job; None where the field is absent."""
+    for field in job_line.split():
+        if field.startswith("OverSubscribe="):
+            return field.removeprefix("OverSubscribe=") == "NO"
+    return None
 
-    Read from the controller: a job step's environment lacks the job's memory
-    and, under Snakemake, most of its other SLURM_* settings.
-    """
+
+def _scontrol_job(job_id: str) -> str | None:
+    """The job's line from the controller: a job step's environment lacks the job's memory
+    and, under Snakemake, most of its other SLURM_* settings."""
     try:
         done = subprocess.run(
             ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=15
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return parse_tres(done.stdout) if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
 
 
 def slurm_context() -> dict[str, Any] | None:
@@ -153,7 +159,10 @@ def slurm_context() -> dict[str, Any] | None:
     for key, variable in SLURM_VARIABLES.items():
         text = os.environ.get(variable)
         context[key] = int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
-    context["allocation"] = slurm_allocation(os.environ["SLURM_JOB_ID"])
+    line = _scontrol_job(os.environ["SLURM_JOB_ID"])
+    context["allocation"] = parse_tres(line) if line is not None else None
+    # Whether other jobs could share the node while this one was measured.
+    context["exclusive"] = parse_exclusive(line) if line is not None else None
     return context
 
 
