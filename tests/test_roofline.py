@@ -164,7 +164,7 @@ def test_roof_percent_is_nan_without_a_roof(frame):
 def test_roof_table_lists_the_kernels_that_ran(frame):
     table = roofline.roof_table(frame)
     assert len(table) == sum(1 for _, r in RECORDS if r["experiment"] == "kernel")
-    assert list(table.columns)[-2:] == ["roof_bound", "roof_percent"]
+    assert list(table.columns)[-4:] == ["roof_bound", "roof_percent", "above_roof", "busy"]
 
 
 def test_crossover_kernel_only(frame):
@@ -225,7 +225,7 @@ def test_roofline_figure_draws_measured_ceilings(frame):
     assert np.max(ceiling) == pytest.approx(10000.0)
     assert gpu.lines[1].get_linestyle() == "--"  # host->device roof on the GPU only
     texts = " ".join(text.get_text() for text in axes[0].texts)
-    assert "GEMM 100 GFLOP/s" in texts and "copy 20 GB/s" in texts
+    assert "GEMM 100 GFLOP/s" in texts and "memory 20 GB/s" in texts
     # One point per (kernel, backend) that does arithmetic, at its largest size.
     points = [line for line in axes[0].lines if line.get_linestyle() == "None"]
     assert len(points) == 3  # matmul numpy, matmul numba, saxpy numpy

@@ -95,7 +95,7 @@ def busy_rows(rows: pd.DataFrame) -> np.ndarray:
     """Which rows were measured on a busy machine (tidy column `busy`; absent: none)."""
     if "busy" not in rows:
         return np.zeros(len(rows), bool)
-    return rows["busy"].fillna(False).to_numpy(bool)
+    return rows["busy"].map(tidy.flagged).to_numpy(bool)
 
 
 def busy_handle() -> Line2D:
@@ -240,7 +240,8 @@ def speedup_heatmap(
     frame: pd.DataFrame, baseline: str, experiment: str = "train", width: float | None = None
 ) -> Figure:
     """Speedup over the `baseline` device, rows x devices, coloured on a log scale centred
-    on 1 (one hue faster, the other slower); cells that did not run say why."""
+    on 1 (one hue faster, the other slower); cells that did not run say why, cells
+    measured on a busy machine carry the tables' † mark."""
     style.apply()
     cells, _ = ratios.speedup(frame, experiment, baseline)
     labels = list(dict.fromkeys(cells["label"]))
@@ -269,6 +270,7 @@ def speedup_heatmap(
         row, column = labels.index(label), devices.index(device)
         if cell["status"] == "ok" and math.isfinite(values[row, column]):
             text = _ratio_text(cell["median"], cell["ci_low"], cell["ci_high"])
+            text += tables.BUSY_MARK if tidy.flagged(cell["busy"]) else ""
             dark = abs(norm(values[row, column]) - 0.5) > 0.3
             color = "white" if dark else "black"
         else:
