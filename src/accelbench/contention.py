@@ -4,8 +4,9 @@ A measurement shares the machine with whatever else runs there, and a busy
 neighbour inflates every sample of a run alike, so no within-run statistic can
 reveal it. This module reads it from the kernel instead: between a start and a
 stop snapshot, the CPU time every process used (/proc/stat) less the CPU time of
-this process, its descendants and the other tasks of the same Slurm job, is the
-CPU time others took; hypervisor steal time is counted with it. Divided by the
+this process, its descendants, the other tasks of the same Slurm job and the
+processes that started it (the workflow engine, recorded apart), is the CPU time
+others took; hypervisor steal time is counted with it. Divided by the
 wall time it is "other CPUs": 1.0 means one core was busy elsewhere throughout.
 
 Load average, CPU clock and governor are recorded beside it where the machine
@@ -77,12 +78,22 @@ def _own_seconds() -> float:
 
 
 class _Ours:
-    """Which live processes count as this measurement's own: descendants, same Slurm job."""
+    """Which live processes count as this measurement's own: descendants, same Slurm job;
+    and which run it (its ancestors below init: the supervisor, Snakemake, the shell)."""
 
-    def __init__(self) -> None:
+    def __init__(self, table: dict[int, tuple[int, float]]) -> None:
         self.root = os.getpid()
         self.job = os.environ.get("SLURM_JOB_ID")
         self.job_of: dict[int, str | None] = {}  # pid -> its Slurm job, read once per pid
+        self.ancestors: set[int] = set()
+        parent = table.get(self.root, (0, 0.0))[0]
+        while parent > 1 and parent in table and parent not in self.ancestors:
+            self.ancestors.add(parent)
+            parent = table[parent][0]
+
+    def workflow_seconds(self, table: dict[int, tuple[int, float]]) -> dict[int, float]:
+        """CPU seconds of each live ancestor (the workflow engine that started this job)."""
+        return {pid: table[pid][1] for pid in self.ancestors if pid in table}
 
     def seconds(self, table: dict[int, tuple[int, float]]) -> dict[int, tuple[float, bool]]:
         """(CPU seconds, is a descendant) of each live process of ours, this one excluded."""
@@ -136,6 +147,7 @@ class Conditions:
 
     window_s: float
     other_cpus: float  # CPU time of other processes per second of wall time
+    workflow_cpus: float  # the same, of the processes that started this one (not contention)
     steal_cpus: float  # hypervisor steal time per second of wall time
     load_average_1m: float
     cpus_online: int
@@ -152,20 +164,26 @@ class Conditions:
 
 
 class Watch:
-    """Start at construction, `stop()` at the end of the window: the Conditions seen."""
+    """Start at construction, `stop()` at the end of the window: the Conditions seen.
+
+    The processes that started this one (Snakemake, the job's supervisor) are
+    counted apart as `workflow_cpus`: run locally, Snakemake does its
+    bookkeeping on a core the experiment leaves free, which no pause avoids.
+    """
 
     def __init__(self) -> None:
-        self._ours = _Ours()
+        self._ours = _Ours(_processes())
         self._start = self._snapshot()
 
-    def _snapshot(self) -> tuple[float, float, float, float, dict[int, tuple[float, bool]]]:
+    def _snapshot(self):
         table = _processes()
         busy, steal = _system_seconds()
-        return time.perf_counter(), busy, steal, _own_seconds(), self._ours.seconds(table)
+        workflow = sum(self._ours.workflow_seconds(table).values())
+        return time.perf_counter(), busy, steal, _own_seconds(), self._ours.seconds(table), workflow
 
     def stop(self) -> Conditions:
-        wall0, busy0, steal0, own0, tree0 = self._start
-        wall1, busy1, steal1, own1, tree1 = self._snapshot()
+        wall0, busy0, steal0, own0, tree0, workflow0 = self._start
+        wall1, busy1, steal1, own1, tree1, workflow1 = self._snapshot()
         window = max(wall1 - wall0, 1e-9)
         # A live process of ours counts from the start snapshot, or from its birth.
         tree = sum(seconds - tree0.get(pid, (0.0, True))[0] for pid, (seconds, _) in tree1.items())
@@ -178,11 +196,13 @@ class Watch:
             if descendant and pid not in tree1
         )
         ours = (own1 - own0) + tree - ended
-        other = max(0.0, (busy1 - busy0) - ours)
+        workflow = max(0.0, workflow1 - workflow0)
+        other = max(0.0, (busy1 - busy0) - ours - workflow)
         mhz, governor = cpu_clock()
         return Conditions(
             window_s=window,
             other_cpus=other / window,
+            workflow_cpus=workflow / window,
             steal_cpus=max(0.0, steal1 - steal0) / window,
             load_average_1m=os.getloadavg()[0],
             cpus_online=os.cpu_count() or 1,

@@ -1,7 +1,7 @@
 """Measured roofs: the ceilings every kernel on a device is compared with.
 
 Per device and dtype: the peak GEMM throughput (the best library GEMM on
-that device over n, n/2 and n/4) and the memory bandwidth (the best of the
+that device over n and n/2) and the memory bandwidth (the best of the
 four STREAM kernels over every backend that uses all the device's threads, on
 arrays far beyond the caches: stream.py); on a GPU also the pinned
 host->device and device->host bandwidth. Each roof is measured with the same
@@ -33,8 +33,8 @@ ROOFS = {
     "d2h_bandwidth": (("transfer-d2h-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
 }
 GPU_ONLY = ("h2d_bandwidth", "d2h_bandwidth")
-# The GEMM roof is the best over n, n/2 and n/4: a library's best size need not be the largest.
-GEMM_FRACTIONS = (1, 2, 4)
+# The GEMM roof is the best over n and n/2: a library's best size need not be the largest.
+GEMM_FRACTIONS = (1, 2)
 
 
 def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
