@@ -277,7 +277,7 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
     """One outcome from R runs: every distribution metric across runs (timing.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
-    with each time metric's run medians added as a series.
+    with each metric's run medians added as a series.
     """
     first = outcomes[0]
     if len(outcomes) == 1:

@@ -176,14 +176,14 @@ def combine_metrics(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict
 
 
 def run_medians(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Each timed metric's median in every run, as record series `<metric>_run_medians`."""
+    """Each distribution metric's median in every run, as record series `<metric>_run_medians`."""
     return {
         f"{name}_run_medians": {
             "unit": metric["unit"],
             "values": [run[name]["median"] for run in runs],
         }
         for name, metric in runs[0].items()
-        if "median" in metric and metric["unit"] == "s"
+        if "median" in metric
     }
 
 
