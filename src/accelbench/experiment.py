@@ -300,18 +300,28 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
     """The experiment measured in settings["runs"] independent runs, combined.
 
-    Training repeats its runs itself (train/loop.py), inside the processes it
-    launched; kernels and roofs run each repetition in a fresh process where
-    allowed, else one after the other in this one.
+    Where allowed, each run is a process of its own. Otherwise kernels and
+    roofs run one after the other in this process, and training repeats its
+    runs itself (train/loop.py), inside the processes it launched: a launched
+    rank (an srun task) cannot fork alone, its peers would wait for it.
     """
+    from accelbench.train.distributed import from_environment
+
     measure = _measure(exp.family)
-    runs = 1 if exp.family == "train" else int(settings.get("runs", 1))
+    runs = int(settings.get("runs", 1))
+    if exp.family == "train":
+        if not fresh_processes or from_environment() or runs == 1:
+            return _guarded(measure, exp, settings)
+        settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
         # Imported once here, so that each forked run starts without paying for it
         # (importing starts no thread pool; only the first parallel call does).
         import torch.utils.benchmark  # noqa: F401
 
-        kernels()
+        if exp.family == "train":
+            import accelbench.train.session  # noqa: F401  (the models and their libraries)
+        else:
+            kernels()
     outcomes = []
     for index in range(runs):
         if fresh_processes and runs > 1:
