@@ -549,10 +549,10 @@ def test_cpu_roof_record(dtype, tmp_path):
     assert set(roofs["peak_gflops"]["candidates"]) == {
         f"matmul/{backend}/n{n}" for backend in ("numpy", "torch") for n in (24, 48)
     }
-    # Memory: the four STREAM kernels on every backend that uses all the device's threads.
+    # Memory: the STREAM kernels and a read on every backend that uses all the threads.
     assert set(roofs["memory_bandwidth"]["candidates"]) == {
         f"stream-{op}/{backend}/n{(1 << 20) // itemsize}"
-        for op in ("copy", "scale", "add", "triad")
+        for op in ("copy", "scale", "add", "triad", "read")
         for backend in ("torch", "numba-parallel")
     }
 

@@ -34,7 +34,11 @@ def test_stream_array_code_runs_through_a_device_module(name):
     inputs = spec.make_inputs(np.random.default_rng(0), 1000, np.dtype("float32"))
     op = name.removeprefix("stream-")
     prepared = array_prepared(
-        NUMPY_AS_DEVICE, inputs, stream._array_code(op, np), inputs[1].shape, inputs[1].dtype
+        NUMPY_AS_DEVICE,
+        inputs,
+        stream._array_code(op, np),
+        stream.out_shape(op, inputs),
+        inputs[1].dtype,
     )
     prepared.upload()
     prepared.poison()
@@ -52,6 +56,7 @@ def test_stream_counts_words_as_stream_does():
         "stream-scale": 160.0,
         "stream-add": 240.0,
         "stream-triad": 240.0,
+        "stream-read": 80.0,
     }
     assert stream.SPECS["stream-triad"].flops(10) == 20.0
 

@@ -2,7 +2,7 @@
 
 Per device and dtype: the peak GEMM throughput (the best library GEMM on
 that device over n and n/2) and the memory bandwidth (the best of the
-four STREAM kernels over every backend that uses all the device's threads, on
+STREAM kernels and a read (sum) over every backend that uses all the device's threads, on
 arrays far beyond the caches: stream.py); on a GPU also the pinned
 host->device and device->host bandwidth. Each roof is measured with the same
 machinery as the kernels: checked against the float64 reference first, then

@@ -1,12 +1,16 @@
-"""The four STREAM kernels (McCalpin): the memory-bandwidth roof of a device.
+"""The STREAM kernels (McCalpin) and a read: the memory-bandwidth roof of a device.
 
 copy c = a, scale c = s*a, add c = a + b, triad c = a + s*b, each over arrays
 far larger than the last-level cache, counted as STREAM counts them: the words
 read plus the words written (2, 2, 3 and 3 per element; no write-allocate
-traffic). Every implementation uses all the threads the device has: Numba
-`prange` loops and PyTorch's intra-op threads on a CPU, CuPy and PyTorch on a
-GPU. The roof is the best of them. NumPy, which runs
-one thread, is not a candidate: a roof that one thread can reach is not the
+traffic). The four all write an array, and a CPU reads each written line
+before it writes it, so they move a third to a half more than they count; a
+kernel that only reads (a sum, a reduction) runs faster than any of them.
+`read`, s = sum(a) (1 word per element), is the fifth kernel, so that the
+roof bounds read-only kernels too. Every implementation uses all the threads
+the device has: Numba `prange` loops and PyTorch's intra-op threads on a CPU,
+CuPy and PyTorch on a GPU. The roof is the best of them. NumPy, which runs one
+thread, is not a candidate: a roof that one thread can reach is not the
 machine's.
 
 They are KernelSpecs like the grid's kernels, so they are checked against the
@@ -33,14 +37,21 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+from accelbench.kernels.reduction import tolerance as sum_tolerance
 
-# op -> (arrays read, flops per element)
-OPS = {"copy": (1, 0), "scale": (1, 1), "add": (2, 1), "triad": (2, 2)}
+# op -> (arrays read, arrays written, flops per element)
+OPS = {
+    "copy": (1, 1, 0),
+    "scale": (1, 1, 1),
+    "add": (2, 1, 1),
+    "triad": (2, 1, 2),
+    "read": (1, 0, 1),
+}
 BACKENDS = ("torch", "numba-parallel", "cupy")
 
 
 def _inputs(op: str):
-    reads, _ = OPS[op]
+    reads, _, _ = OPS[op]
 
     def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype):
         scalar = np.asarray(rng.uniform(0.5, 2.0)).astype(dtype).reshape(1)
@@ -55,6 +66,8 @@ def _reference(op: str):
         s, a = float(s[0]), a.astype(np.float64)
         if op == "copy":
             return a.copy()
+        if op == "read":
+            return a.sum(keepdims=True)
         if op == "scale":
             return s * a
         b = b.astype(np.float64)
@@ -70,6 +83,8 @@ def _array_code(op: str, xp):
         out = rest[-1]
         if op == "copy":
             xp.copyto(out, a)
+        elif op == "read":
+            xp.sum(a, keepdims=True, out=out)
         elif op == "scale":
             xp.multiply(a, s[0], out=out)
         elif op == "add":
@@ -89,6 +104,8 @@ def _torch_code(op: str, alpha: float):
         out = rest[-1]
         if op == "copy":
             out.copy_(a)
+        elif op == "read":
+            torch.sum(a, 0, keepdim=True, out=out)
         elif op == "scale":
             torch.mul(a, s[0], out=out)
         elif op == "add":
@@ -109,6 +126,17 @@ def _numba_loop(op: str):
                 c[i] = a[i]
 
         return copy
+    if op == "read":
+        # Reassociation lets LLVM keep partial sums in vector lanes, as the reduction
+        # kernel does; a strict sum waits on one add at a time and never reaches memory speed.
+        @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "nsz"})
+        def read(s, a, c):
+            total = a[0] - a[0]  # zero of the input's type
+            for i in numba.prange(a.size):
+                total += a[i]
+            c[0] = total
+
+        return read
     if op == "scale":
 
         @numba.njit(parallel=True, cache=True)
@@ -144,14 +172,16 @@ def _implementations(op: str):
         return _array_prepared(cupy_module(), inputs)
 
     def _array_prepared(am: ArrayModule, inputs) -> Prepared:
-        return array_prepared(am, inputs, _array_code(op, am.xp), inputs[1].shape, inputs[1].dtype)
+        return array_prepared(
+            am, inputs, _array_code(op, am.xp), out_shape(op, inputs), inputs[1].dtype
+        )
 
     def torch_version(inputs, device: Device) -> Prepared:
         code = _torch_code(op, float(inputs[0][0]))
-        return torch_prepared(inputs, device, code, inputs[1].shape, inputs[1].dtype)
+        return torch_prepared(inputs, device, code, out_shape(op, inputs), inputs[1].dtype)
 
     def numba_version(inputs, device: Device) -> Prepared:
-        return host_prepared(inputs, _numba_loop(op), inputs[1].shape, inputs[1].dtype)
+        return host_prepared(inputs, _numba_loop(op), out_shape(op, inputs), inputs[1].dtype)
 
     return {
         "numpy": numpy_version,
@@ -161,16 +191,22 @@ def _implementations(op: str):
     }
 
 
+def out_shape(op: str, inputs) -> tuple[int, ...]:
+    """The read's sum is one value; the other kernels write an array like their input."""
+    return (1,) if op == "read" else inputs[1].shape
+
+
 def _spec(op: str) -> KernelSpec:
-    reads, flops_per_element = OPS[op]
+    reads, writes, flops_per_element = OPS[op]
     return KernelSpec(
         name=f"stream-{op}",
         description=f"STREAM {op} over arrays beyond the last-level cache",
         flops=lambda n: float(flops_per_element * n),
-        bytes_moved=lambda n, itemsize: float((reads + 1) * n * itemsize),
+        bytes_moved=lambda n, itemsize: float((reads + writes) * n * itemsize),
         make_inputs=_inputs(op),
         reference=_reference(op),
-        tolerance=lambda n, dtype: 2.0 * unit_roundoff(dtype),
+        # A sum's roundoff grows with n (the reduction kernel's bound); the rest round once.
+        tolerance=sum_tolerance if op == "read" else lambda n, dtype: 2.0 * unit_roundoff(dtype),
         implementations=_implementations(op),
     )
 
