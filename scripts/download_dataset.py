@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
-from accelbench.train import data
+from accelbench.train import datasets
 
 logging.basicConfig(
     filename=snakemake.log[0],
@@ -14,5 +14,5 @@ logging.basicConfig(
     format="%(asctime)s %(levelname)s %(name)s: %(message)s",
 )
 output = Path(snakemake.output[0])
-data.download(output.parent, snakemake.wildcards.dataset)
+datasets.download(output.parent, snakemake.wildcards.dataset)
 logging.info("%s is in %s", snakemake.wildcards.dataset, output)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from accelbench.grid import TrainExperiment
-from accelbench.train import data
+from accelbench.train import data, datasets
 from accelbench.train.loop import measure_training
 from accelbench.train.models import models, resolve_options
 
@@ -57,7 +57,7 @@ def write_mnist(data_dir):
 def write_ptb(data_dir):
     folder = data_dir / "ptb"
     folder.mkdir(parents=True)
-    (folder / data.PTB_FILE).write_text(PTB_TEXT)
+    (folder / datasets.PTB_FILE).write_text(PTB_TEXT)
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def train_on(model, data_dir, options, steps=6, batch=8):
     ],
 )
 def test_model_trains_on_its_real_dataset_when_present(model, options, dataset, data_dir):
-    assert data.is_present(data_dir, dataset)
+    assert datasets.is_present(data_dir, dataset)
     outcome = train_on(model, data_dir, options)
     assert outcome.status == "ok", outcome.reason
     assert outcome.params["data"] == dataset
@@ -131,7 +131,7 @@ def test_models_without_a_dataset_ignore_the_data_dir(data_dir):
 
 
 def test_cifar10_images_are_scaled_and_resized(data_dir):
-    dataset = data.cifar10(data.dataset_root(data_dir, "cifar10"), image_size=48)
+    dataset = data.cifar10(datasets.dataset_root(data_dir, "cifar10"), image_size=48)
     assert len(dataset) == CIFAR_IMAGES
     image, label = dataset[0]
     assert image.shape == (3, 48, 48) and image.dtype == torch.float32
@@ -140,7 +140,7 @@ def test_cifar10_images_are_scaled_and_resized(data_dir):
 
 
 def test_mnist_digits_and_vectors(data_dir):
-    root = data.dataset_root(data_dir, "mnist")
+    root = datasets.dataset_root(data_dir, "mnist")
     image, _ = data.mnist(root)[3]
     vector, _ = data.mnist(root, flatten=True)[3]
     assert image.shape == (1, 28, 28) and vector.shape == (784,)
@@ -149,7 +149,7 @@ def test_mnist_digits_and_vectors(data_dir):
 
 
 def test_ptb_tokens_keep_the_frequent_words(data_dir):
-    tokens = data.ptb_tokens(data.dataset_root(data_dir, "ptb"), vocab=5)
+    tokens = data.ptb_tokens(datasets.dataset_root(data_dir, "ptb"), vocab=5)
     words = [word for line in PTB_TEXT.splitlines() for word in line.split() + ["<eos>"]]
     assert len(tokens) == len(words)
     # Ids 2..4 are the three most frequent words (the, <eos>, sat/on/...), the rest <unk> = 1.
@@ -160,18 +160,18 @@ def test_ptb_tokens_keep_the_frequent_words(data_dir):
 def test_denoising_pairs_are_the_same_wherever_drawn(data_dir):
     spec = models()["autoencoder"]
     options = resolve_options(spec)
-    dataset = spec.real_data(data.dataset_root(data_dir, "mnist"), options, 0)
+    dataset = spec.real_data(datasets.dataset_root(data_dir, "mnist"), options, 0)
     noisy, clean = dataset[5]
     again, clean_again = dataset[5]
     torch.testing.assert_close(noisy, again)
     torch.testing.assert_close(clean, clean_again)
     assert not torch.equal(noisy, clean)
-    other_seed = spec.real_data(data.dataset_root(data_dir, "mnist"), options, 1)[5][0]
+    other_seed = spec.real_data(datasets.dataset_root(data_dir, "mnist"), options, 1)[5][0]
     assert not torch.equal(noisy, other_seed)
 
 
 def test_loader_source_cycles_epochs_in_a_seeded_order(data_dir):
-    dataset = data.mnist(data.dataset_root(data_dir, "mnist"), flatten=True)
+    dataset = data.mnist(datasets.dataset_root(data_dir, "mnist"), flatten=True)
     first = data.LoaderSource(dataset, batch=8, seed=0)
     second = data.LoaderSource(dataset, batch=8, seed=0)
     batches = [first.next() for _ in range(5)]  # 30 samples: 3 full batches per epoch
@@ -224,14 +224,14 @@ def test_download_fetches_into_the_dataset_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torchvision.datasets, "CIFAR10", FakeCIFAR10)
     monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: io.BytesIO(b"a b c\nd e\n"))
-    assert data.download(tmp_path, "cifar10") == tmp_path / "cifar10"
+    assert datasets.download(tmp_path, "cifar10") == tmp_path / "cifar10"
     assert calls == [(str(tmp_path / "cifar10"), True, True)]
-    assert data.download(tmp_path, "ptb") == tmp_path / "ptb"
-    assert (tmp_path / "ptb" / data.PTB_FILE).read_text() == "a b c\nd e\n"
-    assert data.is_present(tmp_path, "ptb") and data.is_present(tmp_path, "cifar10")
-    assert not data.is_present(tmp_path, "mnist")
+    assert datasets.download(tmp_path, "ptb") == tmp_path / "ptb"
+    assert (tmp_path / "ptb" / datasets.PTB_FILE).read_text() == "a b c\nd e\n"
+    assert datasets.is_present(tmp_path, "ptb") and datasets.is_present(tmp_path, "cifar10")
+    assert not datasets.is_present(tmp_path, "mnist")
     with pytest.raises(ValueError, match="dataset 'imagenet' is not known; allowed: cifar10"):
-        data.download(tmp_path, "imagenet")
+        datasets.download(tmp_path, "imagenet")
 
 
 def test_an_empty_download_is_not_taken_for_a_dataset(tmp_path, monkeypatch):
@@ -240,8 +240,8 @@ def test_an_empty_download_is_not_taken_for_a_dataset(tmp_path, monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: io.BytesIO(b"  \n"))
     with pytest.raises(RuntimeError, match="returned no text"):
-        data.download(tmp_path, "ptb")
-    assert not data.is_present(tmp_path, "ptb")
+        datasets.download(tmp_path, "ptb")
+    assert not datasets.is_present(tmp_path, "ptb")
     assert list((tmp_path / "ptb").iterdir()) == []
 
 
@@ -253,6 +253,6 @@ def test_the_download_rule_fetches_each_dataset_into_the_data_dir(workflow_dir):
     done = snakemake(workflow_dir, "-n", "datasets", "--configfile", "config/data.yaml")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     output = done.stdout + done.stderr
-    for name in data.DATASETS:
+    for name in datasets.DATASETS:
         assert f"/scratch/ours/{name}" in output
     assert "download_dataset        3" in output or "download_dataset 3" in " ".join(output.split())

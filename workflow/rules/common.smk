@@ -8,7 +8,7 @@ from accelbench import cluster, grid
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
-from accelbench.train import data, settings
+from accelbench.train import datasets, settings
 
 grid.validate_config(config)
 GRID = grid.expand(config)
@@ -24,7 +24,7 @@ wildcard_constraints:
     precision=grid.WILDCARD_CONSTRAINT,
     strategy=grid.WILDCARD_CONSTRAINT,
     batch=grid.WILDCARD_CONSTRAINT,
-    dataset="|".join(data.DATASETS),
+    dataset="|".join(datasets.DATASETS),
 
 
 def check_kernel_target(wildcards):
@@ -115,7 +115,7 @@ onstart:
 KERNEL_SETTINGS = accelbench_config.kernel_settings(config)
 ROOF_SETTINGS = accelbench_config.roof_settings(config)
 # Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
-DATASET_PATTERN = str(data.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
+DATASET_PATTERN = str(datasets.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
 
 
 def train_settings(wildcards):

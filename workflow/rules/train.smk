@@ -42,4 +42,4 @@ rule download_dataset:
 rule datasets:
     """Every real dataset the training models can use."""
     input:
-        expand(DATASET_PATTERN, dataset=list(data.DATASETS)),
+        expand(DATASET_PATTERN, dataset=list(datasets.DATASETS)),

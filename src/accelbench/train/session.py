@@ -16,7 +16,7 @@ import torch
 
 from accelbench.devices import Device
 from accelbench.grid import TrainExperiment
-from accelbench.train import cpu_support, data, strategies
+from accelbench.train import cpu_support, data, datasets, strategies
 from accelbench.train.flops import flops_per_sample
 from accelbench.train.models import (
     ModelSpec,
@@ -61,9 +61,9 @@ def _real_dataset(spec: ModelSpec, options: dict, settings: TrainSettings):
     """(dataset or None, data name, note): the model's real dataset if present and fitting."""
     if spec.dataset is None or not settings.data_dir:
         return None, "synthetic", None
-    if not data.is_present(settings.data_dir, spec.dataset):
+    if not datasets.is_present(settings.data_dir, spec.dataset):
         return None, "synthetic", f"{spec.dataset} not found under {settings.data_dir}"
-    root = data.dataset_root(settings.data_dir, spec.dataset)
+    root = datasets.dataset_root(settings.data_dir, spec.dataset)
     try:
         return spec.real_data(root, options, settings.seed), spec.dataset, None
     except data.DataMismatch as err:

@@ -115,7 +115,7 @@ class ModelSpec:
     # Blocks whose composition is the forward pass: the pipeline splits them into
     # stages, FSDP shards each one. None: the model cannot be split.
     layers: Callable[[Any], list] | None = None
-    # Real dataset (a name in accelbench.train.data.DATASETS) used when present on
+    # Real dataset (a name in accelbench.train.datasets.DATASETS) used when present on
     # disk, and how to turn it into samples of this model's batch format:
     # (dataset folder, options, seed) -> torch Dataset, or data.DataMismatch.
     dataset: str | None = None
