@@ -89,3 +89,13 @@ def test_a_failed_training_experiment_fails_the_command(monkeypatch, tmp_path, c
     monkeypatch.setattr(experiment, "run", lambda exp, settings, path: "failed")
     assert cli.main(["train", "results/train/fcn/cpu1/fp32/single/bs4.json"]) == 1
     assert "results/train/fcn/cpu1/fp32/single/bs4.json: failed" in capsys.readouterr().out
+
+
+def test_queue_wait_bin_edges_must_increase(tmp_path):
+    extra = tmp_path / "bins.yaml"
+    extra.write_text("cluster_analysis:\n  gb_hour_bins: [16, 16]\n")
+    with pytest.raises(
+        workflow_config.ConfigError,
+        match=r"config key cluster_analysis.gb_hour_bins: bin edges must increase, got \[16, 16\]",
+    ):
+        workflow_config.load([extra])

@@ -176,12 +176,6 @@ def test_format_duration(seconds, text):
     assert queue_wait.format_duration(seconds) == text
 
 
-def test_bin_edges_must_increase():
-    config = {"cluster_analysis": {"cpu_hour_bins": [4, 16, 64], "gb_hour_bins": [16, 16]}}
-    with pytest.raises(ValueError, match=r"cluster_analysis.gb_hour_bins: bin edges must increase"):
-        queue_wait.validate_bins(config)
-
-
 def test_data_notes_name_partitions_without_jobs(parsed):
     notes = queue_wait.data_notes(parsed, "dump.txt", ["medium", "long"])
     assert notes == [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -158,12 +157,13 @@ def test_multi_gpu_single_strategy_is_excluded():
 def test_cpu2_uses_two_threads_and_restores_the_count(monkeypatch):
     spec = models()["resnet18"]
     seen = []
+    original = spec.build
 
     def build(options):
         seen.append(torch.get_num_threads())
-        return spec.build(options)
+        return original(options)
 
-    monkeypatch.setitem(models(), "resnet18", dataclasses.replace(spec, build=build))
+    monkeypatch.setattr(spec.implementation, "build", build)
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -180,12 +180,10 @@ def test_cpu2_uses_two_threads_and_restores_the_count(monkeypatch):
 
 
 def test_cpu_thread_count_restored_after_failure(monkeypatch):
-    spec = models()["resnet18"]
-
     def build(options):
         raise RuntimeError("build failed")
 
-    monkeypatch.setitem(models(), "resnet18", dataclasses.replace(spec, build=build))
+    monkeypatch.setattr(models()["resnet18"].implementation, "build", build)
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -71,6 +74,35 @@ def test_models_without_layers_are_the_gan_and_the_gcn():
         "dcgan",
         "gcn",
     ]
+
+
+@pytest.mark.parametrize("name", sorted(models()))
+def test_the_catalogue_agrees_with_the_model_module(name):
+    """The grid plans from the catalogue alone; each module must provide what it promises."""
+    spec = models()[name]
+    assert spec.splittable == (spec.layers is not None)
+    assert spec.implementation.__name__ == f"accelbench.train.models.{name}"
+    for attribute in ("build", "make_batch", "loss"):
+        assert callable(getattr(spec, attribute))
+    assert (spec.dataset is not None) == (spec.real_data is not None)
+
+
+def test_planning_the_default_grid_does_not_import_torch():
+    """Parsing the Snakefile (config, grid, exclusions) runs for every Slurm job: no torch."""
+    code = (
+        "import sys\n"
+        "from accelbench import config, grid\n"
+        "from accelbench.train import datasets, settings\n"
+        "assert grid.expand(config.load()).experiments\n"
+        "print(sorted(name for name in ('torch', 'torchvision') if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_an_unknown_attribute_of_a_spec_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'bulid'"):
+        _ = models()["fcn"].bulid
 
 
 def test_resnet56_is_he_et_al_cifar_network():

@@ -89,14 +89,26 @@ def _read(path: Path) -> dict[str, Any]:
     return loaded
 
 
+def check_values(config: dict[str, Any]) -> None:
+    """What the schema cannot say: the registry names and device strings of the grid, and
+    increasing bin edges of the queue-wait analysis. The error names the config key."""
+    grid.validate_config(config)
+    for key in ("cpu_hour_bins", "gb_hour_bins"):
+        edges = config["cluster_analysis"][key]
+        if any(high <= low for low, high in zip(edges, edges[1:], strict=False)):
+            raise ConfigError(
+                f"config key cluster_analysis.{key}: bin edges must increase, got {edges}"
+            )
+
+
 def validate(config: dict[str, Any]) -> None:
-    """The workflow's checks: the schema (filling in its defaults), then the registry names."""
+    """The workflow's checks: the schema (filling in its defaults), then check_values."""
     try:
         validate_against_schema(config, str(workflow_root() / SCHEMA))
     except WorkflowError as err:
         raise ConfigError(str(err)) from None
     try:
-        grid.validate_config(config)
+        check_values(config)
     except grid.GridError as err:
         raise ConfigError(str(err)) from None
 

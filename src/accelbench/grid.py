@@ -168,7 +168,7 @@ def train_exclusion(
     if exp.precision == "tf32" and not device.is_gpu:
         return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
     spec = models()[exp.model]
-    reason = exclusion(exp.strategy, device, exp.batch, spec.layers is not None)
+    reason = exclusion(exp.strategy, device, exp.batch, spec.splittable)
     if reason or train_config is None:
         return reason
     options = resolve_options(

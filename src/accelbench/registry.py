@@ -1,7 +1,7 @@
 """Plug-in discovery: each module in a package declares one benchmark unit.
 
-Kernels and models are found by scanning their package, so adding one is one
-new module and no edits elsewhere. A module opts in by defining `SPEC`, or
+Kernels are found by scanning their package, so adding one is one new module
+and no edits elsewhere. A module opts in by defining `SPEC`, or
 `SPECS` when it declares a family of closely related units (e.g. the
 transfer directions) that share their code.
 """

@@ -4,9 +4,8 @@
 # The queue-wait part needs Slurm or a sacct dump: it joins the default target
 # only with cluster_analysis.queue_wait; otherwise name its outputs as targets.
 
-from accelbench.analysis import queue_wait, sacct
+from accelbench.analysis import sacct
 
-queue_wait.validate_bins(config)
 CLUSTER = config["cluster_analysis"]
 SACCT_DUMP = CLUSTER["sacct_dump"] or "results/cluster/sacct.txt"
 QUEUE_WAIT_OUTPUTS = [

@@ -10,7 +10,7 @@ from accelbench.analysis import tidy
 from accelbench.devices import parse_device
 from accelbench.train import datasets, settings
 
-grid.validate_config(config)
+accelbench_config.check_values(config)
 GRID = grid.expand(config)
 
 

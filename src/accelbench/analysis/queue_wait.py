@@ -53,16 +53,6 @@ DURATION_UNITS = (
 )
 
 
-def validate_bins(config: dict) -> None:
-    """Bin edges must increase strictly; the error names the config key."""
-    for key in ("cpu_hour_bins", "gb_hour_bins"):
-        edges = config["cluster_analysis"][key]
-        if any(high <= low for low, high in zip(edges, edges[1:], strict=False)):
-            raise ValueError(
-                f"config key cluster_analysis.{key}: bin edges must increase, got {edges}"
-            )
-
-
 def bin_labels(edges: list[float]) -> list[str]:
     """Labels of the half-open bins [edge_i, edge_i+1): '< 4', '4–16', '16–64', '≥ 64'."""
     text = [f"{edge:g}" for edge in edges]

@@ -45,27 +45,6 @@ class TransformerBlock(nn.Module):
         return self.layer(x, src_mask=mask, is_causal=True)
 
 
-# Sizes of the BERT- and GPT-style models: small by default, tiny for the tests.
-TRANSFORMER_OPTIONS = {
-    "lr": 0.001,
-    "vocab": 1000,
-    "dim": 128,
-    "heads": 4,
-    "layers": 2,
-    "ff": 512,
-    "seq_len": 64,
-}
-TRANSFORMER_TINY_OPTIONS = {
-    "lr": 0.01,
-    "vocab": 16,
-    "dim": 8,
-    "heads": 2,
-    "layers": 2,
-    "ff": 16,
-    "seq_len": 8,
-}
-
-
 def transformer(options: dict, causal: bool) -> nn.Sequential:
     """Embeddings, pre-norm blocks, a final LayerNorm and a head to the vocabulary."""
     dim = options["dim"]

@@ -1,10 +1,15 @@
-"""Model registry: one module per model, each declaring a `SPEC`.
+"""Model registry: the catalogue of models, and one module per model with its network.
 
-A model declares how to build it, how to make a deterministic, learnable
-synthetic batch, its loss and optimiser, its size options with their defaults,
-and, where it has them, its real dataset and its layer sequence, so the
-training loop and the parallel strategies need to know nothing about any
-particular network.
+The catalogue (`MODELS`, below) holds what the workflow plans with: the
+model's name and family, its size options with their defaults, whether its
+layers can be split into stages, the smallest image it accepts and its real
+dataset. It imports nothing heavy, so planning a grid of experiments never
+imports torch. The network itself lives in `accelbench.train.models.<module>`,
+imported on first use: how to build it, how to make a deterministic,
+learnable synthetic batch, its loss, and where they differ from the defaults,
+its optimiser, training step, parts and layer sequence, and how to read its
+real dataset. So the training loop and the parallel strategies need to know
+nothing about any particular network.
 
 A batch is a pair `(inputs, targets)`; each of the two is a tensor or a tuple
 of tensors whose first dimension is the sample, so every strategy can split a
@@ -15,12 +20,12 @@ the model's output, backward, optimiser step" (the GAN) supplies its own step.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-from accelbench.registry import discover
 
 Options = Mapping[str, Any]
 
@@ -90,14 +95,31 @@ def supervised_step(step: Step, inputs, targets):
     return loss.detach()
 
 
+# What a model's module provides, with the default where it may leave a name out
+# (REQUIRED: it must define it). Each is read from the module on first use.
+REQUIRED = object()
+IMPLEMENTED: dict[str, Any] = {
+    "build": REQUIRED,  # options -> torch.nn.Module
+    "make_batch": REQUIRED,  # (generator, batch, options) -> (inputs, targets)
+    "loss": REQUIRED,  # () -> loss module
+    "optimizer": sgd,  # (parameters, lr) -> optimiser
+    "train_step": supervised_step,  # (Step, inputs, targets) -> detached loss
+    "parts": whole_model,  # model -> the modules that get their own optimiser
+    # model -> blocks whose composition is the forward pass: the pipeline splits them
+    # into stages, FSDP shards each one. Only for models the catalogue marks splittable.
+    "layers": None,
+    # (dataset folder, options, seed) -> torch Dataset, or data.DataMismatch
+    "real_data": None,
+}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
+    """A catalogue entry; `spec.build`, `spec.loss`, ... come from its module (IMPLEMENTED)."""
+
     name: str
     family: str  # "cnn", "fcn", "rnn", "transformer", "autoencoder", "gan", "gnn"
     description: str
-    build: Callable[[Options], Any]  # options -> torch.nn.Module
-    make_batch: Callable[[Any, int, Options], tuple[Any, Any]]  # (generator, batch, options)
-    loss: Callable[[], Any]  # -> loss module
     default_batch: int
     # Size options and their defaults (every model has `lr`, its learning rate);
     # train.model_options overrides them per model.
@@ -108,18 +130,24 @@ class ModelSpec:
     # the smallest image their layers accept (the grid excludes smaller ones).
     follows_image_size: bool = False
     min_image_size: int | None = None
-    optimizer: Callable[[Any, float], Any] = sgd  # (parameters, lr) -> optimiser
-    train_step: Callable[[Step, Any, Any], Any] = supervised_step
-    # The modules that get their own optimiser and are wrapped by the strategy.
-    parts: Callable[[Any], list] = whole_model
-    # Blocks whose composition is the forward pass: the pipeline splits them into
-    # stages, FSDP shards each one. None: the model cannot be split.
-    layers: Callable[[Any], list] | None = None
+    # Its module defines `layers`: the pipeline and FSDP strategies can split it.
+    splittable: bool = False
     # Real dataset (a name in accelbench.train.datasets.DATASETS) used when present on
-    # disk, and how to turn it into samples of this model's batch format:
-    # (dataset folder, options, seed) -> torch Dataset, or data.DataMismatch.
+    # disk; the module's `real_data` turns it into samples of this model's batch format.
     dataset: str | None = None
-    real_data: Callable[[Any, Options, int], Any] | None = None
+
+    @property
+    def implementation(self) -> ModuleType:
+        """The module with this model's network: accelbench.train.models.<name>."""
+        return importlib.import_module(f"{__name__}.{self.name}")
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute not in IMPLEMENTED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attribute!r}")
+        default = IMPLEMENTED[attribute]
+        if default is REQUIRED:
+            return getattr(self.implementation, attribute)
+        return getattr(self.implementation, attribute, default)
 
 
 class Unavailable(RuntimeError):
@@ -203,6 +231,170 @@ def batch_norm_values(spec: ModelSpec, options: Options, samples: int) -> int | 
     return None if per_sample is None else per_sample * samples
 
 
+MNIST_FEATURES = 28 * 28
+# Sizes of the BERT- and GPT-style models: small by default, tiny for the tests.
+TRANSFORMER_OPTIONS = {
+    "lr": 0.001,
+    "vocab": 1000,
+    "dim": 128,
+    "heads": 4,
+    "layers": 2,
+    "ff": 512,
+    "seq_len": 64,
+}
+TRANSFORMER_TINY_OPTIONS = {
+    "lr": 0.01,
+    "vocab": 16,
+    "dim": 8,
+    "heads": 2,
+    "layers": 2,
+    "ff": 16,
+    "seq_len": 8,
+}
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="alexnet",
+            family="cnn",
+            description="torchvision AlexNet (single tower), 10 classes",
+            default_batch=16,
+            options={"lr": 0.01, "image_size": 64, "classes": 10, "dropout": 0.5},
+            tiny_options={"image_size": 64, "dropout": 0.0},
+            follows_image_size=True,
+            min_image_size=63,  # its three stride-2 poolings
+            splittable=True,
+        ),
+        ModelSpec(
+            name="autoencoder",
+            family="autoencoder",
+            description="convolutional denoising autoencoder, MSE reconstruction",
+            default_batch=32,
+            options={"lr": 0.001, "image_size": 28, "channels": 1, "width": 32, "noise": 0.5},
+            tiny_options={"lr": 0.01, "image_size": 8, "width": 8},
+            splittable=True,
+            dataset="mnist",
+        ),
+        ModelSpec(
+            name="bert",
+            family="transformer",
+            description="BERT-style Transformer encoder, masked language model",
+            default_batch=16,
+            options=dict(TRANSFORMER_OPTIONS),
+            tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
+            splittable=True,
+            dataset="ptb",
+        ),
+        ModelSpec(
+            name="dcgan",
+            family="gan",
+            description="DCGAN, discriminator and generator updated every step",
+            default_batch=32,
+            options={"lr": 0.0002, "image_size": 32, "channels": 3, "latent": 64, "width": 32},
+            tiny_options={"image_size": 16, "latent": 4, "width": 4},
+            dataset="cifar10",
+        ),
+        ModelSpec(
+            name="fcn",
+            family="fcn",
+            description="fully connected network, ReLU, MNIST-sized by default",
+            default_batch=64,
+            options={
+                "lr": 0.01,
+                "input_dim": MNIST_FEATURES,
+                "hidden": [1024, 1024, 1024],
+                "classes": 10,
+            },
+            tiny_options={"input_dim": 32, "hidden": [16, 16], "classes": 4},
+            splittable=True,
+            dataset="mnist",
+        ),
+        ModelSpec(
+            name="gcn",
+            family="gnn",
+            description="graph convolutional network on a sparse adjacency, graph classification",
+            default_batch=32,
+            options={
+                "lr": 0.005,
+                "nodes": 64,
+                "degree": 4,
+                "features": 32,
+                "hidden": 64,
+                "layers": 2,
+                "classes": 4,
+            },
+            tiny_options={"nodes": 8, "degree": 2, "features": 4, "hidden": 8, "classes": 2},
+        ),
+        ModelSpec(
+            name="gpt",
+            family="transformer",
+            description="GPT-style decoder-only Transformer, next-token prediction",
+            default_batch=16,
+            options=dict(TRANSFORMER_OPTIONS),
+            tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
+            splittable=True,
+            dataset="ptb",
+        ),
+        ModelSpec(
+            name="lstm",
+            family="rnn",
+            description="LSTM language model (next-token prediction)",
+            default_batch=32,
+            options={
+                "lr": 0.002,
+                "vocab": 1000,
+                "embed": 128,
+                "hidden": 256,
+                "layers": 2,
+                "seq_len": 32,
+            },
+            tiny_options={
+                "lr": 0.01,
+                "vocab": 16,
+                "embed": 16,
+                "hidden": 16,
+                "layers": 2,
+                "seq_len": 6,
+            },
+            splittable=True,
+            dataset="ptb",
+        ),
+        ModelSpec(
+            name="resnet18",
+            family="cnn",
+            description="torchvision ResNet-18 (ImageNet layout), 10 classes",
+            default_batch=16,
+            options={"lr": 0.01, "image_size": 64, "classes": 10},
+            tiny_options={"image_size": 32},
+            follows_image_size=True,
+            splittable=True,
+        ),
+        ModelSpec(
+            name="resnet50",
+            family="cnn",
+            description="torchvision ResNet-50 (ImageNet layout), 10 classes",
+            default_batch=16,
+            # lr 0.01 (fine for ResNet-18) makes this deeper network diverge at batch 16.
+            options={"lr": 0.001, "image_size": 64, "classes": 10},
+            tiny_options={"image_size": 32},
+            follows_image_size=True,
+            splittable=True,
+        ),
+        ModelSpec(
+            name="resnet56",
+            family="cnn",
+            description="CIFAR ResNet-56 (He et al. 2016, option A shortcuts), 10 classes",
+            default_batch=16,
+            options={"lr": 0.1, "depth": 56, "width": 16, "image_size": 32, "classes": 10},
+            tiny_options={"lr": 0.05, "depth": 8, "width": 4},
+            splittable=True,
+            dataset="cifar10",
+        ),
+    )
+}
+
+
 def models() -> dict[str, ModelSpec]:
-    """All registered models by name."""
-    return discover(__name__)
+    """All models by name."""
+    return MODELS

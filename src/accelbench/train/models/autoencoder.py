@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, adam
+from accelbench.train.models import adam
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import labelled_samples
 
@@ -58,18 +58,6 @@ def real_data(root, options: dict[str, Any], seed: int):
     return data.PerSample(data.mnist(root), seed, noisy_pair)
 
 
-SPEC = ModelSpec(
-    name="autoencoder",
-    family="autoencoder",
-    description="convolutional denoising autoencoder, MSE reconstruction",
-    build=build,
-    make_batch=make_batch,
-    loss=nn.MSELoss,
-    default_batch=32,
-    options={"lr": 0.001, "image_size": 28, "channels": 1, "width": 32, "noise": 0.5},
-    tiny_options={"lr": 0.01, "image_size": 8, "width": 8},
-    optimizer=adam,
-    layers=sequential_layers,
-    dataset="mnist",
-    real_data=real_data,
-)
+loss = nn.MSELoss
+optimizer = adam
+layers = sequential_layers

@@ -14,10 +14,8 @@ from typing import Any
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, adam
+from accelbench.train.models import adam
 from accelbench.train.nets import (
-    TRANSFORMER_OPTIONS,
-    TRANSFORMER_TINY_OPTIONS,
     SequenceCrossEntropy,
     sequential_layers,
     transformer,
@@ -42,18 +40,6 @@ def real_data(root, options: dict[str, Any], seed: int):
     )
 
 
-SPEC = ModelSpec(
-    name="bert",
-    family="transformer",
-    description="BERT-style Transformer encoder, masked language model",
-    build=build,
-    make_batch=make_batch,
-    loss=SequenceCrossEntropy,
-    default_batch=16,
-    options=dict(TRANSFORMER_OPTIONS),
-    tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
-    optimizer=adam,
-    layers=sequential_layers,
-    dataset="ptb",
-    real_data=real_data,
-)
+loss = SequenceCrossEntropy
+optimizer = adam
+layers = sequential_layers

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, Step
+from accelbench.train.models import Step
 from accelbench.train.synthetic import labelled_samples
 
 PATTERNS = 10  # distinct image classes the synthetic "real" images vary around
@@ -124,19 +124,6 @@ def parts(model: DCGAN) -> list[nn.Module]:
     return [model.generator, model.discriminator]
 
 
-SPEC = ModelSpec(
-    name="dcgan",
-    family="gan",
-    description="DCGAN, discriminator and generator updated every step",
-    build=DCGAN,
-    make_batch=make_batch,
-    loss=nn.BCEWithLogitsLoss,
-    default_batch=32,
-    options={"lr": 0.0002, "image_size": 32, "channels": 3, "latent": 64, "width": 32},
-    tiny_options={"image_size": 16, "latent": 4, "width": 4},
-    optimizer=optimizer,
-    train_step=gan_step,
-    parts=parts,
-    dataset="cifar10",
-    real_data=real_data,
-)
+build = DCGAN
+loss = nn.BCEWithLogitsLoss
+train_step = gan_step

@@ -13,11 +13,9 @@ from typing import Any
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec
+from accelbench.train.models import MNIST_FEATURES
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import labelled_samples
-
-MNIST_FEATURES = 28 * 28
 
 
 def build(options: dict[str, Any]) -> nn.Sequential:
@@ -42,17 +40,5 @@ def real_data(root, options: dict[str, Any], seed: int):
     return data.mnist(root, flatten=True)
 
 
-SPEC = ModelSpec(
-    name="fcn",
-    family="fcn",
-    description="fully connected network, ReLU, MNIST-sized by default",
-    build=build,
-    make_batch=make_batch,
-    loss=nn.CrossEntropyLoss,
-    default_batch=64,
-    options={"lr": 0.01, "input_dim": MNIST_FEATURES, "hidden": [1024, 1024, 1024], "classes": 10},
-    tiny_options={"input_dim": 32, "hidden": [16, 16], "classes": 4},
-    layers=sequential_layers,
-    dataset="mnist",
-    real_data=real_data,
-)
+loss = nn.CrossEntropyLoss
+layers = sequential_layers

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from accelbench.train.models import ModelSpec, adam
+from accelbench.train.models import adam
 from accelbench.train.synthetic import class_templates, random_edges
 
 NODE_NOISE = 2.0
@@ -83,23 +83,6 @@ def make_batch(generator, batch: int, options: dict[str, Any]):
     return (features, edges), labels
 
 
-SPEC = ModelSpec(
-    name="gcn",
-    family="gnn",
-    description="graph convolutional network on a sparse adjacency, graph classification",
-    build=GCN,
-    make_batch=make_batch,
-    loss=nn.CrossEntropyLoss,
-    default_batch=32,
-    options={
-        "lr": 0.005,
-        "nodes": 64,
-        "degree": 4,
-        "features": 32,
-        "hidden": 64,
-        "layers": 2,
-        "classes": 4,
-    },
-    tiny_options={"nodes": 8, "degree": 2, "features": 4, "hidden": 8, "classes": 2},
-    optimizer=adam,
-)
+build = GCN
+loss = nn.CrossEntropyLoss
+optimizer = adam

@@ -14,10 +14,8 @@ from typing import Any
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, adam
+from accelbench.train.models import adam
 from accelbench.train.nets import (
-    TRANSFORMER_OPTIONS,
-    TRANSFORMER_TINY_OPTIONS,
     SequenceCrossEntropy,
     sequential_layers,
     transformer,
@@ -29,18 +27,8 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return transformer(options, causal=True)
 
 
-SPEC = ModelSpec(
-    name="gpt",
-    family="transformer",
-    description="GPT-style decoder-only Transformer, next-token prediction",
-    build=build,
-    make_batch=next_token_batch,
-    loss=SequenceCrossEntropy,
-    default_batch=16,
-    options=dict(TRANSFORMER_OPTIONS),
-    tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
-    optimizer=adam,
-    layers=sequential_layers,
-    dataset="ptb",
-    real_data=data.ptb_next_tokens,
-)
+make_batch = next_token_batch
+loss = SequenceCrossEntropy
+optimizer = adam
+layers = sequential_layers
+real_data = data.ptb_next_tokens

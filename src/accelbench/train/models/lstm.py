@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec, adam
+from accelbench.train.models import adam
 from accelbench.train.nets import SequenceCrossEntropy, sequential_layers
 from accelbench.train.synthetic import next_token_batch
 
@@ -39,18 +39,8 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-SPEC = ModelSpec(
-    name="lstm",
-    family="rnn",
-    description="LSTM language model (next-token prediction)",
-    build=build,
-    make_batch=next_token_batch,
-    loss=SequenceCrossEntropy,
-    default_batch=32,
-    options={"lr": 0.002, "vocab": 1000, "embed": 128, "hidden": 256, "layers": 2, "seq_len": 32},
-    tiny_options={"lr": 0.01, "vocab": 16, "embed": 16, "hidden": 16, "layers": 2, "seq_len": 6},
-    optimizer=adam,
-    layers=sequential_layers,
-    dataset="ptb",
-    real_data=data.ptb_next_tokens,
-)
+make_batch = next_token_batch
+loss = SequenceCrossEntropy
+optimizer = adam
+layers = sequential_layers
+real_data = data.ptb_next_tokens

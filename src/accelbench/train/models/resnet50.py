@@ -10,7 +10,6 @@ from typing import Any
 
 from torch import nn
 
-from accelbench.train.models import ModelSpec
 from accelbench.train.nets import torchvision_resnet_layers
 from accelbench.train.synthetic import image_batch
 
@@ -21,17 +20,6 @@ def build(options: dict[str, Any]):
     return torchvision.models.resnet50(weights=None, num_classes=options["classes"])
 
 
-SPEC = ModelSpec(
-    name="resnet50",
-    family="cnn",
-    description="torchvision ResNet-50 (ImageNet layout), 10 classes",
-    build=build,
-    make_batch=image_batch,
-    loss=nn.CrossEntropyLoss,
-    default_batch=16,
-    # lr 0.01 (fine for ResNet-18) makes this deeper network diverge at batch 16.
-    options={"lr": 0.001, "image_size": 64, "classes": 10},
-    tiny_options={"image_size": 32},
-    follows_image_size=True,
-    layers=torchvision_resnet_layers,
-)
+make_batch = image_batch
+loss = nn.CrossEntropyLoss
+layers = torchvision_resnet_layers

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import ModelSpec
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import image_batch
 
@@ -77,17 +76,6 @@ def real_data(root, options: dict[str, Any], seed: int):
     return data.cifar10(root, options["image_size"])
 
 
-SPEC = ModelSpec(
-    name="resnet56",
-    family="cnn",
-    description="CIFAR ResNet-56 (He et al. 2016, option A shortcuts), 10 classes",
-    build=build,
-    make_batch=image_batch,
-    loss=nn.CrossEntropyLoss,
-    default_batch=16,
-    options={"lr": 0.1, "depth": 56, "width": 16, "image_size": 32, "classes": 10},
-    tiny_options={"lr": 0.05, "depth": 8, "width": 4},
-    layers=sequential_layers,
-    dataset="cifar10",
-    real_data=real_data,
-)
+make_batch = image_batch
+loss = nn.CrossEntropyLoss
+layers = sequential_layers
