@@ -40,8 +40,11 @@ test: venv
 	 else echo "not root: the local Slurm is not started; Slurm tests will skip"; fi
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
+# Style and Snakemake's own best-practice checks; .ci/run runs it before the tests.
 lint: venv
 	$(BIN)/ruff check src scripts tests
+	$(BIN)/ruff format --check src scripts tests
+	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/snakemake --lint
 
 slurm-up:

@@ -32,14 +32,14 @@ rule sacct_query:
     """sacct of the configured partitions and window -> the raw text the analysis reads."""
     output:
         "results/cluster/sacct.txt",
-    params:
-        partitions=sacct.configured_partitions(config),
-        since=CLUSTER["since"],
-        until=CLUSTER["until"],
     log:
         "results/logs/cluster/sacct_query.log",
     conda:
         CONDA_ENV
+    params:
+        partitions=sacct.configured_partitions(config),
+        since=CLUSTER["since"],
+        until=CLUSTER["until"],
     script:
         "../../scripts/sacct_query.py"
 
@@ -59,15 +59,15 @@ rule queue_wait:
         ),
         jobs="results/cluster/sacct_jobs.csv",
         problems="results/cluster/sacct_problems.csv",
+    log:
+        "results/logs/cluster/queue_wait.log",
+    conda:
+        CONDA_ENV
     params:
         partitions=sacct.configured_partitions(config),
         cpu_hour_bins=CLUSTER["cpu_hour_bins"],
         gb_hour_bins=CLUSTER["gb_hour_bins"],
         min_jobs=CLUSTER["min_jobs"],
-    log:
-        "results/logs/cluster/queue_wait.log",
-    conda:
-        CONDA_ENV
     script:
         "../../scripts/queue_wait.py"
 

@@ -61,9 +61,7 @@ def under_slurm():
 @functools.cache
 def placement(device, strategy, slurm_tasks):
     """Partition, cores, GPUs and tasks of one device and strategy (asked once per resource)."""
-    return cluster.job_resources(
-        parse_device(device), strategy, config, slurm_tasks=slurm_tasks
-    )
+    return cluster.job_resources(parse_device(device), strategy, config, slurm_tasks=slurm_tasks)
 
 
 def experiment_resources(family):
@@ -71,9 +69,7 @@ def experiment_resources(family):
 
     def resource(key):
         # A key placement does not give evaluates to None, which Snakemake leaves out.
-        return lambda wc: placement(
-            wc.device, wc.get("strategy", "single"), under_slurm()
-        ).get(key)
+        return lambda wc: placement(wc.device, wc.get("strategy", "single"), under_slurm()).get(key)
 
     resources = {key: resource(key) for key in cluster.JOB_RESOURCE_KEYS}
     resources.update(

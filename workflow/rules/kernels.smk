@@ -6,19 +6,19 @@ rule kernel_benchmark:
         grid.KERNEL_PATTERN,
     log:
         "results/logs/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.log",
-    params:
-        settings=KERNEL_SETTINGS,
+    retries: RETRIES
     # On a cluster, short kernel experiments of one device share a submission
     # (profiles/slurm sets how many); locally, groups have no effect.
     group:
         "kernels_{device}"
-    threads: experiment_threads
-    retries: RETRIES
-    resources:
-        **experiment_resources("kernels"),
     conda:
         CONDA_ENV
     envmodules:
         *ENV_MODULES,
+    threads: experiment_threads
+    resources:
+        **experiment_resources("kernels"),
+    params:
+        settings=KERNEL_SETTINGS,
     script:
         "../../scripts/run_experiment.py"

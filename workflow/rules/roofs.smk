@@ -6,19 +6,19 @@ rule roof_benchmark:
         grid.ROOF_PATTERN,
     log:
         "results/logs/roofs/{device}/{dtype}.log",
-    params:
-        settings=ROOF_SETTINGS,
+    retries: RETRIES
     # On a cluster the roofs join the batches of their device's kernels, so that
     # roofs and the kernels they bound are measured on the same kind of allocation.
     group:
         "kernels_{device}"
-    threads: experiment_threads
-    retries: RETRIES
-    resources:
-        **experiment_resources("kernels"),
     conda:
         CONDA_ENV
     envmodules:
         *ENV_MODULES,
+    threads: experiment_threads
+    resources:
+        **experiment_resources("kernels"),
+    params:
+        settings=ROOF_SETTINGS,
     script:
         "../../scripts/run_experiment.py"

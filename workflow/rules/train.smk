@@ -6,16 +6,16 @@ rule train_benchmark:
         grid.TRAIN_PATTERN,
     log:
         "results/logs/train/{model}/{device}/{precision}/{strategy}/bs{batch}.log",
-    params:
-        settings=train_settings,
-    threads: experiment_threads
     retries: RETRIES
-    resources:
-        **experiment_resources("train"),
     conda:
         CONDA_ENV
     envmodules:
         *ENV_MODULES,
+    threads: experiment_threads
+    resources:
+        **experiment_resources("train"),
+    params:
+        settings=train_settings,
     script:
         "../../scripts/run_experiment.py"
 
