@@ -14,6 +14,6 @@ logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
 numbers = offload.break_even_table(frame)
-offload.write_table(numbers, "results/tables/offload_break_even")
-style.save(offload.figure(frame, numbers), "results/figures/offload_break_even")
+offload.write_table(numbers, Path(snakemake.output.table[0]).with_suffix(""))
+style.save(offload.figure(frame, numbers), Path(snakemake.output.figure_pdf).with_suffix(""))
 logging.getLogger("offload").info("%d kernel/dtype/GPU rows", len(numbers))

@@ -18,14 +18,14 @@ for number, line, problem in parsed.problems:
 log.info("%s", parsed.summary())
 notes = queue_wait.data_notes(parsed, snakemake.input[0], params.partitions)
 notes.append(queue_wait.FORECAST_METHOD.format(min_jobs=params.min_jobs))
-summaries = [
-    queue_wait.summarise(parsed.jobs, dimension, edges, params.partitions)
-    for dimension, edges in (("cpu_hours", params.cpu_hour_bins), ("gb_hours", params.gb_hour_bins))
-]
-for summary in summaries:
-    queue_wait.write_table(
-        summary, f"results/tables/queue_wait_{summary.attrs['dimension']}", notes
-    )
-style.save(queue_wait.figure(summaries), "results/figures/queue_wait")
+binnings = (
+    ("cpu_hours", params.cpu_hour_bins, snakemake.output.cpu_hours_table),
+    ("gb_hours", params.gb_hour_bins, snakemake.output.gb_hours_table),
+)
+summaries = []
+for dimension, edges, table in binnings:
+    summaries.append(queue_wait.summarise(parsed.jobs, dimension, edges, params.partitions))
+    queue_wait.write_table(summaries[-1], Path(table[0]).with_suffix(""), notes)
+style.save(queue_wait.figure(summaries), Path(snakemake.output.figure_pdf).with_suffix(""))
 parsed.jobs.to_csv(snakemake.output.jobs, index=False)
 parsed.problems_frame().to_csv(snakemake.output.problems, index=False)

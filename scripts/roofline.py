@@ -20,5 +20,5 @@ if note := roofline.above_roof_note(percent):
 pd.concat(
     [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
 ).to_csv(snakemake.output.crossovers, index=False)
-style.save(roofline.roofline_figure(frame), "results/figures/roofline")
-style.save(roofline.crossover_figure(frame), "results/figures/kernel_crossover")
+style.save(roofline.roofline_figure(frame), Path(snakemake.output.roofline_pdf).with_suffix(""))
+style.save(roofline.crossover_figure(frame), Path(snakemake.output.crossover_pdf).with_suffix(""))

@@ -49,10 +49,10 @@ rule queue_wait:
     input:
         SACCT_DUMP,
     output:
-        multiext("results/tables/queue_wait_cpu_hours", ".md", ".tex", ".csv"),
-        multiext("results/tables/queue_wait_gb_hours", ".md", ".tex", ".csv"),
-        "results/figures/queue_wait.pdf",
-        report(
+        cpu_hours_table=multiext("results/tables/queue_wait_cpu_hours", ".md", ".tex", ".csv"),
+        gb_hours_table=multiext("results/tables/queue_wait_gb_hours", ".md", ".tex", ".csv"),
+        figure_pdf="results/figures/queue_wait.pdf",
+        figure_png=report(
             "results/figures/queue_wait.png",
             caption="../report/queue_wait.rst",
             category="Cluster",
@@ -77,9 +77,9 @@ rule offload_break_even:
     input:
         rules.tidy.output.parquet,
     output:
-        multiext("results/tables/offload_break_even", ".md", ".tex", ".csv"),
-        "results/figures/offload_break_even.pdf",
-        report(
+        table=multiext("results/tables/offload_break_even", ".md", ".tex", ".csv"),
+        figure_pdf="results/figures/offload_break_even.pdf",
+        figure_png=report(
             "results/figures/offload_break_even.png",
             caption="../report/offload_break_even.rst",
             category="Kernels",
