@@ -11,10 +11,11 @@ import torch
 
 from accelbench import experiment, results, timing
 from accelbench.backends import BACKENDS
-from accelbench.experiment import Outcome, is_out_of_memory, measure_kernel
 from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels.matmul import prepare_numpy
+from accelbench.measure import measure_kernel
+from accelbench.outcome import Outcome, is_out_of_memory
 from accelbench.results import load_record, make_record, write_record
 
 HAS_GPU = torch.cuda.is_available()

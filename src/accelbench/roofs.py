@@ -23,6 +23,8 @@ from accelbench.backends import BACKENDS
 from accelbench.devices import Device, cpu_threads, parse_device
 from accelbench.grid import RoofExperiment
 from accelbench.kernels import KernelSpec, host_dtype, kernels
+from accelbench.measure import check_kernel, mismatch, time_function
+from accelbench.outcome import Outcome
 
 MIB = 1 << 20
 # metric -> (kernels measured, candidate backends, what its rate counts)
@@ -77,9 +79,6 @@ def _sizes(metric: str, sizes: dict[str, int]) -> list[int]:
 
 def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
     """Best rate over the candidate kernels, backends and sizes: (rate stats, check) or Outcome."""
-    from accelbench.experiment import Outcome, check_kernel, time_function
-    from accelbench.experiment import _mismatch as mismatch
-
     kernel_names, backends, counts = ROOFS[metric]
     dtype = host_dtype(dtype_name)
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
@@ -118,8 +117,6 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
 
 def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     """Measure every roof that applies to the device; the record holds each with its backend."""
-    from accelbench.experiment import Outcome
-
     device = parse_device(exp.device)
     if device.is_gpu and device.count != 1:
         return Outcome(

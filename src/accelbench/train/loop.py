@@ -29,6 +29,7 @@ from accelbench.devices import (
     visible_gpu_count,
 )
 from accelbench.grid import TrainExperiment
+from accelbench.outcome import Outcome
 from accelbench.train import distributed, strategies
 from accelbench.train.models import Unavailable
 from accelbench.train.settings import TrainSettings
@@ -248,8 +249,6 @@ def _unavailable_reason(
 
 def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
-    from accelbench.experiment import Outcome
-
     train_settings = TrainSettings.from_mapping(settings)
     device = parse_device(exp.device)
     reason = _unavailable_reason(exp, train_settings, device)
@@ -264,8 +263,6 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
 
 def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSettings):
     """The record's metrics, loss series and data description from a run's plain numbers."""
-    from accelbench.experiment import Outcome
-
     warmup = settings.warmup_steps
     losses = result["losses"]
     params = {
