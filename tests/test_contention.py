@@ -167,6 +167,19 @@ def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
     assert outcome.raised
 
 
+def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
+    def measure(exp, settings):
+        os._exit(5)
+
+    outcome = experiment._in_fresh_process(measure, SAXPY, {})
+    assert (outcome.status, outcome.reason) == ("failed", "the run's process exited with code 5")
+    assert outcome.raised and outcome.metrics == {}
+    experiment.write_outcome(
+        SAXPY, {"seed": 0, "config_hash": "h"}, tmp_path / "r.json", outcome, ""
+    )
+    assert load_record(tmp_path / "r.json")["status"] == "failed"
+
+
 def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
     outcomes = iter(
         [

@@ -111,14 +111,16 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
         hint = " (the usual sign of the host running out of memory)" if oom else ""
         reason = f"the run's process was killed by {name}{hint}"
         return Outcome("oom" if oom else "failed", reason, raised=True)
-    return Outcome("failed", f"the run's process exited with code {os.WEXITSTATUS(status)}", True)
+    reason = f"the run's process exited with code {os.WEXITSTATUS(status)}"
+    return Outcome("failed", reason, raised=True)
 
 
 def combine_runs(outcomes: list[Outcome]) -> Outcome:
     """One outcome from R runs: every distribution metric across runs (timing.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
-    with each metric's run medians added as a series.
+    with each metric's run medians added as a series; the raw samples of all runs
+    are kept, run by run.
     """
     first = outcomes[0]
     if len(outcomes) == 1:
@@ -135,6 +137,8 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
         check=check,
         params=first.params,
         series={**(first.series or {}), **timing.run_medians(per_run)},
+        raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
+        measured_by=first.measured_by,
     )
 
 
@@ -284,6 +288,8 @@ def write_outcome(
             check=outcome.check,
             series=outcome.series,
             conditions=outcome.conditions,
+            raw=outcome.raw,
+            measured_by=outcome.measured_by,
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

@@ -58,6 +58,11 @@ def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> l
     )
 
 
+def implementation_name(spec: KernelSpec, backend: str) -> str:
+    """Where a kernel's backend variant is written: `module:backend`."""
+    return f"{spec.implementations[backend].__module__}:{backend}"
+
+
 def naive_size_limit(spec: KernelSpec, settings: dict[str, Any]) -> int:
     """Largest n naive Python runs for this kernel: the config's, else the kernel's default."""
     return int(settings.get("naive_size_limit", {}).get(spec.name, spec.naive_size_limit))
@@ -106,19 +111,26 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     if backend.naive and exp.size > (limit := naive_size_limit(spec, settings)):
         return Outcome("skipped", f"skipped: above naive size limit (n={exp.size} > {limit})")
     dtype = host_dtype(exp.dtype)
+    measured_by = {
+        "implementation": implementation_name(spec, exp.backend),
+        "timer": timing.TIMERS[backend.timer],
+    }
     with cpu_threads(device) as threads:
         checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
         if isinstance(checked, Outcome):
+            checked.measured_by = measured_by
             return checked
         prepared = checked.prepared
         samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
         check = checked.recheck()  # the timed code must still be right
         if not check["passed"]:
-            return Outcome("failed", "after timing: " + mismatch(check), check=check)
+            reason = "after timing: " + mismatch(check)
+            return Outcome("failed", reason, check=check, measured_by=measured_by)
     flops, nbytes = spec.flops(exp.size), spec.bytes_moved(exp.size, dtype.itemsize)
     time_stats = timing.summarize(samples, "s")
     metrics = {"time": time_stats}
+    raw = {"time": timing.raw_samples("s", [samples])}
     if flops:
         metrics["gflops"] = timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
     metrics["bandwidth"] = timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
@@ -128,9 +140,11 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     if transfers:
         metrics["transfer_time"] = timing.summarize(transfers[0], "s")
         metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+        raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
+        raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
-    return Outcome("ok", metrics=metrics, check=check)
+    return Outcome("ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by)
 
 
 def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):

@@ -20,6 +20,11 @@ class Outcome:
     series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
     raised: bool = False  # the measurement raised: worth another attempt, unlike a result
     conditions: dict[str, Any] | None = None  # what else the machine did (contention.py)
+    # The raw samples behind the distribution metrics, run by run:
+    # name -> {"unit": ..., "runs": [[sample, ...], ...]} (timing.raw_samples).
+    raw: dict[str, Any] | None = None
+    # What measured it: {"implementation": "module:variant", "timer": ...}.
+    measured_by: dict[str, str] | None = None
 
 
 class RetryableFailure(RuntimeError):

@@ -291,6 +291,15 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
             }
         )
     series.update(timing.run_medians(per_run) if len(per_run) > 1 else {})
+    raw = {
+        name: timing.raw_samples("s", [run[key][warmup:] for run in result["runs"]])
+        for name, key in (("time_per_batch", "step_times"), ("data_time_per_batch", "data_times"))
+    }
+    measured_by = {
+        "implementation": f"accelbench.train.models.{exp.model} "
+        f"+ accelbench.train.strategies:{exp.strategy}",
+        "timer": timing.STEP_TIMER,
+    }
     metrics = {
         **timing.combine_metrics(per_run),
         "first_step_time": timing.value(result["runs"][0]["step_times"][0], "s"),
@@ -303,4 +312,6 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "threads": timing.value(result["threads"], "threads"),
         "gpus": timing.value(result["gpus"], "GPUs"),
     }
-    return Outcome("ok", metrics=metrics, params=params, series=series)
+    return Outcome(
+        "ok", metrics=metrics, params=params, series=series, raw=raw, measured_by=measured_by
+    )
