@@ -14,7 +14,6 @@ from accelbench import experiment, results, timing
 from accelbench.backends import BACKENDS
 from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
-from accelbench.kernels.matmul import prepare_numpy
 from accelbench.measure import measure_kernel
 from accelbench.outcome import Outcome, is_out_of_memory
 from accelbench.results import load_record, make_record, write_record
@@ -26,6 +25,7 @@ CPU_BACKENDS = [name for name, backend in BACKENDS.items() if "cpu" in backend.d
 GPU_ONLY_BACKENDS = ["cupy", "numba-cuda"]
 SIZE = 32
 TIMED_METRICS = ("time", "gflops", "bandwidth")
+MATMUL_ON_NUMPY = kernels()["matmul"].implementations["numpy"]
 
 
 def run_record(exp, tmp_path, settings=SETTINGS):
@@ -250,7 +250,7 @@ def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
     calls = {"run": 0}
 
     def degrading_prepare(inputs, device) -> Prepared:
-        good = prepare_numpy(inputs, device)
+        good = MATMUL_ON_NUMPY(inputs, device)
 
         def run():
             calls["run"] += 1
@@ -305,7 +305,7 @@ def test_error_during_run_gives_failed(monkeypatch, timer_calls, tmp_path):
         def run():
             raise ValueError("operands could not be broadcast")
 
-        good = prepare_numpy(inputs, device)
+        good = MATMUL_ON_NUMPY(inputs, device)
         return Prepared(run=run, fetch=good.fetch, poison=good.poison)
 
     replace_numpy(monkeypatch, prepare)

@@ -38,7 +38,7 @@ from accelbench.kernels import (
     transfer,
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
-from accelbench.measure import check_against_reference
+from accelbench.measure import check_against_reference, implementation_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HAS_GPU = torch.cuda.is_available()
@@ -582,3 +582,13 @@ def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
         if isinstance(downloaded, torch.Tensor):
             downloaded = torch_to_host(downloaded)
         assert spec.error(downloaded, reference) <= spec.tolerance(size, dtype)
+
+
+@pytest.mark.parametrize("name", sorted(kernels()))
+def test_every_backend_of_a_kernel_is_named_after_the_kernels_module(name):
+    """A record's measured_by names `module:backend`; shared wrappers must not say kernels/."""
+    spec = kernels()[name]
+    modules = {prepare.__module__ for prepare in spec.implementations.values()}
+    assert len(modules) == 1
+    assert modules.pop().startswith("accelbench.kernels.")
+    assert implementation_name(spec, "numpy") == f"{spec.implementations['torch'].__module__}:numpy"
