@@ -68,7 +68,12 @@ def test_cpu_training_record(precision, tmp_path):
     assert params["steps"] == SETTINGS["steps"]
     assert params["warmup_steps"] == SETTINGS["warmup_steps"]
     assert params["image_size"] == SETTINGS["image_size"]
-    assert params["options"] == {"lr": 0.01, "image_size": SETTINGS["image_size"], "classes": 10}
+    assert params["options"] == {
+        "lr": 0.01,
+        "depth": 18,
+        "image_size": SETTINGS["image_size"],
+        "classes": 10,
+    }
     assert params["data"] == "synthetic"
     assert record["provenance"]["config_hash"] == "t"
     assert record["provenance"]["seed"] == 0
@@ -78,7 +83,8 @@ def test_cpu_training_record(precision, tmp_path):
     assert losses["values"][0] == record["metrics"]["loss_first"]["value"]
     assert losses["values"][-1] == record["metrics"]["loss_last"]["value"]
     assert record["measured_by"] == {
-        "implementation": "accelbench.train.models.resnet18 + accelbench.train.strategies:single",
+        "implementation": "accelbench.train.models.resnet:resnet18 "
+        "+ accelbench.train.strategies:single",
         "timer": timing.STEP_TIMER,
     }
     step_times = record["raw"]["time_per_batch"]

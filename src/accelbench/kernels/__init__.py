@@ -11,6 +11,7 @@ transfers stay outside `run` and are timed on their own (`upload`, `download`).
 from __future__ import annotations
 
 import math
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,6 +221,15 @@ def backend_implementations(
         "cupy": on_cupy,
         "numba-cuda": numba_cuda,
     }
+
+
+def module_implementations(module_name: str) -> dict[str, Prepare]:
+    """backend_implementations of a kernel module that names its code `prepare_python`,
+    `prepare_array_module`, `prepare_numba`, `prepare_torch` and `prepare_numba_cuda`
+    (called from the module itself, `module_implementations(__name__)`)."""
+    module = sys.modules[module_name]
+    parts = ("python", "array_module", "numba", "torch", "numba_cuda")
+    return backend_implementations(**{part: getattr(module, f"prepare_{part}") for part in parts})
 
 
 def array_prepared(

@@ -31,7 +31,7 @@ from accelbench.devices import (
 from accelbench.grid import TrainExperiment
 from accelbench.outcome import Outcome
 from accelbench.train import distributed, strategies
-from accelbench.train.models import Unavailable
+from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TrainSettings
 
 
@@ -296,7 +296,7 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         for name, key in (("time_per_batch", "step_times"), ("data_time_per_batch", "data_times"))
     }
     measured_by = {
-        "implementation": f"accelbench.train.models.{exp.model} "
+        "implementation": f"{models()[exp.model].module_name}:{exp.model} "
         f"+ accelbench.train.strategies:{exp.strategy}",
         "timer": timing.STEP_TIMER,
     }
