@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from accelbench import cluster, grid, provenance, supervise
 from accelbench.devices import parse_device
-from accelbench.experiment import RetryableFailure
+from accelbench.outcome import RetryableFailure
 
 logging.basicConfig(
     filename=snakemake.log[0],

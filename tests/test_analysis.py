@@ -78,12 +78,14 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-22:] == [
+    assert columns[-24:] == [
         "check_passed",
         "check_relative_error",
         "busy",
         "other_cpus",
         "steal_cpus",
+        "implementation",
+        "timer",
         "host",
         "cpu_model",
         "gpu",

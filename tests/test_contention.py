@@ -99,7 +99,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
         calls.append(time.perf_counter())
         return quick_measure(exp, settings)
 
-    monkeypatch.setattr(experiment, "_measure", lambda family: measure)
+    monkeypatch.setitem(experiment.FAMILIES, "kernel", (KernelExperiment, measure))
     burner(seconds=10.0)
     settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
     outcome = experiment.measure_watched(SAXPY, settings)
@@ -112,7 +112,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 
 
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
-    monkeypatch.setattr(experiment, "_measure", lambda family: quick_measure)
+    monkeypatch.setitem(experiment.FAMILIES, "kernel", (KernelExperiment, quick_measure))
     # A generous limit: the test machine itself may run daemons.
     outcome = experiment.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
     assert outcome.conditions["busy"] is False
@@ -167,6 +167,19 @@ def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
     assert outcome.raised
 
 
+def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
+    def measure(exp, settings):
+        os._exit(5)
+
+    outcome = experiment._in_fresh_process(measure, SAXPY, {})
+    assert (outcome.status, outcome.reason) == ("failed", "the run's process exited with code 5")
+    assert outcome.raised and outcome.metrics == {}
+    experiment.write_outcome(
+        SAXPY, {"seed": 0, "config_hash": "h"}, tmp_path / "r.json", outcome, ""
+    )
+    assert load_record(tmp_path / "r.json")["status"] == "failed"
+
+
 def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
     outcomes = iter(
         [
@@ -174,7 +187,9 @@ def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
             experiment.Outcome("failed", "result differs from the float64 reference"),
         ]
     )
-    monkeypatch.setattr(experiment, "_measure", lambda family: lambda e, s: next(outcomes))
+    monkeypatch.setitem(
+        experiment.FAMILIES, "kernel", (KernelExperiment, lambda e, s: next(outcomes))
+    )
     outcome = experiment._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
     assert outcome.status == "failed"
     assert outcome.reason == "run 2 of 3: result differs from the float64 reference"

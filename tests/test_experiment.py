@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 from datetime import datetime
 
 import numpy as np
@@ -11,10 +12,10 @@ import torch
 
 from accelbench import experiment, results, timing
 from accelbench.backends import BACKENDS
-from accelbench.experiment import Outcome, is_out_of_memory, measure_kernel
 from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
-from accelbench.kernels.matmul import prepare_numpy
+from accelbench.measure import measure_kernel
+from accelbench.outcome import Outcome, is_out_of_memory
 from accelbench.results import load_record, make_record, write_record
 
 HAS_GPU = torch.cuda.is_available()
@@ -24,6 +25,7 @@ CPU_BACKENDS = [name for name, backend in BACKENDS.items() if "cpu" in backend.d
 GPU_ONLY_BACKENDS = ["cupy", "numba-cuda"]
 SIZE = 32
 TIMED_METRICS = ("time", "gflops", "bandwidth")
+MATMUL_ON_NUMPY = kernels()["matmul"].implementations["numpy"]
 
 
 def run_record(exp, tmp_path, settings=SETTINGS):
@@ -102,6 +104,27 @@ def test_cpu_kernel_record(backend, dtype, tmp_path):
 
     assert_params(record, exp, SETTINGS)
     assert_provenance(record, SETTINGS)
+    assert record["measured_by"] == {
+        "implementation": f"accelbench.kernels.matmul:{backend}",
+        "timer": timing.TIMERS[BACKENDS[backend].timer],
+    }
+    raw = record["raw"]["time"]
+    assert raw["unit"] == "s" and len(raw["runs"]) == 1
+    assert len(raw["runs"][0]) == SETTINGS["samples"]
+    assert statistics.median(raw["runs"][0]) == pytest.approx(time_median)
+
+
+def test_runs_keep_every_runs_raw_samples(tmp_path):
+    exp = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
+    record = run_record(exp, tmp_path, {**SETTINGS, "runs": 3})
+    assert record["status"] == "ok", record["reason"]
+    runs = record["raw"]["time"]["runs"]
+    assert [len(run) for run in runs] == [SETTINGS["samples"]] * 3
+    # The record's median is the median of the run medians; each run's is in the series.
+    medians = [statistics.median(run) for run in runs]
+    assert record["series"]["time_run_medians"]["values"] == pytest.approx(medians)
+    assert record["metrics"]["time"]["median"] == pytest.approx(statistics.median(medians))
+    assert record["measured_by"]["implementation"] == "accelbench.kernels.saxpy:numpy"
 
 
 def test_cpu2_kernel_uses_two_threads_and_restores(tmp_path):
@@ -227,7 +250,7 @@ def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
     calls = {"run": 0}
 
     def degrading_prepare(inputs, device) -> Prepared:
-        good = prepare_numpy(inputs, device)
+        good = MATMUL_ON_NUMPY(inputs, device)
 
         def run():
             calls["run"] += 1
@@ -282,7 +305,7 @@ def test_error_during_run_gives_failed(monkeypatch, timer_calls, tmp_path):
         def run():
             raise ValueError("operands could not be broadcast")
 
-        good = prepare_numpy(inputs, device)
+        good = MATMUL_ON_NUMPY(inputs, device)
         return Prepared(run=run, fetch=good.fetch, poison=good.poison)
 
     replace_numpy(monkeypatch, prepare)
@@ -545,6 +568,11 @@ def test_cpu_roof_record(dtype, tmp_path):
         assert found["passed"] is True
         assert found["candidates"][best] == max(found["candidates"].values())
         assert metrics[name]["median"] == pytest.approx(found["candidates"][best])
+        assert len(record["raw"][f"{name}_time"]["runs"][0]) == SETTINGS["samples"]
+    implementation = record["measured_by"]["implementation"]
+    assert implementation.startswith("peak_gflops=accelbench.kernels.matmul:")
+    assert "; memory_bandwidth=accelbench.stream:" in implementation
+    assert record["measured_by"]["timer"] == timing.TIMERS["torch"]
     # GEMM: the libraries over n and n/2.
     assert set(roofs["peak_gflops"]["candidates"]) == {
         f"matmul/{backend}/n{n}" for backend in ("numpy", "torch") for n in (24, 48)

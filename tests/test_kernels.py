@@ -21,7 +21,6 @@ import torch
 
 from accelbench.backends import BACKENDS
 from accelbench.devices import parse_device
-from accelbench.experiment import _check
 from accelbench.kernels import (
     HALF_DTYPES,
     NUMPY_AS_DEVICE,
@@ -39,6 +38,7 @@ from accelbench.kernels import (
     transfer,
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
+from accelbench.measure import check_against_reference, implementation_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HAS_GPU = torch.cuda.is_available()
@@ -149,7 +149,9 @@ def test_cpu_implementation_via_check_helper(kernel, backend):
     inputs = fresh_inputs(spec, size, dtype, salt=1)
     prepared = spec.implementations[backend](inputs, CPU1)
     reference = spec.reference(*inputs)
-    check = _check(prepared, reference, spec.tolerance(size, dtype), spec.error, spec.error_measure)
+    check = check_against_reference(
+        prepared, reference, spec.tolerance(size, dtype), spec.error, spec.error_measure
+    )
     assert check["passed"] is True
     assert 0.0 <= check["relative_error"] <= check["tolerance"]
     assert check["reference"] == "numpy float64"
@@ -389,7 +391,7 @@ def numpy_buffer_prepared(out: np.ndarray, run) -> Prepared:
     return Prepared(run=run, fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan))
 
 
-def test_noop_run_fails_the_check():
+def test_noop_run_fails_thecheck_against_reference():
     spec, dtype, size = kernels()["matmul"], np.dtype("float64"), 16
     inputs = fresh_inputs(spec, size, dtype, salt=3)
     reference = spec.reference(*inputs)
@@ -399,19 +401,19 @@ def test_noop_run_fails_the_check():
     prepared.run()
     assert np.isnan(prepared.fetch()).all()
     assert relative_error(prepared.fetch(), reference) == float("inf")
-    check = _check(prepared, reference, spec.tolerance(size, dtype))
+    check = check_against_reference(prepared, reference, spec.tolerance(size, dtype))
     assert check["passed"] is False
     assert check["relative_error"] == float("inf")
 
 
-def test_stale_correct_output_without_compute_fails_the_check():
+def test_stale_correct_output_without_compute_fails_thecheck_against_reference():
     """A buffer already holding the right answer does not pass if run() computes nothing."""
     spec, dtype, size = kernels()["matmul"], np.dtype("float64"), 16
     a, b = fresh_inputs(spec, size, dtype, salt=4)
     reference = spec.reference(a, b)
     out = a @ b  # the correct answer, left over from an earlier run
     assert relative_error(out, reference) <= spec.tolerance(size, dtype)
-    check = _check(
+    check = check_against_reference(
         numpy_buffer_prepared(out, run=lambda: None), reference, spec.tolerance(size, dtype)
     )
     assert check["passed"] is False
@@ -580,3 +582,13 @@ def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
         if isinstance(downloaded, torch.Tensor):
             downloaded = torch_to_host(downloaded)
         assert spec.error(downloaded, reference) <= spec.tolerance(size, dtype)
+
+
+@pytest.mark.parametrize("name", sorted(kernels()))
+def test_every_backend_of_a_kernel_is_named_after_the_kernels_module(name):
+    """A record's measured_by names `module:backend`; shared wrappers must not say kernels/."""
+    spec = kernels()[name]
+    modules = {prepare.__module__ for prepare in spec.implementations.values()}
+    assert len(modules) == 1
+    assert modules.pop().startswith("accelbench.kernels.")
+    assert implementation_name(spec, "numpy") == f"{spec.implementations['torch'].__module__}:numpy"

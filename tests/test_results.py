@@ -101,6 +101,35 @@ def test_malformed_series_are_refused(series, message):
         results.validate_record(rec)
 
 
+def test_raw_samples_and_what_measured_round_trip(tmp_path):
+    raw = {"time": timing.raw_samples("s", [[1.0, 2.0], [3.0, math.inf]])}
+    measured_by = {"implementation": "accelbench.kernels.matmul:numpy", "timer": "t"}
+    rec = record(raw=raw, measured_by=measured_by)
+    loaded = results.load_record(results.write_record(tmp_path / "r.json", rec))
+    assert loaded["raw"] == {"time": {"unit": "s", "runs": [[1.0, 2.0], [3.0, None]]}}
+    assert loaded["measured_by"] == measured_by
+    assert "raw" not in record() and "measured_by" not in record()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("raw", [1.0], "'raw' must be an object"),
+        ("raw", {"time": {"unit": "s", "values": [1.0]}}, "raw 'time' must be an object"),
+        ("raw", {"time": {"unit": "s", "runs": [1.0, 2.0]}}, "a list of lists of samples"),
+        ("raw", {"time": {"unit": "s", "runs": [[1.0], ["x"]]}}, "raw time, run 2: a sample"),
+        ("raw", {"time": {"unit": "s", "runs": [[True]]}}, "raw time, run 1: a sample"),
+        ("measured_by", "numpy", "'measured_by' must be an object"),
+        ("measured_by", {"implementation": "m:numpy"}, "text 'implementation' and 'timer'"),
+    ],
+)
+def test_malformed_raw_samples_or_measured_by_are_refused(key, value, message):
+    rec = record()
+    rec[key] = value
+    with pytest.raises(results.RecordError, match=message):
+        results.validate_record(rec)
+
+
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_records_get_the_mode_the_umask_gives_every_new_file(tmp_path, umask, mode):
     previous = os.umask(umask)

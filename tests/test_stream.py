@@ -13,8 +13,8 @@ import pytest
 
 from accelbench import stream
 from accelbench.devices import parse_device
-from accelbench.experiment import check_kernel
 from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, relative_error
+from accelbench.measure import check_kernel
 
 
 @pytest.mark.parametrize("name", sorted(stream.SPECS))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 import torch
 
-from accelbench import experiment
+from accelbench import experiment, timing
 from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
 from accelbench.results import load_record
 from accelbench.train.loop import measure_training
@@ -67,7 +68,12 @@ def test_cpu_training_record(precision, tmp_path):
     assert params["steps"] == SETTINGS["steps"]
     assert params["warmup_steps"] == SETTINGS["warmup_steps"]
     assert params["image_size"] == SETTINGS["image_size"]
-    assert params["options"] == {"lr": 0.01, "image_size": SETTINGS["image_size"], "classes": 10}
+    assert params["options"] == {
+        "lr": 0.01,
+        "depth": 18,
+        "image_size": SETTINGS["image_size"],
+        "classes": 10,
+    }
     assert params["data"] == "synthetic"
     assert record["provenance"]["config_hash"] == "t"
     assert record["provenance"]["seed"] == 0
@@ -76,6 +82,17 @@ def test_cpu_training_record(precision, tmp_path):
     assert len(losses["values"]) == SETTINGS["warmup_steps"] + SETTINGS["steps"]
     assert losses["values"][0] == record["metrics"]["loss_first"]["value"]
     assert losses["values"][-1] == record["metrics"]["loss_last"]["value"]
+    assert record["measured_by"] == {
+        "implementation": "accelbench.train.models.resnet:resnet18 "
+        "+ accelbench.train.strategies:single",
+        "timer": timing.STEP_TIMER,
+    }
+    step_times = record["raw"]["time_per_batch"]
+    assert step_times["unit"] == "s" and len(step_times["runs"]) == 1
+    assert len(step_times["runs"][0]) == SETTINGS["steps"]  # the measured steps, no warm-up
+    assert statistics.median(step_times["runs"][0]) == pytest.approx(
+        record["metrics"]["time_per_batch"]["median"]
+    )
 
 
 def test_measure_training_outcome_directly():

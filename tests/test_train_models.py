@@ -81,7 +81,8 @@ def test_the_catalogue_agrees_with_the_model_module(name):
     """The grid plans from the catalogue alone; each module must provide what it promises."""
     spec = models()[name]
     assert spec.splittable == (spec.layers is not None)
-    assert spec.implementation.__name__ == f"accelbench.train.models.{name}"
+    assert spec.implementation.__name__ == spec.module_name
+    assert spec.module_name == f"accelbench.train.models.{spec.module or name}"
     for attribute in ("build", "make_batch", "loss"):
         assert callable(getattr(spec, attribute))
     assert (spec.dataset is not None) == (spec.real_data is not None)
@@ -124,6 +125,7 @@ def test_resnet56_is_he_et_al_cifar_network():
         ("alexnet", {"image_size": 32}, "alexnet needs image_size >= 63; got 32"),
         ("dcgan", {"image_size": 24}, "image_size must be a power of two >= 16; got 24"),
         ("autoencoder", {"image_size": 30}, "image_size must be a multiple of 4; got 30"),
+        ("resnet18", {"depth": 20}, "depth must be one of 18, 34, 50, 101, 152; got 20"),
     ],
 )
 def test_sizes_a_model_cannot_take_are_refused(name, options, message):
@@ -134,7 +136,7 @@ def test_sizes_a_model_cannot_take_are_refused(name, options, message):
 
 def test_options_resolve_defaults_image_size_and_overrides():
     spec = models()["resnet50"]
-    assert resolve_options(spec) == {"lr": 0.001, "image_size": 64, "classes": 10}
+    assert resolve_options(spec) == {"lr": 0.001, "depth": 50, "image_size": 64, "classes": 10}
     assert resolve_options(spec, image_size=224)["image_size"] == 224
     assert resolve_options(spec, {"image_size": 96}, image_size=224)["image_size"] == 96
     # A CIFAR-size model keeps its own image size whatever train.image_size says.

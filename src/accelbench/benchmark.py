@@ -21,9 +21,9 @@ from typing import Any
 
 from accelbench.backends import BACKENDS
 from accelbench.devices import Device, usable_cpus
-from accelbench.experiment import measure_kernel
 from accelbench.grid import KernelExperiment, RoofExperiment, kernel_exclusion
 from accelbench.kernels import host_dtype
+from accelbench.measure import measure_kernel
 from accelbench.roofs import MIB, measure_roof
 
 GEMM_TARGET = 80.0  # percent of the GEMM roof

@@ -75,6 +75,14 @@ def parse_device(text: str) -> Device:
     return Device(kind=kind, count=count, nodes=nodes)
 
 
+def names_a_gpu(text: str) -> bool:
+    """Whether a device name (a table's `device` column) is a GPU; False for any other text."""
+    try:
+        return parse_device(str(text)).is_gpu
+    except DeviceError:
+        return False
+
+
 def visible_gpu_count() -> int:
     """GPUs the CUDA runtime can use in this process (0 without a driver or a GPU)."""
     import torch

@@ -18,40 +18,23 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from accelbench import contention, provenance, timing
 from accelbench.backends import BACKENDS
-from accelbench.devices import cpu_threads, parse_device, slurm_gpu_shortfall
-from accelbench.grid import Experiment, KernelExperiment, RoofExperiment
-from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
+from accelbench.devices import parse_device, slurm_gpu_shortfall
+from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
+from accelbench.kernels import kernels
+from accelbench.measure import measure_kernel, naive_size_limit
+from accelbench.outcome import Outcome, RankFailure, RetryableFailure, is_out_of_memory
 from accelbench.results import make_record, write_record
+from accelbench.roofs import measure_roof, roof_sizes
+from accelbench.train.distributed import from_environment, is_primary_process
+from accelbench.train.loop import measure_training
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Outcome:
-    status: str
-    reason: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    check: dict[str, Any] | None = None
-    params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
-    series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
-    raised: bool = False  # the measurement raised: worth another attempt, unlike a result
-    conditions: dict[str, Any] | None = None  # what else the machine did (contention.py)
-
-
-class RetryableFailure(RuntimeError):
-    """An experiment failed on an attempt that is not the last: no record, the job fails."""
-
-
-class RankFailure(RuntimeError):
-    """A launched task other than rank 0 failed; it left a note saying why for the supervisor."""
 
 
 def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
@@ -70,149 +53,6 @@ def rank_failures(folder: str) -> list[dict[str, Any]]:
     return sorted(notes, key=lambda note: note["rank"])
 
 
-def is_out_of_memory(err: BaseException) -> bool:
-    """Host MemoryError, torch's and CuPy's device out-of-memory errors."""
-    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
-        return True
-    message = str(err).lower()
-    return "out of memory" in message or "can't allocate memory" in message
-
-
-def _check(
-    prepared: Prepared,
-    reference: np.ndarray,
-    tolerance: float,
-    error=relative_error,
-    measure: str = "normwise relative error",
-) -> dict[str, Any]:
-    """Poison the output, run once, compare with the float64 reference."""
-    prepared.poison()
-    prepared.run()
-    found = error(prepared.fetch(), reference)
-    return {
-        "passed": found <= tolerance,
-        "relative_error": found,
-        "tolerance": tolerance,
-        "measure": measure,
-        "reference": "numpy float64",
-    }
-
-
-def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> list[float]:
-    """Per-run samples (s) of `fn` from the timer the backend uses."""
-    if timer == "cupy":
-        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"])
-    if timer == "cuda-events":
-        return timing.cuda_event_samples(fn, min_run_time=settings["min_run_time"])
-    return timing.torch_timer_samples(
-        fn,
-        num_threads=threads,
-        min_run_time=settings["min_run_time"],
-        samples=settings["samples"],
-        label=label,
-    )
-
-
-def naive_size_limit(spec: KernelSpec, settings: dict[str, Any]) -> int:
-    """Largest n naive Python runs for this kernel: the config's, else the kernel's default."""
-    return int(settings.get("naive_size_limit", {}).get(spec.name, spec.naive_size_limit))
-
-
-@dataclass
-class Checked:
-    """A prepared kernel that passed its first check, with what the timing needs."""
-
-    prepared: Prepared
-    check: dict[str, Any]
-    first_call: float
-    recheck: Callable[[], dict[str, Any]]  # the same check again, after timing
-
-
-def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
-    """Make inputs, prepare the backend, run once against the reference: Checked or Outcome."""
-    inputs = spec.make_inputs(np.random.default_rng(seed), size, dtype)
-    reference = spec.reference(*inputs)
-    tolerance = spec.tolerance(size, dtype)
-    prepared = spec.implementations[backend](inputs, device)
-
-    def recheck():
-        return _check(prepared, reference, tolerance, spec.error, spec.error_measure)
-
-    started = time.perf_counter()
-    check = recheck()  # first call: includes JIT compilation
-    first_call = time.perf_counter() - started
-    if not check["passed"]:
-        return Outcome("failed", _mismatch(check), check=check)
-    return Checked(prepared, check, first_call, recheck)
-
-
-def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
-    """Check the kernel against its float64 reference, then time it with the backend's timer.
-
-    GPU backends are also timed copying their inputs in and their output out
-    (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
-    """
-    spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
-    reason = backend.unavailable_reason(device)
-    if reason:
-        return Outcome("unavailable", reason)
-    if backend.naive and exp.size > (limit := naive_size_limit(spec, settings)):
-        return Outcome("skipped", f"skipped: above naive size limit (n={exp.size} > {limit})")
-    dtype = host_dtype(exp.dtype)
-    with cpu_threads(device) as threads:
-        checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
-        if isinstance(checked, Outcome):
-            return checked
-        prepared = checked.prepared
-        samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
-        transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
-        check = checked.recheck()  # the timed code must still be right
-        if not check["passed"]:
-            return Outcome("failed", "after timing: " + _mismatch(check), check=check)
-    flops, nbytes = spec.flops(exp.size), spec.bytes_moved(exp.size, dtype.itemsize)
-    time_stats = timing.summarize(samples, "s")
-    metrics = {"time": time_stats}
-    if flops:
-        metrics["gflops"] = timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
-    metrics["bandwidth"] = timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
-    metrics["arithmetic_intensity"] = timing.value(flops / nbytes, "flop/byte")
-    metrics["first_call_time"] = timing.value(checked.first_call, "s")
-    metrics["threads"] = timing.value(threads, "threads")
-    if transfers:
-        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
-        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
-        if flops:
-            metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
-    return Outcome("ok", metrics=metrics, check=check)
-
-
-def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
-    """(transfer samples, end-to-end samples), or None where inputs live on the host."""
-    if prepared.upload is None or prepared.download is None:
-        return None
-
-    def transfer():
-        prepared.upload()
-        prepared.download()
-
-    def end_to_end():
-        prepared.upload()
-        prepared.run()
-        prepared.download()
-
-    return (
-        time_function(transfer, timer, threads, settings, label + " transfer"),
-        time_function(end_to_end, timer, threads, settings, label + " end to end"),
-    )
-
-
-def _mismatch(check: dict[str, Any]) -> str:
-    return (
-        f"result differs from the float64 reference: {check['measure']} "
-        f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
-    )
-
-
 def _guarded(measure, exp, settings) -> Outcome:
     """Turn any exception from a measurement into an "oom" or "failed" outcome."""
     try:
@@ -223,11 +63,12 @@ def _guarded(measure, exp, settings) -> Outcome:
         return Outcome(status, f"{type(err).__name__}: {err}", raised=True)
 
 
-def _measure(family: str):
-    from accelbench.roofs import measure_roof
-    from accelbench.train.loop import measure_training
-
-    return {"kernel": measure_kernel, "train": measure_training, "roof": measure_roof}[family]
+# Each family: its experiment type and the function that measures one run of it.
+FAMILIES: dict[str, tuple[type, Callable[[Any, dict[str, Any]], Outcome]]] = {
+    "kernel": (KernelExperiment, measure_kernel),
+    "train": (TrainExperiment, measure_training),
+    "roof": (RoofExperiment, measure_roof),
+}
 
 
 # PR_SET_PDEATHSIG: the kernel kills a run's process when the measuring process dies,
@@ -270,14 +111,16 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
         hint = " (the usual sign of the host running out of memory)" if oom else ""
         reason = f"the run's process was killed by {name}{hint}"
         return Outcome("oom" if oom else "failed", reason, raised=True)
-    return Outcome("failed", f"the run's process exited with code {os.WEXITSTATUS(status)}", True)
+    reason = f"the run's process exited with code {os.WEXITSTATUS(status)}"
+    return Outcome("failed", reason, raised=True)
 
 
 def combine_runs(outcomes: list[Outcome]) -> Outcome:
     """One outcome from R runs: every distribution metric across runs (timing.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
-    with each metric's run medians added as a series.
+    with each metric's run medians added as a series; the raw samples of all runs
+    are kept, run by run.
     """
     first = outcomes[0]
     if len(outcomes) == 1:
@@ -294,6 +137,8 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
         check=check,
         params=first.params,
         series={**(first.series or {}), **timing.run_medians(per_run)},
+        raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
+        measured_by=first.measured_by,
     )
 
 
@@ -305,9 +150,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     runs itself (train/loop.py), inside the processes it launched: a launched
     rank (an srun task) cannot fork alone, its peers would wait for it.
     """
-    from accelbench.train.distributed import from_environment
-
-    measure = _measure(exp.family)
+    measure = FAMILIES[exp.family][1]
     runs = int(settings.get("runs", 1))
     if exp.family == "train":
         if not fresh_processes or from_environment() or runs == 1:
@@ -346,8 +189,6 @@ def measure_watched(
     `retries` times; if the machine stays busy the last outcome is kept, flagged
     busy. A launched rank never retries alone (its peers would wait for it).
     """
-    from accelbench.train.distributed import from_environment
-
     guard = contention.guard_settings(settings)
     retries = 0 if from_environment() else int(guard["retries"])
     for attempt in range(1, retries + 2):
@@ -387,8 +228,6 @@ def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
     if isinstance(exp, KernelExperiment) and BACKENDS[exp.backend].naive:
         params["naive_size_limit"] = naive_size_limit(kernels()[exp.kernel], settings)
     if isinstance(exp, RoofExperiment):
-        from accelbench.roofs import roof_sizes
-
         params.update(roof_sizes(exp, settings))
     return {**asdict(exp), **params}
 
@@ -413,8 +252,6 @@ def run(
     `fresh_processes` runs each repetition of a kernel or roof in a forked
     process; only a process that has not measured anything yet may ask for it.
     """
-    from accelbench.train.distributed import from_environment
-
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
     launched = from_environment()
@@ -440,8 +277,6 @@ def write_outcome(
     Only rank 0 of a launched group builds and writes it: provenance asks git and
     the Slurm controller, once per record rather than once per task.
     """
-    from accelbench.train.distributed import is_primary_process
-
     if is_primary_process():
         record = make_record(
             experiment=exp.family,
@@ -453,6 +288,8 @@ def write_outcome(
             check=outcome.check,
             series=outcome.series,
             conditions=outcome.conditions,
+            raw=outcome.raw,
+            measured_by=outcome.measured_by,
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

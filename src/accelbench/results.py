@@ -24,6 +24,11 @@ SERIES_KEY = "series"
 # Optional: what else the machine did during the measurement (accelbench.contention),
 # with "busy": true where it stayed above the limit after the retries.
 CONDITIONS_KEY = "conditions"
+# Optional: the raw samples behind the distribution metrics, run by run,
+# name -> {"unit": str, "runs": [[number, ...], ...]}.
+RAW_KEY = "raw"
+# Optional: what measured it, {"implementation": "module:variant", "timer": str}.
+MEASURED_BY_KEY = "measured_by"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -53,6 +58,8 @@ def make_record(
     reason: str | None = None,
     series: dict[str, Any] | None = None,
     conditions: dict[str, Any] | None = None,
+    raw: dict[str, Any] | None = None,
+    measured_by: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -70,6 +77,10 @@ def make_record(
         record[SERIES_KEY] = series
     if conditions:
         record[CONDITIONS_KEY] = conditions
+    if raw:
+        record[RAW_KEY] = raw
+    if measured_by:
+        record[MEASURED_BY_KEY] = measured_by
     validate_record(record)
     return record
 
@@ -108,6 +119,41 @@ def validate_record(record: Any, source: str = "record") -> None:
     conditions = record.get(CONDITIONS_KEY, {"busy": False})
     if not isinstance(conditions, dict) or not isinstance(conditions.get("busy"), bool):
         raise RecordError(f"{source}: {CONDITIONS_KEY!r} must be an object with a boolean 'busy'")
+    _validate_raw(record.get(RAW_KEY, {}), source)
+    measured_by = record.get(MEASURED_BY_KEY, {"implementation": "", "timer": ""})
+    if not isinstance(measured_by, dict) or not all(
+        isinstance(measured_by.get(key), str) for key in ("implementation", "timer")
+    ):
+        raise RecordError(
+            f"{source}: {MEASURED_BY_KEY!r} must be an object with text "
+            "'implementation' and 'timer'"
+        )
+
+
+def _validate_raw(raw: Any, source: str) -> None:
+    if not isinstance(raw, dict):
+        raise RecordError(f"{source}: {RAW_KEY!r} must be an object")
+    for name, entry in raw.items():
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"unit", "runs"}
+            or not isinstance(entry["unit"], str)
+            or not isinstance(entry["runs"], list)
+            or not all(isinstance(run, list) for run in entry["runs"])
+        ):
+            raise RecordError(
+                f"{source}: raw {name!r} must be an object with a text 'unit' and 'runs', "
+                "a list of lists of samples"
+            )
+        for index, run in enumerate(entry["runs"]):
+            if not all(_is_number(sample) for sample in run):
+                raise RecordError(
+                    f"{source}: raw {name}, run {index + 1}: a sample is not a number"
+                )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _validate_series(series: Any, source: str) -> None:

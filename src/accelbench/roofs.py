@@ -14,6 +14,7 @@ kernels of its device, so both see the same node.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from accelbench.backends import BACKENDS
 from accelbench.devices import Device, cpu_threads, parse_device
 from accelbench.grid import RoofExperiment
 from accelbench.kernels import KernelSpec, host_dtype, kernels
+from accelbench.measure import check_kernel, implementation_name, mismatch, time_function
+from accelbench.outcome import Outcome
 
 MIB = 1 << 20
 # metric -> (kernels measured, candidate backends, what its rate counts)
@@ -75,11 +78,19 @@ def _sizes(metric: str, sizes: dict[str, int]) -> list[int]:
     return [sizes["copy_size"]]
 
 
-def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
-    """Best rate over the candidate kernels, backends and sizes: (rate stats, check) or Outcome."""
-    from accelbench.experiment import Outcome, check_kernel, time_function
-    from accelbench.experiment import _mismatch as mismatch
+@dataclass
+class Ceiling:
+    """One roof: the best candidate's rate, its check, its raw time samples, what measured it."""
 
+    rate: dict[str, Any]
+    check: dict[str, Any]
+    samples: list[float]
+    implementation: str
+    timer: str
+
+
+def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
+    """Best rate over the candidate kernels, backends and sizes: a Ceiling, or an Outcome."""
     kernel_names, backends, counts = ROOFS[metric]
     dtype = host_dtype(dtype_name)
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
@@ -108,18 +119,22 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
                 return Outcome("failed", reason, check=after)
             rate = timing.rate_from_time(timing.summarize(samples, "s"), amount / 1e9, unit)
             rates[f"{kernel}/{name}/n{size}"] = rate["median"]
-            if best is None or rate["median"] > best[0]["median"]:
-                best = (rate, {"kernel": kernel, "backend": name, "size": size, **after})
+            if best is None or rate["median"] > best.rate["median"]:
+                best = Ceiling(
+                    rate,
+                    {"kernel": kernel, "backend": name, "size": size, **after},
+                    samples,
+                    implementation_name(spec, name),
+                    timing.TIMERS[BACKENDS[name].timer],
+                )
     if best is None:
         return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
-    best[1]["candidates"] = rates
+    best.check["candidates"] = rates
     return best
 
 
 def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     """Measure every roof that applies to the device; the record holds each with its backend."""
-    from accelbench.experiment import Outcome
-
     device = parse_device(exp.device)
     if device.is_gpu and device.count != 1:
         return Outcome(
@@ -128,14 +143,19 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     sizes = roof_sizes(exp, settings)
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
+    implementations, timers = [], []
     with cpu_threads(device) as threads:
         for metric in ROOFS:
             if metric in GPU_ONLY and not device.is_gpu:
                 continue
             found = _measure_one(metric, device, exp.dtype, sizes, settings, threads)
-            if not isinstance(found, tuple):
+            if isinstance(found, Outcome):
                 return found
-            metrics[metric], checks[metric] = found
+            metrics[metric], checks[metric] = found.rate, found.check
+            raw[f"{metric}_time"] = timing.raw_samples("s", [found.samples])
+            implementations.append(f"{metric}={found.implementation}")
+            timers += [found.timer] if found.timer not in timers else []
     metrics["threads"] = timing.value(threads, "threads")
     errors = [check["relative_error"] for check in checks.values()]
     check = {
@@ -144,4 +164,5 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
         "reference": "numpy float64",
         "roofs": checks,
     }
-    return Outcome("ok", metrics=metrics, check=check)
+    measured_by = {"implementation": "; ".join(implementations), "timer": "; ".join(timers)}
+    return Outcome("ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by)

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import experiment, provenance
-from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
+from accelbench.grid import Experiment
+from accelbench.outcome import Outcome, RankFailure, RetryableFailure
+from accelbench.train.distributed import is_primary_process
 
 RETRY_EXIT_CODE = 3
 RANK_FAILED_EXIT_CODE = 4
@@ -46,8 +48,6 @@ def time_limit_seconds(runtime_minutes: float) -> float:
 
 def _child(payload: dict[str, Any]) -> int:
     """Body of the child process: measure and write the record, or signal a retry."""
-    from accelbench.train.distributed import is_primary_process
-
     # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
     to_file = payload["log_file"] and is_primary_process()
     logging.basicConfig(
@@ -56,8 +56,8 @@ def _child(payload: dict[str, Any]) -> int:
         **({"filename": payload["log_file"]} if to_file else {}),
     )
     logging.captureWarnings(True)
-    kind = {"kernel": KernelExperiment, "train": TrainExperiment, "roof": RoofExperiment}
-    exp = kind[payload["family"]](**payload["experiment"])
+    experiment_type, _ = experiment.FAMILIES[payload["family"]]
+    exp = experiment_type(**payload["experiment"])
     try:
         experiment.run(
             exp,
@@ -67,10 +67,10 @@ def _child(payload: dict[str, Any]) -> int:
             failure_dir=payload["failure_dir"],
             fresh_processes=True,  # this process has measured nothing yet: it may fork
         )
-    except experiment.RetryableFailure as err:
+    except RetryableFailure as err:
         log.error("%s", err)
         return RETRY_EXIT_CODE
-    except experiment.RankFailure as err:
+    except RankFailure as err:
         log.error("%s", err)
         return RANK_FAILED_EXIT_CODE
     return 0
@@ -164,7 +164,7 @@ def run_supervised(
         return
     if code == RETRY_EXIT_CODE and not notes:
         # The child already decided: an error on a non-final attempt, logged by the child.
-        raise experiment.RetryableFailure(f"{exp.id}: attempt {attempt} of {max_attempts} failed")
+        raise RetryableFailure(f"{exp.id}: attempt {attempt} of {max_attempts} failed")
     if notes:
         first = notes[0]
         reason, status = f"rank {first['rank']}: {first['reason']}", first["status"]
@@ -175,11 +175,9 @@ def run_supervised(
         reason = _describe_exit(code, launcher)
         status = "oom" if code == -signal.SIGKILL else "failed"
     if not final:
-        raise experiment.RetryableFailure(
-            f"{exp.id}: {reason}; attempt {attempt} of {max_attempts}"
-        )
+        raise RetryableFailure(f"{exp.id}: {reason}; attempt {attempt} of {max_attempts}")
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, reason, status)
-    experiment.write_outcome(exp, settings, output, experiment.Outcome(status, reason), started)
+    experiment.write_outcome(exp, settings, output, Outcome(status, reason), started)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,14 @@ RERUN_INTERVAL = (
     "times exp(+-t(0.975, R-1) * sd(log run medians) * sqrt(1 + 1/R)), at least a run's quartiles"
 )
 WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not cover reruns)"
+# What each backend's timer (backends.Backend.timer) is, as a record names it.
+TIMERS = {
+    "torch": "torch.utils.benchmark.Timer.timeit (one block per sample, threads pinned)",
+    "cupy": "cupyx.profiler.benchmark (CUDA events, one per launch)",
+    "cuda-events": "CUDA events around each Numba CUDA launch",
+}
+# Training times each step itself: the loop synchronises the device around it.
+STEP_TIMER = "time.perf_counter around each training step, device synchronised"
 
 
 def t_quantile_975(degrees_of_freedom: int) -> float:
@@ -165,6 +173,22 @@ def across_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         combined["mean"] = mean
         combined["std"] = math.sqrt(max(second - sum(sizes) * mean**2, 0.0) / (sum(sizes) - 1))
     return combined
+
+
+def raw_samples(unit: str, runs: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The raw samples of one quantity, one list per run, as a record's `raw` keeps them."""
+    return {"unit": unit, "runs": [[float(sample) for sample in run] for run in runs]}
+
+
+def combine_raw(raws: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The raw samples of R runs as one set: each quantity's runs one after the other."""
+    present = [raw for raw in raws if raw]
+    if not present:
+        return None
+    return {
+        name: {"unit": entry["unit"], "runs": [run for raw in present for run in raw[name]["runs"]]}
+        for name, entry in present[0].items()
+    }
 
 
 def combine_metrics(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

@@ -28,8 +28,6 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 from accelbench.analysis import ratios, style, tables, tidy
 
 LOG_SPAN = 100.0  # switch to a log axis when the values span more than two decades
-MARKERS = ("o", "s", "^", "D", "v")
-LINESTYLES = ("-", "--", ":", "-.")
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
 LEGEND_CHAR_WIDTH = 0.06  # inches per character of a legend entry at the style's font size
 LEGEND_HANDLE = 0.5  # inches of marker, padding and gap per legend entry
@@ -42,9 +40,7 @@ def _axis_label(title: str, frame: pd.DataFrame, column: str) -> str:
 
 
 def _no_data(fig: Figure, ax, message: str) -> Figure:
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
-    ax.set_xticks([])
-    ax.set_yticks([])
+    style.no_data(ax, message)
     return fig
 
 
@@ -300,7 +296,7 @@ def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
         here = cells[cells["label"] == label].sort_values("count")
         ok = (here["status"] == "ok") & np.isfinite(here[f"{prefix}median"].astype(float))
         done = here[ok]
-        marker = MARKERS[slot % len(MARKERS)]
+        marker = style.MARKERS[slot % len(style.MARKERS)]
         # Every label is in the legend, also one whose cells all failed: its colour names them.
         handles.append(Line2D([], [], color=palette[label], marker=marker, label=label))
         if not done.empty:
@@ -429,7 +425,7 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
     looks = {
-        dtype: (MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)])
+        dtype: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
         for i, dtype in enumerate(dtypes)
     }
     series = [(backend, dtype) for backend in backends for dtype in dtypes]

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from accelbench.analysis import plain_tables, style
-from accelbench.devices import DeviceError, parse_device
+from accelbench.devices import names_a_gpu
 
 ASSUMPTIONS = (
     "Model: t_CPU = F/P_CPU; t_GPU = L + B/W + F/P_GPU; offload pays when t_GPU < t_CPU.",
@@ -180,13 +180,6 @@ def measured_crossover(
     return sizes[a], sizes[b], n, None
 
 
-def _is_gpu(device: str) -> bool:
-    try:
-        return parse_device(device).is_gpu
-    except DeviceError:
-        return False
-
-
 def _intensity(rows: pd.DataFrame) -> pd.Series:
     """Arithmetic intensity, stored as a plain value or as a distribution (its median)."""
     column = "arithmetic_intensity"
@@ -201,7 +194,7 @@ def kernel_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")].copy()
     rows["flops"] = rows["gflops_median"].astype(float) * rows["time_median"].astype(float) * 1e9
     rows["bytes"] = rows["flops"] / _intensity(rows).astype(float)
-    rows["gpu"] = rows["device"].map(_is_gpu).astype(bool)
+    rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
     if "end_to_end_time_median" not in rows:
         rows["end_to_end_time_median"] = math.nan
     # A kernel without flops (the transfer kernel) has nothing to offload.
@@ -396,9 +389,7 @@ def figure(frame: pd.DataFrame, numbers: pd.DataFrame) -> Figure:
     ax.set_ylabel("Offload speedup t_CPU / t_GPU")
     usable = numbers.dropna(subset=["link_gbs", "cpu_gflops", "gpu_gflops"])
     if usable.empty:
-        ax.text(0.5, 0.5, "no GPU kernel records", transform=ax.transAxes, ha="center")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        style.no_data(ax, "no GPU kernel records")
         return fig
     rows = kernel_rows(frame)
     colors = style.colors(len(usable))

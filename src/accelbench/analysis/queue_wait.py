@@ -277,9 +277,7 @@ def figure(summaries: list[pd.DataFrame]) -> Figure:
     started = everything[everything["jobs"] > 0]
     if started.empty:
         for ax in axes:
-            ax.text(0.5, 0.5, "no started jobs", transform=ax.transAxes, ha="center")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            style.no_data(ax, "no started jobs")
         return fig
     unit, scale = duration_unit(float(started[["q3_s", "ci_high_s"]].max().max()))
     lowest = started[["q1_s", "ci_low_s"]].to_numpy(float)

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from accelbench.analysis import style, tidy
 from accelbench.analysis.figures import busy_handle
 from accelbench.analysis.tidy import natural_devices
-from accelbench.devices import DeviceError, parse_device
+from accelbench.devices import names_a_gpu
 
 ROOF_METRICS = ("peak_gflops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
 # Kernels without arithmetic, and the bandwidth roof of the path each copy takes.
@@ -33,8 +33,6 @@ BANDWIDTH_ROOFS = {
     "transfer-d2h-pinned": "d2h_bandwidth",
 }
 KEYS = ["device", "dtype"]
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-LINESTYLES = ("-", "--", ":", "-.")
 
 
 def roofs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -50,13 +48,6 @@ def roofs(frame: pd.DataFrame) -> pd.DataFrame:
         if metric not in table.columns:
             table[metric] = np.nan
     return table[KEYS + wanted].reset_index(drop=True)
-
-
-def _is_gpu(device: str) -> bool:
-    try:
-        return parse_device(str(device)).is_gpu
-    except DeviceError:
-        return False
 
 
 def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
@@ -153,7 +144,7 @@ def _throughput(rows: pd.DataFrame, with_transfer: bool) -> pd.Series:
     if not with_transfer:
         return compute
     end_to_end = rows.get("end_to_end_gflops_median", pd.Series(np.nan, index=rows.index))
-    gpu = rows["device"].map(_is_gpu).astype(bool)
+    gpu = rows["device"].map(names_a_gpu).astype(bool)
     return compute.where(~gpu, end_to_end.astype(float))
 
 
@@ -173,7 +164,7 @@ def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame
         return pd.DataFrame(columns=columns)
     rows["throughput"] = _throughput(rows, with_transfer)
     rows = rows[np.isfinite(rows["throughput"])]
-    rows["gpu"] = rows["device"].map(_is_gpu).astype(bool)
+    rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
     found = []
     for (kernel, dtype), group in rows.groupby(["kernel", "dtype"], sort=True):
         best = group.groupby(["size", "gpu"])["throughput"].max().unstack()
@@ -201,15 +192,6 @@ def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame
 
 def _label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
     return frame.attrs.get("units", {}).get(column, fallback)
-
-
-def _empty(message: str) -> Figure:
-    fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
-    ax = fig.add_subplot()
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    return fig
 
 
 def _grid(panels: int) -> tuple[Figure, np.ndarray]:
@@ -244,7 +226,7 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     else:
         kernels = kernels.iloc[0:0]
     if table.empty:
-        return _empty("no roof records")
+        return style.empty_figure("no roof records")
     above_roof = add_roof_percent(frame)["above_roof"]
     order = {device: i for i, device in enumerate(natural_devices(table["device"]))}
     table = table.sort_values(
@@ -254,7 +236,7 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     names = sorted(set(kernels.get("kernel", pd.Series(dtype="str")).dropna()))
     backends = sorted(set(kernels.get("backend", pd.Series(dtype="str")).dropna()))
     palette = dict(zip(names, style.colors(max(len(names), 1)), strict=False))
-    markers = {backend: MARKERS[i % len(MARKERS)] for i, backend in enumerate(backends)}
+    markers = {backend: style.MARKERS[i % len(style.MARKERS)] for i, backend in enumerate(backends)}
     intensities = (
         kernels["arithmetic_intensity"].astype(float) if len(kernels) else pd.Series([1.0])
     )
@@ -352,24 +334,24 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
     style.apply()
     rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
     if "gflops_median" not in rows:
-        return _empty("no kernel records with a flop count")
+        return style.empty_figure("no kernel records with a flop count")
     rows = rows[np.isfinite(rows["gflops_median"].astype(float))]
     groups = sorted(set(zip(rows["kernel"], rows["dtype"], strict=True)))
     if not groups:
-        return _empty("no kernel records with a flop count")
+        return style.empty_figure("no kernel records with a flop count")
     fig = Figure(
         figsize=(style.DOUBLE_COLUMN, style.PANEL_HEIGHT * len(groups) + 0.6), layout="constrained"
     )
     axes = fig.subplots(len(groups), 2, squeeze=False)
     series = sorted(
         set(zip(rows["backend"], rows["device"], strict=True)),
-        key=lambda item: (_is_gpu(item[1]), item[0], natural_devices([item[1]])),
+        key=lambda item: (names_a_gpu(item[1]), item[0], natural_devices([item[1]])),
     )
     backends = sorted({backend for backend, _ in series})
     devices = natural_devices(rows["device"])
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
     looks = {
-        device: (MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)])
+        device: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
         for i, device in enumerate(devices)
     }
     marks = {flag: crossovers(frame, with_transfer=flag) for flag in (False, True)}

@@ -57,6 +57,25 @@ RC = {
 }
 
 
+# Marker and line style cycles, for series that colour alone must not tell apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def no_data(ax, message: str) -> None:
+    """Say in the middle of `ax` why it is empty, with no ticks to suggest a scale."""
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def empty_figure(message: str) -> Figure:
+    """A one-panel figure that says why there is nothing to draw."""
+    fig = Figure(figsize=(SINGLE_COLUMN, PANEL_HEIGHT), layout="constrained")
+    no_data(fig.add_subplot(), message)
+    return fig
+
+
 def apply() -> None:
     """Seaborn's paper theme with the sizes above and a colour-blind-safe palette."""
     sns.set_theme(context="paper", style="ticks", palette=PALETTE, rc=RC)

@@ -45,6 +45,8 @@ CHECK_COLUMNS = ("check_passed", "check_relative_error")
 # What else the machine did (record "conditions"): busy is true where it stayed above the
 # contention limit after the retries; null for a record measured without the guard.
 CONDITION_COLUMNS = ("busy", "other_cpus", "steal_cpus")
+# What measured it (record "measured_by"): the code, `module:variant`, and the timer.
+MEASURED_BY_COLUMNS = ("implementation", "timer")
 PROVENANCE_COLUMNS = (
     "host",
     "cpu_model",
@@ -146,6 +148,8 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     row["check_relative_error"] = check.get("relative_error")
     conditions = record.get("conditions") or {}
     row.update({column: conditions.get(column) for column in CONDITION_COLUMNS})
+    measured_by = record.get("measured_by") or {}
+    row.update({column: measured_by.get(column) for column in MEASURED_BY_COLUMNS})
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
         row[f"{library}{VERSION_SUFFIX}"] = version
@@ -226,6 +230,7 @@ def _column_order(
         *metrics,
         *CHECK_COLUMNS,
         *CONDITION_COLUMNS,
+        *MEASURED_BY_COLUMNS,
         *PROVENANCE_COLUMNS,
         *sorted(versions),
     ]

@@ -11,6 +11,7 @@ transfers stay outside `run` and are timed on their own (`upload`, `download`).
 from __future__ import annotations
 
 import math
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,6 +171,65 @@ def cupy_module() -> ArrayModule:
         lambda host, device: device.get(out=host),
         cupyx.empty_pinned,
     )
+
+
+Prepare = Callable[[Any, Device], Prepared]  # (inputs, device) -> Prepared
+
+
+def backend_implementations(
+    *,
+    python: Prepare,
+    array_module: Callable[[ArrayModule, Any], Prepared],
+    numba: Callable[[Any, bool], Prepared],
+    torch: Prepare,
+    numba_cuda: Prepare,
+    numpy: Prepare | None = None,
+) -> dict[str, Prepare]:
+    """A kernel's seven backends from the code it writes once.
+
+    NumPy and CuPy share the array-module code (`array_module(NUMPY or CuPy,
+    inputs)`, unless `numpy` gives NumPy its own); serial and parallel Numba
+    share one loop (`numba(inputs, parallel)`). Each wrapper carries the
+    kernel's module, which a record names as the code that measured it.
+    """
+
+    def on_numpy(inputs, device: Device) -> Prepared:
+        return array_module(NUMPY, inputs)
+
+    def on_cupy(inputs, device: Device) -> Prepared:
+        return array_module(cupy_module(), inputs)
+
+    def numba_serial(inputs, device: Device) -> Prepared:
+        return numba(inputs, False)
+
+    def numba_parallel(inputs, device: Device) -> Prepared:
+        return numba(inputs, True)
+
+    for wrapper, written in (
+        (on_numpy, array_module),
+        (on_cupy, array_module),
+        (numba_serial, numba),
+        (numba_parallel, numba),
+    ):
+        wrapper.__module__ = written.__module__
+    return {
+        "python": python,
+        "numpy": numpy or on_numpy,
+        "numba": numba_serial,
+        "numba-parallel": numba_parallel,
+        "torch": torch,
+        "cupy": on_cupy,
+        "numba-cuda": numba_cuda,
+    }
+
+
+def module_implementations(module_name: str) -> dict[str, Prepare]:
+    """backend_implementations of a kernel module that names its code `prepare_python`,
+    `prepare_array_module`, `prepare_numba`, `prepare_torch` and `prepare_numba_cuda`
+    (called from the module itself, `module_implementations(__name__)`)."""
+    module = sys.modules[module_name]
+    parts = ("python", "array_module", "numba", "torch", "numba_cuda")
+    return backend_implementations(**{part: getattr(module, f"prepare_{part}") for part in parts})
 
 
 def array_prepared(

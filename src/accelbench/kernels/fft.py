@@ -28,7 +28,7 @@ from accelbench.kernels import (
     KernelSpec,
     Prepared,
     array_prepared,
-    cupy_module,
+    backend_implementations,
     grid_1d,
     host_prepared,
     jit_loop,
@@ -80,10 +80,6 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
         out[...] = am.xp.fft.fftn(x)
 
     return array_prepared(am, inputs, transform, x.shape, x.dtype)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -246,8 +242,8 @@ def _numba_fft_rows_serial():
     return rows
 
 
-def prepare_numba_of(dims: int, parallel: bool):
-    def prepare(inputs, device: Device) -> Prepared:
+def prepare_numba_of(dims: int):
+    def prepare(inputs, parallel: bool) -> Prepared:
         (x,) = inputs
         n = x.shape[0]
         plan = make_plan(n, x.dtype)
@@ -405,15 +401,14 @@ def _spec(dims: int) -> KernelSpec:
         make_inputs=make_inputs_of(dims),
         reference=reference,
         tolerance=tolerance_of(dims),
-        implementations={
-            "python": prepare_python_of(dims),
-            "numpy": prepare_numpy,
-            "numba": prepare_numba_of(dims, parallel=False),
-            "numba-parallel": prepare_numba_of(dims, parallel=True),
-            "torch": prepare_torch,
-            "cupy": prepare_cupy,
-            "numba-cuda": prepare_numba_cuda_of(dims),
-        },
+        implementations=backend_implementations(
+            python=prepare_python_of(dims),
+            array_module=prepare_array_module,
+            numba=prepare_numba_of(dims),
+            torch=prepare_torch,
+            numba_cuda=prepare_numba_cuda_of(dims),
+            numpy=prepare_numpy,
+        ),
         output_dtype=complex_dtype,
         naive_size_limit=2048 if dims == 1 else 64,
     )

@@ -24,14 +24,13 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     array_prepared,
-    cupy_module,
     host_prepared,
     jit_loop,
+    module_implementations,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -134,14 +133,6 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
     )
 
 
-def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(NUMPY, inputs)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
-
-
 def prepare_torch(inputs, device: Device) -> Prepared:
     import torch
 
@@ -212,12 +203,8 @@ def _numba_loops(parallel: bool):
     return escape_lanes
 
 
-def prepare_numba(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(False), _shape(inputs), inputs[0].dtype)
-
-
-def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(True), _shape(inputs), inputs[0].dtype)
+def prepare_numba(inputs, parallel: bool) -> Prepared:
+    return host_prepared(inputs, _numba_loops(parallel), _shape(inputs), inputs[0].dtype)
 
 
 @cache
@@ -264,15 +251,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    implementations={
-        "python": prepare_python,
-        "numpy": prepare_numpy,
-        "numba": prepare_numba,
-        "numba-parallel": prepare_numba_parallel,
-        "torch": prepare_torch,
-        "cupy": prepare_cupy,
-        "numba-cuda": prepare_numba_cuda,
-    },
+    implementations=module_implementations(__name__),
     error=mismatch_fraction,
     error_measure="fraction of pixels whose escape count differs",
     naive_size_limit=256,

@@ -16,15 +16,14 @@ from numba import cuda  # module level: the CUDA simulator swaps this global in 
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     accumulation_roundoff,
     array_prepared,
-    cupy_module,
     host_prepared,
     jit_loop,
+    module_implementations,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -54,14 +53,6 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
     return array_prepared(
         am, inputs, lambda a, b, out: am.xp.matmul(a, b, out=out), _shape(inputs), inputs[0].dtype
     )
-
-
-def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(NUMPY, inputs)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -114,12 +105,8 @@ def _numba_loops(parallel: bool):
     return matmul_loops
 
 
-def prepare_numba(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(False), _shape(inputs), inputs[0].dtype)
-
-
-def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(True), _shape(inputs), inputs[0].dtype)
+def prepare_numba(inputs, parallel: bool) -> Prepared:
+    return host_prepared(inputs, _numba_loops(parallel), _shape(inputs), inputs[0].dtype)
 
 
 TILE = 16
@@ -173,15 +160,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    implementations={
-        "python": prepare_python,
-        "numpy": prepare_numpy,
-        "numba": prepare_numba,
-        "numba-parallel": prepare_numba_parallel,
-        "torch": prepare_torch,
-        "cupy": prepare_cupy,
-        "numba-cuda": prepare_numba_cuda,
-    },
+    implementations=module_implementations(__name__),
     half_dtypes={"torch": ("float16", "bfloat16"), "cupy": ("float16",)},
     naive_size_limit=96,
 )

@@ -17,15 +17,14 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     accumulation_roundoff,
     array_prepared,
-    cupy_module,
     host_prepared,
     jit_loop,
+    module_implementations,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -54,14 +53,6 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
     return array_prepared(
         am, inputs, lambda x, out: xp.sum(x, keepdims=True, out=out), (1,), inputs[0].dtype
     )
-
-
-def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(NUMPY, inputs)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -102,12 +93,8 @@ def _numba_loop(parallel: bool):
     return sum_loop
 
 
-def prepare_numba(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loop(False), (1,), inputs[0].dtype)
-
-
-def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loop(True), (1,), inputs[0].dtype)
+def prepare_numba(inputs, parallel: bool) -> Prepared:
+    return host_prepared(inputs, _numba_loop(parallel), (1,), inputs[0].dtype)
 
 
 @cache
@@ -158,15 +145,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    implementations={
-        "python": prepare_python,
-        "numpy": prepare_numpy,
-        "numba": prepare_numba,
-        "numba-parallel": prepare_numba_parallel,
-        "torch": prepare_torch,
-        "cupy": prepare_cupy,
-        "numba-cuda": prepare_numba_cuda,
-    },
+    implementations=module_implementations(__name__),
     half_dtypes={"torch": ("bfloat16",)},
     naive_size_limit=1 << 20,
 )

@@ -16,15 +16,14 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     array_prepared,
-    cupy_module,
     grid_1d,
     host_prepared,
     jit_loop,
+    module_implementations,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -55,14 +54,6 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
         xp.add(out, y, out=out)
 
     return array_prepared(am, inputs, saxpy, inputs[1].shape, inputs[1].dtype)
-
-
-def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(NUMPY, inputs)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -101,17 +92,9 @@ def _numba_loop(parallel: bool):
     return saxpy_loop
 
 
-def _prepare_numba(inputs, parallel: bool) -> Prepared:
+def prepare_numba(inputs, parallel: bool) -> Prepared:
     a, x, y = inputs
     return host_prepared((a.reshape(1), x, y), _numba_loop(parallel), x.shape, x.dtype)
-
-
-def prepare_numba(inputs, device: Device) -> Prepared:
-    return _prepare_numba(inputs, parallel=False)
-
-
-def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return _prepare_numba(inputs, parallel=True)
 
 
 @cache
@@ -148,15 +131,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    implementations={
-        "python": prepare_python,
-        "numpy": prepare_numpy,
-        "numba": prepare_numba,
-        "numba-parallel": prepare_numba_parallel,
-        "torch": prepare_torch,
-        "cupy": prepare_cupy,
-        "numba-cuda": prepare_numba_cuda,
-    },
+    implementations=module_implementations(__name__),
     half_dtypes={
         "numpy": ("float16",),
         "torch": ("float16", "bfloat16"),

@@ -17,14 +17,13 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     array_prepared,
-    cupy_module,
     host_prepared,
     jit_loop,
+    module_implementations,
     numba_cuda_prepared,
     python_prepared,
     torch_prepared,
@@ -67,14 +66,6 @@ def flops(n: int) -> float:
 
 def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
     return array_prepared(am, inputs, sweep_sliced, inputs[0].shape, inputs[0].dtype)
-
-
-def prepare_numpy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(NUMPY, inputs)
-
-
-def prepare_cupy(inputs, device: Device) -> Prepared:
-    return prepare_array_module(cupy_module(), inputs)
 
 
 def prepare_torch(inputs, device: Device) -> Prepared:
@@ -121,12 +112,8 @@ def _numba_loops(parallel: bool):
     return sweep_loops
 
 
-def prepare_numba(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(False), inputs[0].shape, inputs[0].dtype)
-
-
-def prepare_numba_parallel(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loops(True), inputs[0].shape, inputs[0].dtype)
+def prepare_numba(inputs, parallel: bool) -> Prepared:
+    return host_prepared(inputs, _numba_loops(parallel), inputs[0].shape, inputs[0].dtype)
 
 
 @cache
@@ -165,15 +152,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    implementations={
-        "python": prepare_python,
-        "numpy": prepare_numpy,
-        "numba": prepare_numba,
-        "numba-parallel": prepare_numba_parallel,
-        "torch": prepare_torch,
-        "cupy": prepare_cupy,
-        "numba-cuda": prepare_numba_cuda,
-    },
+    implementations=module_implementations(__name__),
     half_dtypes={
         "numpy": ("float16",),
         "torch": ("float16", "bfloat16"),

@@ -19,11 +19,11 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
     array_prepared,
+    backend_implementations,
     cupy_module,
     grid_1d,
     host_prepared,
@@ -69,14 +69,6 @@ def prepare_d2d_array_module(am: ArrayModule, inputs) -> Prepared:
     return _without_transfers(prepared)
 
 
-def prepare_d2d_numpy(inputs, device: Device) -> Prepared:
-    return prepare_d2d_array_module(NUMPY, inputs)
-
-
-def prepare_d2d_cupy(inputs, device: Device) -> Prepared:
-    return prepare_d2d_array_module(cupy_module(), inputs)
-
-
 def prepare_d2d_torch(inputs, device: Device) -> Prepared:
     prepared = torch_prepared(
         inputs, device, lambda x, out: out.copy_(x), inputs[0].shape, inputs[0].dtype
@@ -105,12 +97,8 @@ def _numba_loop(parallel: bool):
     return copy_loop
 
 
-def prepare_d2d_numba(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loop(False), inputs[0].shape, inputs[0].dtype)
-
-
-def prepare_d2d_numba_parallel(inputs, device: Device) -> Prepared:
-    return host_prepared(inputs, _numba_loop(True), inputs[0].shape, inputs[0].dtype)
+def prepare_d2d_numba(inputs, parallel: bool) -> Prepared:
+    return host_prepared(inputs, _numba_loop(parallel), inputs[0].shape, inputs[0].dtype)
 
 
 @cache
@@ -273,15 +261,13 @@ SPECS = (
         "transfer-d2d",
         "copy n elements within device memory (a host memcpy on a CPU)",
         2,
-        {
-            "python": prepare_d2d_python,
-            "numpy": prepare_d2d_numpy,
-            "numba": prepare_d2d_numba,
-            "numba-parallel": prepare_d2d_numba_parallel,
-            "torch": prepare_d2d_torch,
-            "cupy": prepare_d2d_cupy,
-            "numba-cuda": prepare_d2d_numba_cuda,
-        },
+        backend_implementations(
+            python=prepare_d2d_python,
+            array_module=prepare_d2d_array_module,
+            numba=prepare_d2d_numba,
+            torch=prepare_d2d_torch,
+            numba_cuda=prepare_d2d_numba_cuda,
+        ),
         {"numpy": ("float16", "bfloat16"), "torch": ("float16", "bfloat16"), "cupy": ("float16",)},
         naive_size_limit=1 << 20,
     ),

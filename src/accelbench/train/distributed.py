@@ -35,6 +35,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import accelbench
+from accelbench.train.models import Unavailable
+
 log = logging.getLogger(__name__)
 
 SLURM_PORT_BASE = 20000
@@ -203,9 +206,6 @@ def launch_local(
     (the text of its exception, so an out-of-memory error still reads as one),
     or models.Unavailable if the model cannot run in this precision here.
     """
-    import accelbench
-    from accelbench.train.models import Unavailable
-
     source = str(Path(accelbench.__file__).resolve().parents[1])
     env = {
         **os.environ,

@@ -29,8 +29,9 @@ from accelbench.devices import (
     visible_gpu_count,
 )
 from accelbench.grid import TrainExperiment
+from accelbench.outcome import Outcome
 from accelbench.train import distributed, strategies
-from accelbench.train.models import Unavailable
+from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TrainSettings
 
 
@@ -248,8 +249,6 @@ def _unavailable_reason(
 
 def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
-    from accelbench.experiment import Outcome
-
     train_settings = TrainSettings.from_mapping(settings)
     device = parse_device(exp.device)
     reason = _unavailable_reason(exp, train_settings, device)
@@ -264,8 +263,6 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
 
 def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSettings):
     """The record's metrics, loss series and data description from a run's plain numbers."""
-    from accelbench.experiment import Outcome
-
     warmup = settings.warmup_steps
     losses = result["losses"]
     params = {
@@ -294,6 +291,15 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
             }
         )
     series.update(timing.run_medians(per_run) if len(per_run) > 1 else {})
+    raw = {
+        name: timing.raw_samples("s", [run[key][warmup:] for run in result["runs"]])
+        for name, key in (("time_per_batch", "step_times"), ("data_time_per_batch", "data_times"))
+    }
+    measured_by = {
+        "implementation": f"{models()[exp.model].module_name}:{exp.model} "
+        f"+ accelbench.train.strategies:{exp.strategy}",
+        "timer": timing.STEP_TIMER,
+    }
     metrics = {
         **timing.combine_metrics(per_run),
         "first_step_time": timing.value(result["runs"][0]["step_times"][0], "s"),
@@ -306,4 +312,6 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "threads": timing.value(result["threads"], "threads"),
         "gpus": timing.value(result["gpus"], "GPUs"),
     }
-    return Outcome("ok", metrics=metrics, params=params, series=series)
+    return Outcome(
+        "ok", metrics=metrics, params=params, series=series, raw=raw, measured_by=measured_by
+    )

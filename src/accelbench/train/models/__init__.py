@@ -135,11 +135,17 @@ class ModelSpec:
     # Real dataset (a name in accelbench.train.datasets.DATASETS) used when present on
     # disk; the module's `real_data` turns it into samples of this model's batch format.
     dataset: str | None = None
+    # The module with its network, when models share one (they differ in options only).
+    module: str | None = None
+
+    @property
+    def module_name(self) -> str:
+        """The module with this model's network: accelbench.train.models.<module or name>."""
+        return f"{__name__}.{self.module or self.name}"
 
     @property
     def implementation(self) -> ModuleType:
-        """The module with this model's network: accelbench.train.models.<name>."""
-        return importlib.import_module(f"{__name__}.{self.name}")
+        return importlib.import_module(self.module_name)
 
     def __getattr__(self, attribute: str) -> Any:
         if attribute not in IMPLEMENTED:
@@ -252,6 +258,34 @@ TRANSFORMER_TINY_OPTIONS = {
     "seq_len": 8,
 }
 
+
+def _transformer(name: str, description: str) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        family="transformer",
+        description=description,
+        default_batch=16,
+        options=dict(TRANSFORMER_OPTIONS),
+        tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
+        splittable=True,
+        dataset="ptb",
+    )
+
+
+def _torchvision_resnet(depth: int, lr: float) -> ModelSpec:
+    return ModelSpec(
+        name=f"resnet{depth}",
+        family="cnn",
+        description=f"torchvision ResNet-{depth} (ImageNet layout), 10 classes",
+        default_batch=16,
+        options={"lr": lr, "depth": depth, "image_size": 64, "classes": 10},
+        tiny_options={"image_size": 32},
+        follows_image_size=True,
+        splittable=True,
+        module="resnet",
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
@@ -276,16 +310,7 @@ MODELS: dict[str, ModelSpec] = {
             splittable=True,
             dataset="mnist",
         ),
-        ModelSpec(
-            name="bert",
-            family="transformer",
-            description="BERT-style Transformer encoder, masked language model",
-            default_batch=16,
-            options=dict(TRANSFORMER_OPTIONS),
-            tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
-            splittable=True,
-            dataset="ptb",
-        ),
+        _transformer("bert", "BERT-style Transformer encoder, masked language model"),
         ModelSpec(
             name="dcgan",
             family="gan",
@@ -326,16 +351,7 @@ MODELS: dict[str, ModelSpec] = {
             },
             tiny_options={"nodes": 8, "degree": 2, "features": 4, "hidden": 8, "classes": 2},
         ),
-        ModelSpec(
-            name="gpt",
-            family="transformer",
-            description="GPT-style decoder-only Transformer, next-token prediction",
-            default_batch=16,
-            options=dict(TRANSFORMER_OPTIONS),
-            tiny_options=dict(TRANSFORMER_TINY_OPTIONS),
-            splittable=True,
-            dataset="ptb",
-        ),
+        _transformer("gpt", "GPT-style decoder-only Transformer, next-token prediction"),
         ModelSpec(
             name="lstm",
             family="rnn",
@@ -360,27 +376,9 @@ MODELS: dict[str, ModelSpec] = {
             splittable=True,
             dataset="ptb",
         ),
-        ModelSpec(
-            name="resnet18",
-            family="cnn",
-            description="torchvision ResNet-18 (ImageNet layout), 10 classes",
-            default_batch=16,
-            options={"lr": 0.01, "image_size": 64, "classes": 10},
-            tiny_options={"image_size": 32},
-            follows_image_size=True,
-            splittable=True,
-        ),
-        ModelSpec(
-            name="resnet50",
-            family="cnn",
-            description="torchvision ResNet-50 (ImageNet layout), 10 classes",
-            default_batch=16,
-            # lr 0.01 (fine for ResNet-18) makes this deeper network diverge at batch 16.
-            options={"lr": 0.001, "image_size": 64, "classes": 10},
-            tiny_options={"image_size": 32},
-            follows_image_size=True,
-            splittable=True,
-        ),
+        _torchvision_resnet(18, lr=0.01),
+        # lr 0.01 (fine for ResNet-18) makes this deeper network diverge at batch 16.
+        _torchvision_resnet(50, lr=0.001),
         ModelSpec(
             name="resnet56",
             family="cnn",

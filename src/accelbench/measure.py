@@ -1,0 +1,175 @@
+"""Measuring one kernel: check it against the float64 reference, then time it.
+
+The timing is the backend's library timer (torch.utils.benchmark on the CPU,
+cupyx.profiler.benchmark or CUDA events on the GPU); the check runs before and
+again after timing, so the timed code is known to compute the right thing.
+The roofs measure their ceilings with the same functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench import timing
+from accelbench.backends import BACKENDS
+from accelbench.devices import cpu_threads, parse_device
+from accelbench.grid import KernelExperiment
+from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
+from accelbench.outcome import Outcome
+
+
+def check_against_reference(
+    prepared: Prepared,
+    reference: np.ndarray,
+    tolerance: float,
+    error=relative_error,
+    measure: str = "normwise relative error",
+) -> dict[str, Any]:
+    """Poison the output, run once, compare with the float64 reference."""
+    prepared.poison()
+    prepared.run()
+    found = error(prepared.fetch(), reference)
+    return {
+        "passed": found <= tolerance,
+        "relative_error": found,
+        "tolerance": tolerance,
+        "measure": measure,
+        "reference": "numpy float64",
+    }
+
+
+def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> list[float]:
+    """Per-run samples (s) of `fn` from the timer the backend uses."""
+    if timer == "cupy":
+        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"])
+    if timer == "cuda-events":
+        return timing.cuda_event_samples(fn, min_run_time=settings["min_run_time"])
+    return timing.torch_timer_samples(
+        fn,
+        num_threads=threads,
+        min_run_time=settings["min_run_time"],
+        samples=settings["samples"],
+        label=label,
+    )
+
+
+def implementation_name(spec: KernelSpec, backend: str) -> str:
+    """Where a kernel's backend variant is written: `module:backend`."""
+    return f"{spec.implementations[backend].__module__}:{backend}"
+
+
+def naive_size_limit(spec: KernelSpec, settings: dict[str, Any]) -> int:
+    """Largest n naive Python runs for this kernel: the config's, else the kernel's default."""
+    return int(settings.get("naive_size_limit", {}).get(spec.name, spec.naive_size_limit))
+
+
+@dataclass
+class Checked:
+    """A prepared kernel that passed its first check, with what the timing needs."""
+
+    prepared: Prepared
+    check: dict[str, Any]
+    first_call: float
+    recheck: Callable[[], dict[str, Any]]  # the same check again, after timing
+
+
+def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
+    """Make inputs, prepare the backend, run once against the reference: Checked or Outcome."""
+    inputs = spec.make_inputs(np.random.default_rng(seed), size, dtype)
+    reference = spec.reference(*inputs)
+    tolerance = spec.tolerance(size, dtype)
+    prepared = spec.implementations[backend](inputs, device)
+
+    def recheck():
+        return check_against_reference(
+            prepared, reference, tolerance, spec.error, spec.error_measure
+        )
+
+    started = time.perf_counter()
+    check = recheck()  # first call: includes JIT compilation
+    first_call = time.perf_counter() - started
+    if not check["passed"]:
+        return Outcome("failed", mismatch(check), check=check)
+    return Checked(prepared, check, first_call, recheck)
+
+
+def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
+    """Check the kernel against its float64 reference, then time it with the backend's timer.
+
+    GPU backends are also timed copying their inputs in and their output out
+    (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
+    """
+    spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
+    reason = backend.unavailable_reason(device)
+    if reason:
+        return Outcome("unavailable", reason)
+    if backend.naive and exp.size > (limit := naive_size_limit(spec, settings)):
+        return Outcome("skipped", f"skipped: above naive size limit (n={exp.size} > {limit})")
+    dtype = host_dtype(exp.dtype)
+    measured_by = {
+        "implementation": implementation_name(spec, exp.backend),
+        "timer": timing.TIMERS[backend.timer],
+    }
+    with cpu_threads(device) as threads:
+        checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
+        if isinstance(checked, Outcome):
+            checked.measured_by = measured_by
+            return checked
+        prepared = checked.prepared
+        samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+        transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+        check = checked.recheck()  # the timed code must still be right
+        if not check["passed"]:
+            reason = "after timing: " + mismatch(check)
+            return Outcome("failed", reason, check=check, measured_by=measured_by)
+    flops, nbytes = spec.flops(exp.size), spec.bytes_moved(exp.size, dtype.itemsize)
+    time_stats = timing.summarize(samples, "s")
+    metrics = {"time": time_stats}
+    raw = {"time": timing.raw_samples("s", [samples])}
+    if flops:
+        metrics["gflops"] = timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
+    metrics["bandwidth"] = timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
+    metrics["arithmetic_intensity"] = timing.value(flops / nbytes, "flop/byte")
+    metrics["first_call_time"] = timing.value(checked.first_call, "s")
+    metrics["threads"] = timing.value(threads, "threads")
+    if transfers:
+        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
+        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+        raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
+        raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+        if flops:
+            metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
+    return Outcome("ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by)
+
+
+def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
+    """(transfer samples, end-to-end samples), or None where inputs live on the host."""
+    if prepared.upload is None or prepared.download is None:
+        return None
+
+    def transfer():
+        prepared.upload()
+        prepared.download()
+
+    def end_to_end():
+        prepared.upload()
+        prepared.run()
+        prepared.download()
+
+    return (
+        time_function(transfer, timer, threads, settings, label + " transfer"),
+        time_function(end_to_end, timer, threads, settings, label + " end to end"),
+    )
+
+
+def mismatch(check: dict[str, Any]) -> str:
+    """Why a check failed, in one line."""
+    return (
+        f"result differs from the float64 reference: {check['measure']} "
+        f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
+    )
