@@ -128,14 +128,16 @@ def cpu_threads(device: Device) -> Iterator[int]:
     threads = device.count if not device.is_gpu else 1
     previous_torch, previous_numba = torch.get_num_threads(), numba.get_num_threads()
     numba_threads = min(threads, numba.config.NUMBA_NUM_THREADS)
-    with threadpool_limits(limits=threads):
-        torch.set_num_threads(threads)
-        numba.set_num_threads(numba_threads)
-        try:
+    try:
+        with threadpool_limits(limits=threads):
+            torch.set_num_threads(threads)
+            numba.set_num_threads(numba_threads)
             yield threads
-        finally:
-            torch.set_num_threads(previous_torch)
-            numba.set_num_threads(previous_numba)
+    finally:
+        # After threadpoolctl has restored the OpenMP runtime torch shares: its restore
+        # would otherwise set torch's count to whatever OpenMP had before.
+        torch.set_num_threads(previous_torch)
+        numba.set_num_threads(previous_numba)
 
 
 def slurm_gpu_shortfall(device: Device) -> str | None:
