@@ -211,3 +211,35 @@ def test_the_workflow_that_started_the_measurement_is_counted_apart():
     seen = json.loads(child.communicate()[0])
     assert seen["workflow_cpus"] > 0.5, seen
     assert seen["other_cpus"] < 0.5, seen
+
+
+def conditions(window_s: float, other_cpus: float) -> contention.Conditions:
+    return contention.Conditions(
+        window_s=window_s,
+        other_cpus=other_cpus,
+        workflow_cpus=0.0,
+        steal_cpus=0.0,
+        load_average_1m=0.0,
+        cpus_online=2,
+        cpu_mhz=None,
+        governor=None,
+        resolution_cpus=2 / (contention.CLOCK_TICKS * window_s),
+    )
+
+
+def test_a_window_too_short_to_resolve_the_limit_is_not_called_busy():
+    # 20 ms on 2 CPUs at 100 ticks/s: one tick of a daemon reads as 0.5 CPUs.
+    assert not conditions(0.02, 0.5).busier_than(0.25)
+    # Over 2 s the counters resolve 0.01 CPUs: the same reading is a busy machine.
+    assert conditions(2.0, 0.5).busier_than(0.25)
+    assert not conditions(2.0, 0.2).busier_than(0.25)
+
+
+def test_a_watch_records_the_resolution_of_its_window():
+    watch = contention.Watch()
+    time.sleep(0.3)
+    seen = watch.stop()
+    assert seen.resolution_cpus == pytest.approx(
+        seen.cpus_online / (contention.CLOCK_TICKS * seen.window_s)
+    )
+    assert seen.as_record()["resolution_cpus"] == seen.resolution_cpus

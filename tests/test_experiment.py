@@ -315,12 +315,10 @@ def test_error_during_run_gives_failed(monkeypatch, timer_calls, tmp_path):
 
 
 def test_device_oom_during_training_gives_oom(monkeypatch, tmp_path):
-    from accelbench.train import loop
-
     def measure(exp, settings):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(loop, "measure_training", measure)
+    monkeypatch.setitem(experiment.FAMILIES, "train", (TrainExperiment, measure))
     exp = TrainExperiment("resnet18", "cpu1", "fp32", "single", 4)
     record = run_record(exp, tmp_path, TRAIN_SETTINGS)
     assert record["status"] == "oom"

@@ -153,11 +153,22 @@ class Conditions:
     cpus_online: int
     cpu_mhz: float | None
     governor: str | None
+    # The least CPU use the kernel's counters resolve in this window: they count whole
+    # clock ticks, so each CPU's reading may be off by up to one tick.
+    resolution_cpus: float
 
     @property
     def contention(self) -> float:
         """CPUs taken from this measurement: other processes plus steal."""
         return self.other_cpus + self.steal_cpus
+
+    def busier_than(self, max_other_cpus: float) -> bool:
+        """Contention above the limit by more than the counters' resolution.
+
+        A window of a few clock ticks cannot tell one stray tick of a daemon
+        from a busy neighbour; calling that busy would only retry at random.
+        """
+        return self.contention - self.resolution_cpus > max_other_cpus
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,15 +210,17 @@ class Watch:
         workflow = max(0.0, workflow1 - workflow0)
         other = max(0.0, (busy1 - busy0) - ours - workflow)
         mhz, governor = cpu_clock()
+        cpus = os.cpu_count() or 1
         return Conditions(
             window_s=window,
             other_cpus=other / window,
             workflow_cpus=workflow / window,
             steal_cpus=max(0.0, steal1 - steal0) / window,
             load_average_1m=os.getloadavg()[0],
-            cpus_online=os.cpu_count() or 1,
+            cpus_online=cpus,
             cpu_mhz=mhz,
             governor=governor,
+            resolution_cpus=cpus / (CLOCK_TICKS * window),
         )
 
 

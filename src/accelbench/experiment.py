@@ -195,7 +195,7 @@ def measure_watched(
         watch = contention.Watch()
         outcome = _in_runs(exp, settings, fresh_processes)
         seen = watch.stop()
-        busy = seen.contention > guard["max_other_cpus"]
+        busy = seen.busier_than(guard["max_other_cpus"])
         if not busy or outcome.status != "ok" or attempt > retries:
             break
         log.warning(

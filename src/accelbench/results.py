@@ -25,7 +25,7 @@ SERIES_KEY = "series"
 # with "busy": true where it stayed above the limit after the retries.
 CONDITIONS_KEY = "conditions"
 # Optional: the raw samples behind the distribution metrics, run by run,
-# name -> {"unit": str, "runs": [[number, ...], ...]}.
+# name -> {"unit": str, "runs": [[number or null, ...], ...]}.
 RAW_KEY = "raw"
 # Optional: what measured it, {"implementation": "module:variant", "timer": str}.
 MEASURED_BY_KEY = "measured_by"
@@ -146,7 +146,7 @@ def _validate_raw(raw: Any, source: str) -> None:
                 "a list of lists of samples"
             )
         for index, run in enumerate(entry["runs"]):
-            if not all(_is_number(sample) for sample in run):
+            if not all(sample is None or _is_number(sample) for sample in run):
                 raise RecordError(
                     f"{source}: raw {name}, run {index + 1}: a sample is not a number"
                 )
