@@ -99,3 +99,18 @@ def test_queue_wait_bin_edges_must_increase(tmp_path):
         match=r"config key cluster_analysis.gb_hour_bins: bin edges must increase, got \[16, 16\]",
     ):
         workflow_config.load([extra])
+
+
+def test_the_schema_lists_the_names_the_package_knows():
+    """The schema's enums of dtypes, precisions and strategies are the package's own lists."""
+    import yaml
+
+    from accelbench import grid
+    from accelbench.train import strategies
+
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    train = schema["properties"]["train"]["properties"]
+    assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == grid.KERNEL_DTYPES
+    assert tuple(train["precisions"]["items"]["enum"]) == grid.PRECISIONS
+    assert tuple(train["strategies"]["items"]["enum"]) == grid.STRATEGIES
+    assert grid.STRATEGIES is strategies.STRATEGY_NAMES

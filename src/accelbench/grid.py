@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from accelbench.devices import DeviceError, parse_device
+from accelbench.train.strategies import STRATEGY_NAMES
 
 RESULTS_DIR = "results"
 KERNEL_PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
@@ -26,7 +27,7 @@ WILDCARD_CONSTRAINT = r"[^/]+"
 
 KERNEL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
-STRATEGIES = ("single", "dp", "ddp", "fsdp", "pipeline")  # see accelbench.train.strategies
+STRATEGIES = STRATEGY_NAMES
 POSITIVE_INT = re.compile(r"^[1-9][0-9]*$")
 
 
