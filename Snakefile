@@ -39,6 +39,7 @@ include: "workflow/rules/roofline.smk"
 
 
 onsuccess:
+    fork_server.stop()
     # Invalid records do not stop the run; the user must still hear of them at its end.
     warning = tidy.problems_warning(rules.tidy.output.problems)
     if warning:

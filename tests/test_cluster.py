@@ -12,6 +12,7 @@ import yaml
 from accelbench import cluster, provenance, supervise
 from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.outcome import RetryableFailure
 from accelbench.results import load_record
 
 from conftest import REPO_ROOT
@@ -99,7 +100,7 @@ def test_supervised_success_writes_the_childs_record(tmp_path):
 
 def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
     out = tmp_path / "r.json"
-    with pytest.raises(supervise.experiment.RetryableFailure):
+    with pytest.raises(RetryableFailure):
         supervise.run_supervised(
             FAILING, FAILING_SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300
         )
@@ -202,7 +203,7 @@ def test_a_failed_task_reports_its_own_error(tmp_path, two_tasks):
 
 def test_a_failed_task_before_the_last_attempt_retries(tmp_path, two_tasks):
     out = tmp_path / "r.json"
-    with pytest.raises(supervise.experiment.RetryableFailure, match="rank 1: ValueError"):
+    with pytest.raises(RetryableFailure, match="rank 1: ValueError"):
         supervise.run_supervised(
             FAILING,
             FAILING_SETTINGS,

@@ -9,7 +9,6 @@ atomic write guarantees no half-written one either.
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
 import pickle
@@ -19,7 +18,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from accelbench import contention, provenance, timing
@@ -28,29 +26,19 @@ from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.measure import measure_kernel, naive_size_limit
-from accelbench.outcome import Outcome, RankFailure, RetryableFailure, is_out_of_memory
+from accelbench.outcome import (
+    Outcome,
+    RankFailure,
+    RetryableFailure,
+    is_out_of_memory,
+    note_rank_failure,
+)
 from accelbench.results import make_record, write_record
 from accelbench.roofs import measure_roof, roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process
 from accelbench.train.loop import measure_training
 
 log = logging.getLogger(__name__)
-
-
-def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
-    """Leave `outcome`'s status and reason where the supervisor reads them (rank{r}.note)."""
-    note = Path(folder) / f"rank{rank}.note"
-    partial = note.with_suffix(".partial")
-    partial.write_text(
-        json.dumps({"rank": rank, "status": outcome.status, "reason": outcome.reason})
-    )
-    partial.rename(note)
-
-
-def rank_failures(folder: str) -> list[dict[str, Any]]:
-    """The notes failed ranks left in `folder`, lowest rank first."""
-    notes = [json.loads(path.read_text()) for path in Path(folder).glob("rank*.note")]
-    return sorted(notes, key=lambda note: note["rank"])
 
 
 def _guarded(measure, exp, settings) -> Outcome:
@@ -142,6 +130,20 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
     )
 
 
+def preload(family: str | None = None) -> None:
+    """Import what measuring `family` (None: every family) needs, before runs are forked.
+
+    Each forked run then starts without paying for the imports. Importing starts
+    no thread pool (only the first parallel call does), so forking stays safe.
+    """
+    import torch.utils.benchmark  # noqa: F401  (torch: seconds to import)
+
+    if family in ("train", None):
+        import accelbench.train.session  # noqa: F401  (the models and their libraries)
+    if family != "train":
+        kernels()
+
+
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
     """The experiment measured in settings["runs"] independent runs, combined.
 
@@ -157,14 +159,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             return _guarded(measure, exp, settings)
         settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
-        # Imported once here, so that each forked run starts without paying for it
-        # (importing starts no thread pool; only the first parallel call does).
-        import torch.utils.benchmark  # noqa: F401
-
-        if exp.family == "train":
-            import accelbench.train.session  # noqa: F401  (the models and their libraries)
-        else:
-            kernels()
+        preload(exp.family)
     outcomes = []
     for index in range(runs):
         if fresh_processes and runs > 1:

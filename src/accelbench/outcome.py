@@ -6,8 +6,14 @@ Outcome, and the orchestration in accelbench.experiment turns it into a record.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+# How a measuring process tells its supervisor why it stopped without a record.
+RETRY_EXIT_CODE = 3  # an error on an attempt that is not the last: retry the job
+RANK_FAILED_EXIT_CODE = 4  # a launched rank other than 0 failed and left a note
 
 
 @dataclass
@@ -41,3 +47,19 @@ def is_out_of_memory(err: BaseException) -> bool:
         return True
     message = str(err).lower()
     return "out of memory" in message or "can't allocate memory" in message
+
+
+def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
+    """Leave `outcome`'s status and reason where the supervisor reads them (rank{r}.note)."""
+    note = Path(folder) / f"rank{rank}.note"
+    partial = note.with_suffix(".partial")
+    partial.write_text(
+        json.dumps({"rank": rank, "status": outcome.status, "reason": outcome.reason})
+    )
+    partial.rename(note)
+
+
+def rank_failures(folder: str) -> list[dict[str, Any]]:
+    """The notes failed ranks left in `folder`, lowest rank first."""
+    notes = [json.loads(path.read_text()) for path in Path(folder).glob("rank*.note")]
+    return sorted(notes, key=lambda note: note["rank"])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -28,14 +27,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from accelbench import experiment, provenance
+from accelbench import fork_server, provenance
 from accelbench.grid import Experiment
-from accelbench.outcome import Outcome, RankFailure, RetryableFailure
-from accelbench.train.distributed import is_primary_process
-
-RETRY_EXIT_CODE = 3
-RANK_FAILED_EXIT_CODE = 4
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+from accelbench.outcome import RETRY_EXIT_CODE, Outcome, RetryableFailure, rank_failures
 
 log = logging.getLogger(__name__)
 
@@ -44,36 +38,6 @@ def time_limit_seconds(runtime_minutes: float) -> float:
     """The child's budget: the job's limit less a margin to write the record before Slurm kills."""
     limit = runtime_minutes * 60.0
     return limit - max(10.0, 0.05 * limit)
-
-
-def _child(payload: dict[str, Any]) -> int:
-    """Body of the child process: measure and write the record, or signal a retry."""
-    # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
-    to_file = payload["log_file"] and is_primary_process()
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        **({"filename": payload["log_file"]} if to_file else {}),
-    )
-    logging.captureWarnings(True)
-    experiment_type, _ = experiment.FAMILIES[payload["family"]]
-    exp = experiment_type(**payload["experiment"])
-    try:
-        experiment.run(
-            exp,
-            payload["settings"],
-            payload["output"],
-            final_attempt=payload["final"],
-            failure_dir=payload["failure_dir"],
-            fresh_processes=True,  # this process has measured nothing yet: it may fork
-        )
-    except RetryableFailure as err:
-        log.error("%s", err)
-        return RETRY_EXIT_CODE
-    except RankFailure as err:
-        log.error("%s", err)
-        return RANK_FAILED_EXIT_CODE
-    return 0
 
 
 def _describe_exit(code: int, launcher: list[str] | None) -> str:
@@ -121,17 +85,15 @@ def run_supervised(
         "log_file": log_file,
         "failure_dir": failure_dir,
     }
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])
-        ),
-    }
-    # The payload goes on the command line: srun hands every task its arguments.
-    child = subprocess.Popen(
-        [*(launcher or []), sys.executable, "-m", "accelbench.supervise", json.dumps(payload)],
-        env=env,
-    )
+    # Locally, the run's fork server starts the process without the imports' cost;
+    # srun's tasks, or a job without a server, start a new interpreter. The payload
+    # goes on the command line: srun hands every task its arguments.
+    child = None if launcher else fork_server.request(payload)
+    if child is not None:
+        log.info("measuring process %d forked by the fork server", child.pid)
+    else:
+        command = [sys.executable, "-m", "accelbench.measuring_process", json.dumps(payload)]
+        child = subprocess.Popen([*(launcher or []), *command])
 
     def stop_child() -> None:
         child.terminate()
@@ -155,7 +117,7 @@ def run_supervised(
             stop_child()
             code = None
         if failure_dir:
-            notes = experiment.rank_failures(failure_dir)
+            notes = rank_failures(failure_dir)
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
         if failure_dir:
@@ -177,8 +139,8 @@ def run_supervised(
     if not final:
         raise RetryableFailure(f"{exp.id}: {reason}; attempt {attempt} of {max_attempts}")
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, reason, status)
+    # Only here, when the measuring process could not write the record itself: the
+    # measuring code imports Numba and the kernels, a second this light parent saves.
+    from accelbench import experiment
+
     experiment.write_outcome(exp, settings, output, Outcome(status, reason), started)
-
-
-if __name__ == "__main__":
-    sys.exit(_child(json.loads(sys.argv[1])))

@@ -4,7 +4,7 @@
 import functools
 import os
 
-from accelbench import cluster, grid
+from accelbench import cluster, fork_server, grid
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
@@ -106,6 +106,13 @@ onstart:
     # Before anything is submitted: the partitions and account must exist.
     if workflow.executor_plugin.name == "slurm":
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
+    # Local experiment jobs get their measuring processes from one pre-imported server.
+    if workflow.executor_plugin.name == "local":
+        fork_server.start("results/logs/fork_server.log")
+
+
+onerror:
+    fork_server.stop()
 
 
 KERNEL_SETTINGS = accelbench_config.kernel_settings(config)

@@ -1,0 +1,58 @@
+"""The measuring process of one experiment job: measure, write the record, report by exit code.
+
+Started by the job's supervisor (accelbench.supervise), either as a new
+interpreter (`python -m accelbench.measuring_process PAYLOAD`, also once per
+task under srun) or forked by the run's fork server (accelbench.fork_server).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from accelbench import experiment
+from accelbench.outcome import (
+    RANK_FAILED_EXIT_CODE,
+    RETRY_EXIT_CODE,
+    RankFailure,
+    RetryableFailure,
+)
+from accelbench.train.distributed import is_primary_process
+
+log = logging.getLogger(__name__)
+
+
+def main(payload: dict[str, Any]) -> int:
+    """Measure and write the record, or signal a retry (RETRY_EXIT_CODE)."""
+    # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
+    to_file = payload["log_file"] and is_primary_process()
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        **({"filename": payload["log_file"]} if to_file else {}),
+    )
+    logging.captureWarnings(True)
+    experiment_type, _ = experiment.FAMILIES[payload["family"]]
+    exp = experiment_type(**payload["experiment"])
+    try:
+        experiment.run(
+            exp,
+            payload["settings"],
+            payload["output"],
+            final_attempt=payload["final"],
+            failure_dir=payload["failure_dir"],
+            fresh_processes=True,  # this process has measured nothing yet: it may fork
+        )
+    except RetryableFailure as err:
+        log.error("%s", err)
+        return RETRY_EXIT_CODE
+    except RankFailure as err:
+        log.error("%s", err)
+        return RANK_FAILED_EXIT_CODE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
