@@ -11,13 +11,16 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
+import signal
 import socket
+import time
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from accelbench import experiment
+from accelbench import experiment, supervise
 from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.grid import TrainExperiment, train_exclusion
 from accelbench.results import load_record
@@ -278,6 +281,63 @@ def test_torchrun_that_dies_without_a_result_is_a_failure(monkeypatch):
     fake_torchrun(monkeypatch, torchrun)
     with pytest.raises(distributed.LaunchError, match="torchrun exited with status -9: Killed"):
         distributed.launch_local({}, processes=2, threads_per_process=1)
+
+
+def _rank_that_fails_on_rank_1(rendezvous):
+    """No torch work: forking from the test process is safe for it."""
+    if rendezvous.rank == 1:
+        raise ValueError("rank 1 cannot go on")
+    time.sleep(60)  # rank 0 would wait in a collective for the failed rank
+    return {}
+
+
+def test_a_failed_forked_rank_stops_the_others_and_names_its_error():
+    started = time.monotonic()
+    with pytest.raises(distributed.LaunchError, match="rank 1: ValueError: rank 1 cannot go on"):
+        distributed.launch_forked(_rank_that_fails_on_rank_1, processes=2, threads_per_process=1)
+    assert time.monotonic() - started < 20
+
+
+def test_a_killed_forked_rank_is_named():
+    def killed(rendezvous):
+        if rendezvous.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+        return {}
+
+    with pytest.raises(distributed.LaunchError, match="rank 1 was killed by SIGKILL"):
+        distributed.launch_forked(killed, processes=2, threads_per_process=1)
+
+
+def test_ranks_fork_only_where_the_process_allows_it(monkeypatch):
+    launched = []
+    monkeypatch.setattr(distributed, "launch_forked", lambda *args: launched.append("fork"))
+    monkeypatch.setattr(distributed, "launch_local", lambda *args: launched.append("torchrun"))
+    distributed.launch(None, {}, 2, 1, on_gpus=False)
+    with distributed.ranks_may_fork():
+        distributed.launch(None, {}, 2, 1, on_gpus=False)
+        distributed.launch(None, {}, 2, 1, on_gpus=True)  # CUDA cannot be used after a fork
+    assert launched == ["torchrun", "fork", "torchrun"]
+
+
+def test_a_supervised_ddp_experiment_forks_its_ranks(tmp_path):
+    """The measuring process of a job has started no thread pool: its runs fork their ranks."""
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
+    output = tmp_path / "ddp.json"
+    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t"}
+    supervise.run_supervised(exp, settings, str(output), attempt=1, max_attempts=1, time_limit=300)
+    record = load_record(output)
+    assert record["status"] == "ok", record["reason"]
+    assert record["params"]["launcher"] == "fork"
+    assert record["metrics"]["processes"]["value"] == 2
+    assert record["metrics"]["time_per_batch"]["runs"] == 2
+    single = measure_training(
+        TrainExperiment("fcn", "cpu1", "fp32", "single", 8), tiny_settings("fcn")
+    )
+    torch.testing.assert_close(
+        torch.tensor(record["series"]["loss"]["values"]),
+        torch.tensor(single.series["loss"]["values"]),
+    )
 
 
 # Pipeline ------------------------------------------------------------------------------------

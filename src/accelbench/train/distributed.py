@@ -11,31 +11,39 @@ address of rank 0. Three ways to get there, one code path after:
   started by srun counts: the batch script of a multi-task job is not a task.
 - torchrun: its RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT.
 - Neither (a local run, or a Slurm job with one task): the experiment starts
-  its own processes on this node with torchrun (`python -m torch.distributed.run
-  --standalone`), which then takes the path above. torchrun, not an in-process
-  spawn, because the rule's script is the main module, and a spawned child would
-  re-import it.
+  its own processes on this node. On CPUs, from a process that has started no
+  thread pool yet (each run's own process, see experiment.py), it forks them:
+  each rank is a process of its own without the seconds a new interpreter
+  spends importing torch. Otherwise (GPUs: a forked process cannot use CUDA
+  its parent initialised) it starts them with torchrun (`python -m
+  torch.distributed.run --standalone`), which then takes the path above.
+  Either way one rank that fails stops the others at once.
 
 The backend is gloo on CPUs and NCCL on GPUs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import accelbench
 from accelbench.train.models import Unavailable
 
 log = logging.getLogger(__name__)
@@ -56,7 +64,7 @@ class Rendezvous:
     local_rank: int
     master_addr: str
     master_port: int
-    launcher: str  # "slurm", "torchrun" or "none" (one process)
+    launcher: str  # "slurm", "torchrun", "fork" or "none" (one process)
 
     @property
     def is_primary(self) -> bool:
@@ -197,6 +205,136 @@ def check_distinct_gpus(device) -> int:
     return len(identities)
 
 
+def run_rank(train: Callable[[], dict[str, Any]], rank: int, result_path: Path) -> int:
+    """Body of one launched rank: rank 0 writes the result; a failed rank writes why and fails.
+
+    The error file (RESULT.rank<N>.error: the exception's type and message) lets
+    the launching process say which rank failed and why.
+    """
+    try:
+        result = train()
+    except Exception as err:  # the launcher reports it; the traceback goes to the log
+        traceback.print_exc()
+        error = Path(f"{result_path}.rank{rank}.error")
+        error.write_text(json.dumps({"type": type(err).__name__, "message": str(err)}))
+        return 1
+    if rank == 0:
+        partial = Path(f"{result_path}.part")
+        partial.write_text(json.dumps(result))
+        partial.rename(result_path)
+    return 0
+
+
+def _result(result_path: Path, failed: bool, what_happened: str) -> dict[str, Any]:
+    """Rank 0's result; LaunchError (or models.Unavailable) with the first failed rank's reason."""
+    errors = sorted(result_path.parent.glob(f"{result_path.name}.rank*.error"))
+    if errors:
+        rank = errors[0].name.removeprefix(f"{result_path.name}.rank").removesuffix(".error")
+        error = json.loads(errors[0].read_text())
+        if error["type"] == Unavailable.__name__:
+            raise Unavailable(error["message"])
+        raise LaunchError(f"rank {rank}: {error['type']}: {error['message']}")
+    if failed or not result_path.exists():
+        raise LaunchError(what_happened)
+    return json.loads(result_path.read_text())
+
+
+# Set while this process may fork ranks: it has imported torch but started no thread
+# pool (OpenMP cannot be forked once it runs). experiment.py sets it in each run's own process.
+_forking_is_safe = False
+
+
+@contextlib.contextmanager
+def ranks_may_fork(allowed: bool = True) -> Iterator[None]:
+    """Let launch() fork CPU ranks from this process while the block runs."""
+    global _forking_is_safe
+    previous, _forking_is_safe = _forking_is_safe, allowed
+    try:
+        yield
+    finally:
+        _forking_is_safe = previous
+
+
+def launch(
+    train: Callable[[Rendezvous], dict[str, Any]],
+    request: dict[str, Any],
+    processes: int,
+    threads_per_process: int,
+    on_gpus: bool,
+) -> dict[str, Any]:
+    """Run the experiment's ranks on this node: forked on CPUs where safe, else under torchrun.
+
+    `train(rendezvous)` is one rank's work (forked ranks call it); `request` is the
+    same as JSON for accelbench.train.worker (torchrun's ranks).
+    """
+    if _forking_is_safe and not on_gpus:
+        return launch_forked(train, processes, threads_per_process)
+    return launch_local(request, processes, threads_per_process)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_ranks(pids: list[int]) -> dict[int, int]:
+    """Exit codes by rank; once one rank fails, the others are killed (they would wait for it)."""
+    codes: dict[int, int] = {}
+    while len(codes) < len(pids):
+        for rank, pid in enumerate(pids):
+            if rank in codes:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[rank] = os.waitstatus_to_exitcode(status)
+        if any(code != 0 for code in codes.values()):
+            for rank, pid in enumerate(pids):
+                if rank not in codes:
+                    os.kill(pid, signal.SIGKILL)
+                    codes[rank] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        time.sleep(0.01)
+    return codes
+
+
+def launch_forked(
+    train: Callable[[Rendezvous], dict[str, Any]], processes: int, threads_per_process: int
+) -> dict[str, Any]:
+    """Run `train` as `processes` ranks forked from this process (gloo over loopback)."""
+    port = _free_port()
+    log.info("forking %d ranks (rendezvous 127.0.0.1:%d)", processes, port)
+    with tempfile.TemporaryDirectory(prefix="accelbench-ddp-") as folder:
+        result_path = Path(folder) / "result.json"
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pids = []
+        for rank in range(processes):
+            pid = os.fork()
+            if pid == 0:  # a rank
+                code = 1
+                try:
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+                    os.environ["OMP_NUM_THREADS"] = str(threads_per_process)
+                    rendezvous = Rendezvous(rank, processes, rank, "127.0.0.1", port, "fork")
+                    code = run_rank(functools.partial(train, rendezvous), rank, result_path)
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    logging.shutdown()
+                    os._exit(code)
+            pids.append(pid)
+        codes = _wait_for_ranks(pids)
+        failed = {rank: code for rank, code in codes.items() if code != 0}
+        what = "; ".join(f"rank {rank} {_exit_text(code)}" for rank, code in failed.items())
+        return _result(result_path, bool(failed), what)
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
 def launch_local(
     request: dict[str, Any], processes: int, threads_per_process: int
 ) -> dict[str, Any]:
@@ -206,12 +344,7 @@ def launch_local(
     (the text of its exception, so an out-of-memory error still reads as one),
     or models.Unavailable if the model cannot run in this precision here.
     """
-    source = str(Path(accelbench.__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads_per_process),
-        "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])),
-    }
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads_per_process)}
     with tempfile.TemporaryDirectory(prefix="accelbench-ddp-") as folder:
         request_file, result_file = Path(folder) / "request.json", Path(folder) / "result.json"
         request_file.write_text(json.dumps(request))
@@ -232,14 +365,6 @@ def launch_local(
         for stream in (done.stdout, done.stderr):
             if stream.strip():
                 log.info("torchrun output:\n%s", stream[-20000:])
-        errors = sorted(Path(folder).glob("result.json.rank*.error"))
-        if errors:
-            rank = errors[0].name.removeprefix("result.json.rank").removesuffix(".error")
-            error = json.loads(errors[0].read_text())
-            if error["type"] == Unavailable.__name__:
-                raise Unavailable(error["message"])
-            raise LaunchError(f"rank {rank}: {error['type']}: {error['message']}")
-        if done.returncode != 0 or not result_file.exists():
-            tail = (done.stderr or done.stdout)[-2000:]
-            raise LaunchError(f"torchrun exited with status {done.returncode}: {tail}")
-        return json.loads(result_file.read_text())
+        tail = (done.stderr or done.stdout)[-2000:]
+        what = f"torchrun exited with status {done.returncode}: {tail}"
+        return _result(result_file, done.returncode != 0, what)

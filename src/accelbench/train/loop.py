@@ -13,6 +13,7 @@ its slowest process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import resource
@@ -198,7 +199,7 @@ def _full_state(model) -> dict[str, Any]:
 
 
 def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> dict[str, Any]:
-    """Run the experiment's processes: in this process, as a launched rank, or under torchrun."""
+    """Run the experiment's processes: in this process, as a launched rank, or launched here."""
     processes = strategies.process_count(exp.strategy, device)
     if processes == 1:
         return train_process(exp, settings)
@@ -212,7 +213,13 @@ def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> di
         return train_process(exp, settings, rendezvous)
     request = {"experiment": asdict(exp), "settings": asdict(settings)}
     threads = strategies.threads_per_process(exp.strategy, device)
-    return distributed.launch_local(request, processes, threads)
+    return distributed.launch(
+        functools.partial(train_process, exp, settings),
+        request,
+        processes,
+        threads,
+        on_gpus=device.is_gpu,
+    )
 
 
 def _unavailable_reason(
