@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench import experiment, results, timing
+from accelbench import experiment, results, roofs, timing
 from accelbench.backends import BACKENDS
 from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
@@ -318,7 +318,7 @@ def test_device_oom_during_training_gives_oom(monkeypatch, tmp_path):
     def measure(exp, settings):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setitem(experiment.FAMILIES, "train", (TrainExperiment, measure))
+    monkeypatch.setitem(experiment.FAMILIES, "train", experiment.Family(TrainExperiment, measure))
     exp = TrainExperiment("resnet18", "cpu1", "fp32", "single", 4)
     record = run_record(exp, tmp_path, TRAIN_SETTINGS)
     assert record["status"] == "oom"
@@ -581,6 +581,31 @@ def test_cpu_roof_record(dtype, tmp_path):
         for op in ("copy", "scale", "add", "triad", "read")
         for backend in ("torch", "numba-parallel")
     }
+
+
+def test_later_roof_runs_time_only_the_first_runs_winner(monkeypatch, tmp_path):
+    timed = []
+    real = roofs.time_function
+
+    def counting(run, timer, threads, settings, label):
+        timed.append(label)
+        return real(run, timer, threads, settings, label)
+
+    monkeypatch.setattr(roofs, "time_function", counting)
+    record = run_record(RoofExperiment("cpu1", "float32"), tmp_path, {**ROOF_SETTINGS, "runs": 3})
+    assert record["status"] == "ok", record["reason"]
+    candidates = {name: found["candidates"] for name, found in record["check"]["roofs"].items()}
+    searched = sum(len(rates) for rates in candidates.values())
+    assert len(timed) == searched + 2 * len(candidates)  # run 1: all; runs 2, 3: the winners
+    winners = {
+        f"roof {name} cpu1 float32 {found['kernel']} {found['backend']} n={found['size']}"
+        for name, found in record["check"]["roofs"].items()
+    }
+    assert set(timed[searched:]) == winners
+    for name in candidates:
+        assert len(candidates[name]) > 1  # the record keeps run 1's whole search
+        assert record["metrics"][name]["runs"] == 3
+    assert record["params"]["roof_search"].startswith("every candidate timed in run 1")
 
 
 def test_roof_of_a_missing_gpu_is_unavailable(tmp_path):

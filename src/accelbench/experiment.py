@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from accelbench import contention, provenance, timing
@@ -34,8 +34,9 @@ from accelbench.outcome import (
     note_rank_failure,
 )
 from accelbench.results import make_record, write_record
+from accelbench.roofs import later_runs as roof_later_runs
 from accelbench.roofs import measure_roof, roof_sizes
-from accelbench.train.distributed import from_environment, is_primary_process
+from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
 from accelbench.train.loop import measure_training
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,20 @@ def _guarded(measure, exp, settings) -> Outcome:
         return Outcome(status, f"{type(err).__name__}: {err}", raised=True)
 
 
-# Each family: its experiment type and the function that measures one run of it.
-FAMILIES: dict[str, tuple[type, Callable[[Any, dict[str, Any]], Outcome]]] = {
-    "kernel": (KernelExperiment, measure_kernel),
-    "train": (TrainExperiment, measure_training),
-    "roof": (RoofExperiment, measure_roof),
+@dataclass(frozen=True)
+class Family:
+    """An experiment family: its experiment type and the function that measures one run of it."""
+
+    experiment_type: type
+    measure: Callable[[Any, dict[str, Any]], Outcome]
+    # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
+    later_runs: Callable[[dict[str, Any], Outcome], dict[str, Any]] | None = None
+
+
+FAMILIES: dict[str, Family] = {
+    "kernel": Family(KernelExperiment, measure_kernel),
+    "train": Family(TrainExperiment, measure_training),
+    "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs),
 }
 
 
@@ -152,25 +162,30 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     runs itself (train/loop.py), inside the processes it launched: a launched
     rank (an srun task) cannot fork alone, its peers would wait for it.
     """
-    measure = FAMILIES[exp.family][1]
+    family = FAMILIES[exp.family]
+    measure = family.measure
     runs = int(settings.get("runs", 1))
     if exp.family == "train":
-        if not fresh_processes or from_environment() or runs == 1:
+        if not fresh_processes or from_environment():
             return _guarded(measure, exp, settings)
         settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
         preload(exp.family)
     outcomes = []
     for index in range(runs):
-        if fresh_processes and runs > 1:
-            outcome = _in_fresh_process(measure, exp, settings)
-        else:
-            outcome = _guarded(measure, exp, settings)
+        # A fresh process, and each run's own, has started no thread pool: ranks may fork.
+        with ranks_may_fork(fresh_processes):
+            if fresh_processes and runs > 1:
+                outcome = _in_fresh_process(measure, exp, settings)
+            else:
+                outcome = _guarded(measure, exp, settings)
         if outcome.status != "ok":
             if runs > 1:
                 outcome.reason = f"run {index + 1} of {runs}: {outcome.reason}"
             return outcome
         outcomes.append(outcome)
+        if index == 0 and family.later_runs:
+            settings = family.later_runs(settings, outcome)
     return combine_runs(outcomes)
 
 

@@ -34,8 +34,7 @@ def main(payload: dict[str, Any]) -> int:
         **({"filename": payload["log_file"]} if to_file else {}),
     )
     logging.captureWarnings(True)
-    experiment_type, _ = experiment.FAMILIES[payload["family"]]
-    exp = experiment_type(**payload["experiment"])
+    exp = experiment.FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
     try:
         experiment.run(
             exp,
