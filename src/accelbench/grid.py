@@ -252,6 +252,25 @@ def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
     return exp
 
 
+def target_check(family: str, train_config: Mapping[str, Any] | None = None):
+    """A rule's input function that parses its target path and asks for no input.
+
+    Snakemake evaluates it while planning, so a wrong part of a path named as a
+    target stops the run before any job starts, with GridError naming the part.
+    """
+    parse = {
+        "kernel": parse_kernel,
+        "roof": parse_roof,
+        "train": lambda wildcards: parse_train(wildcards, train_config),
+    }[family]
+
+    def check(wildcards) -> list[str]:
+        parse(dict(wildcards.items()))
+        return []
+
+    return check
+
+
 def parse_train_path(path: str) -> TrainExperiment:
     """A training result path -> its experiment (GridError names a wrong part)."""
     pattern = re.escape(TRAIN_PATTERN).replace(r"\{", "{").replace(r"\}", "}")

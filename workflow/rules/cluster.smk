@@ -8,18 +8,6 @@ from accelbench.analysis import sacct
 
 CLUSTER = config["cluster_analysis"]
 SACCT_DUMP = CLUSTER["sacct_dump"] or "results/cluster/sacct.txt"
-QUEUE_WAIT_OUTPUTS = [
-    *multiext("results/tables/queue_wait_cpu_hours", ".md", ".tex", ".csv"),
-    *multiext("results/tables/queue_wait_gb_hours", ".md", ".tex", ".csv"),
-    "results/figures/queue_wait.pdf",
-    "results/figures/queue_wait.png",
-]
-CLUSTER_TARGETS = [
-    *multiext("results/tables/offload_break_even", ".md", ".tex", ".csv"),
-    "results/figures/offload_break_even.pdf",
-    "results/figures/offload_break_even.png",
-    *(QUEUE_WAIT_OUTPUTS if CLUSTER["queue_wait"] else []),
-]
 
 
 localrules:
@@ -90,3 +78,10 @@ rule offload_break_even:
         CONDA_ENV
     script:
         "../../scripts/offload_break_even.py"
+
+
+# The default target's share: the break-even always, the queue wait where configured.
+CLUSTER_TARGETS = [
+    *rules.offload_break_even.output,
+    *(rules.queue_wait.output if CLUSTER["queue_wait"] else []),
+]

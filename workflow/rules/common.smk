@@ -27,24 +27,6 @@ wildcard_constraints:
     dataset="|".join(datasets.DATASETS),
 
 
-def check_kernel_target(wildcards):
-    """Parse the target path; a wrong part stops the run before any job, naming it."""
-    grid.parse_kernel(wildcards)
-    return []
-
-
-def check_roof_target(wildcards):
-    """Parse the target path; a wrong part stops the run before any job, naming it."""
-    grid.parse_roof(wildcards)
-    return []
-
-
-def check_train_target(wildcards):
-    """Parse the target path; a wrong part stops the run before any job, naming it."""
-    grid.parse_train(wildcards, config["train"])
-    return []
-
-
 def under_slurm():
     """True in the Snakemake that submits to Slurm and in those that run its jobs.
 

@@ -1,7 +1,7 @@
 rule kernel_benchmark:
     """One kernel on one backend, device, dtype and size -> one result record."""
     input:
-        check_kernel_target,
+        grid.target_check("kernel"),
     output:
         grid.KERNEL_PATTERN,
     log:

@@ -1,7 +1,7 @@
 rule roof_benchmark:
     """The measured ceilings of one device in one dtype -> one result record."""
     input:
-        check_roof_target,
+        grid.target_check("roof"),
     output:
         grid.ROOF_PATTERN,
     log:

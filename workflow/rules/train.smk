@@ -1,7 +1,7 @@
 rule train_benchmark:
     """One model trained on one device, precision, strategy and batch size -> one record."""
     input:
-        check_train_target,
+        grid.target_check("train", config["train"]),
     output:
         grid.TRAIN_PATTERN,
     log:
