@@ -5,14 +5,10 @@ and the default target. The logic lives in the accelbench package (src/).
 """
 
 import sys
-from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
-
-# The workflow always uses the package of its own checkout.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 
 configfile: "config/config.yaml"

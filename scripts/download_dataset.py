@@ -1,10 +1,7 @@
 """Rule entry point: fetch one real dataset into the data directory."""
 
 import logging
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from accelbench.train import datasets
 

@@ -1,10 +1,7 @@
 """Rule entry point: sacct dump -> queue-wait tables and figure, parsed jobs, unreadable lines."""
 
 import logging
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from accelbench.analysis import queue_wait, sacct, style
 

@@ -1,10 +1,7 @@
 """Rule entry point: tidy table + roofs -> percent of roof, crossovers, roofline figures."""
 
 import logging
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 import pandas as pd
 

@@ -2,9 +2,6 @@
 
 import logging
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from accelbench import cluster, grid, provenance, supervise
 from accelbench.devices import parse_device

@@ -1,10 +1,6 @@
 """Rule entry point: sacct of the configured partitions and window -> raw text file."""
 
 import logging
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from accelbench.analysis import sacct
 

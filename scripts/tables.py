@@ -1,10 +1,7 @@
 """Rule entry point: tidy table -> comparison tables (Markdown, LaTeX, CSV, HTML)."""
 
 import logging
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 import pandas as pd
 

@@ -1,10 +1,6 @@
 """Rule entry point: all records -> tidy table, plus the lists of bad and excluded cells."""
 
 import logging
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 import pandas as pd
 
