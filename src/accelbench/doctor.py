@@ -157,22 +157,22 @@ def _distribution(*names: str) -> str:
     return ""
 
 
-def _import(report: BackendReport, *modules: str):
-    """The modules, or None with the report saying which does not import."""
+def _import(report: BackendReport, module: str):
+    """The module (the report noting it imported), or None with the report saying why not."""
     try:
-        return [importlib.import_module(module) for module in modules]
+        imported = importlib.import_module(module)
     except ImportError as err:
         report.problem, report.fix = f"{report.name} does not import: {err}", STACK_FIX
         return None
+    report.imported = True
+    return imported
 
 
 def probe_torch(gpu_present: bool) -> BackendReport:
     report = BackendReport("torch")
-    imported = _import(report, "torch")
-    if imported is None:
+    if (torch := _import(report, "torch")) is None:
         return report
-    (torch,) = imported
-    report.imported, report.version = True, torch.__version__
+    report.version = torch.__version__
     report.cuda = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
     if not gpu_present:
         return report
@@ -190,11 +190,11 @@ def probe_torch(gpu_present: bool) -> BackendReport:
 
 def probe_cupy(gpu_present: bool) -> BackendReport:
     report = BackendReport("cupy")
-    imported = _import(report, "cupy", "cupy_backends.cuda.libs.nvrtc")
-    if imported is None:
+    cupy = _import(report, "cupy")
+    nvrtc = cupy and _import(report, "cupy_backends.cuda.libs.nvrtc")
+    if nvrtc is None:
+        report.imported = False  # CuPy without its NVRTC bindings cannot compile a kernel
         return report
-    cupy, nvrtc = imported
-    report.imported = True
     report.version = _distribution("cupy-cuda13x", "cupy-cuda12x", "cupy") or cupy.__version__
     built_for = "13" if "cuda13x" in report.version else "12" if "cuda12x" in report.version else ""
     if not gpu_present:
@@ -220,11 +220,8 @@ def probe_cupy(gpu_present: bool) -> BackendReport:
 
 def probe_numba_cuda(gpu_present: bool) -> BackendReport:
     report = BackendReport("numba-cuda")
-    imported = _import(report, "numba.cuda")
-    if imported is None:
+    if (cuda := _import(report, "numba.cuda")) is None:
         return report
-    (cuda,) = imported
-    report.imported = True
     report.version = _distribution("numba-cuda")
     if not report.version:
         report.version = f"numba {_distribution('numba')} (built-in numba.cuda)"

@@ -415,27 +415,29 @@ def _bold_cells(table: pd.DataFrame) -> set[tuple[str, str]]:
     return {(row, column) for row, column in table.attrs.get("best", [])}
 
 
-def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
-    """Pipe table with a pandoc `Table:` caption, footnotes as paragraphs below."""
+def _cells(table: pd.DataFrame, escape, emphasise) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of `table` escaped for one format, the best cells emphasised."""
     bold = _bold_cells(table)
 
     def cell(row: str, device: str) -> str:
-        text = markdown_escape(table.loc[row, device])
-        return f"**{text}**" if (row, device) in bold else text
+        text = escape(table.loc[row, device])
+        return emphasise(text) if (row, device) in bold else text
 
-    header = [markdown_escape(str(table.index.name)), *map(markdown_escape, table.columns)]
+    header = [escape(str(table.index.name)), *map(escape, table.columns)]
+    rows = [[escape(row)] + [cell(row, device) for device in table.columns] for row in table.index]
+    return header, rows
+
+
+def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
+    """Pipe table with a pandoc `Table:` caption, footnotes as paragraphs below."""
+    header, rows = _cells(table, markdown_escape, lambda text: f"**{text}**")
     lines = [
         f"Table: {markdown_escape(table.attrs.get('caption', ''))}",
         "",
         "| " + " | ".join(header) + " |",
         "|:---|" + "---:|" * len(table.columns),
     ]
-    lines += [
-        "| "
-        + " | ".join([markdown_escape(row)] + [cell(row, device) for device in table.columns])
-        + " |"
-        for row in table.index
-    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     for note in footnotes:
         lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
@@ -443,16 +445,7 @@ def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
 
 def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
     """A booktabs table float, ready for \\input; footnotes in small type below the rule."""
-    bold = _bold_cells(table)
-
-    def cell(row: str, device: str) -> str:
-        text = latex_escape(table.loc[row, device])
-        return rf"\textbf{{{text}}}" if (row, device) in bold else text
-
-    header = [latex_escape(str(table.index.name)), *map(latex_escape, table.columns)]
-    rows = [
-        [latex_escape(row)] + [cell(row, device) for device in table.columns] for row in table.index
-    ]
+    header, rows = _cells(table, latex_escape, lambda text: rf"\textbf{{{text}}}")
     caption = latex_escape(table.attrs.get("caption", ""))
     notes = [latex_escape(note) for note in footnotes]
     return latex_float(caption, label, "l" + "r" * len(table.columns), header, rows, notes)

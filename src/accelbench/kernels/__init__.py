@@ -109,6 +109,14 @@ class KernelSpec:
         return BASE_DTYPES + self.half_dtypes.get(backend, ())
 
 
+# The 16-bit types the array libraries compute elementwise kernels in.
+ELEMENTWISE_HALF_DTYPES = {
+    "numpy": ("float16",),
+    "torch": ("float16", "bfloat16"),
+    "cupy": ("float16",),
+}
+
+
 def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
     """numba.njit(parallel=..., cache=True) for a loop compiled both serial and parallel.
 
@@ -348,6 +356,17 @@ def grid_1d(length: int, max_blocks: int = 65535) -> tuple[int, int]:
     CUDA simulator to emulate)."""
     threads = max(1, min(THREADS_PER_BLOCK, length))
     return max(1, min(max_blocks, (length + threads - 1) // threads)), threads
+
+
+def numba_cuda_tiled(host_inputs, kernel, threads: tuple[int, int], out_shape, tile: int):
+    """Prepared for a 2-D kernel on tile x tile blocks covering `threads` (x, y) threads."""
+    blocks = tuple((count + tile - 1) // tile for count in threads)
+    return numba_cuda_prepared(
+        host_inputs,
+        lambda *arrays: kernel[blocks, (tile, tile)](*arrays),
+        out_shape,
+        host_inputs[0].dtype,
+    )
 
 
 def numba_cuda_prepared(host_inputs, launch, out_shape, out_dtype) -> Prepared:

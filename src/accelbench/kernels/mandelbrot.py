@@ -31,7 +31,7 @@ from accelbench.kernels import (
     host_prepared,
     jit_loop,
     module_implementations,
-    numba_cuda_prepared,
+    numba_cuda_tiled,
     python_prepared,
     torch_prepared,
 )
@@ -232,15 +232,9 @@ def cuda_kernel(dtype_name: str):
 
 
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
-    rows, cols = _shape(inputs)
+    # Thread (i, j) computes out[i, j].
     kernel = cuda_kernel(inputs[0].dtype.name)
-    blocks = ((rows + TILE - 1) // TILE, (cols + TILE - 1) // TILE)
-    return numba_cuda_prepared(
-        inputs,
-        lambda re, im, out: kernel[blocks, (TILE, TILE)](re, im, out),
-        (rows, cols),
-        inputs[0].dtype,
-    )
+    return numba_cuda_tiled(inputs, kernel, _shape(inputs), _shape(inputs), TILE)
 
 
 SPEC = KernelSpec(

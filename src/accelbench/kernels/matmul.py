@@ -24,7 +24,7 @@ from accelbench.kernels import (
     host_prepared,
     jit_loop,
     module_implementations,
-    numba_cuda_prepared,
+    numba_cuda_tiled,
     python_prepared,
     torch_prepared,
     unit_roundoff,
@@ -141,15 +141,10 @@ def cuda_tiled_kernel(dtype_name: str):
 
 
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
+    # Thread (x, y) computes out[y, x]: x runs along a row, over the m columns.
     n, m = _shape(inputs)
     kernel = cuda_tiled_kernel(inputs[0].dtype.name)
-    blocks = ((m + TILE - 1) // TILE, (n + TILE - 1) // TILE)
-    return numba_cuda_prepared(
-        inputs,
-        lambda a, b, out: kernel[blocks, (TILE, TILE)](a, b, out),
-        (n, m),
-        inputs[0].dtype,
-    )
+    return numba_cuda_tiled(inputs, kernel, (m, n), (n, m), TILE)
 
 
 SPEC = KernelSpec(

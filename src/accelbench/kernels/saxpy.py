@@ -16,6 +16,7 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
+    ELEMENTWISE_HALF_DTYPES,
     ArrayModule,
     KernelSpec,
     Prepared,
@@ -132,10 +133,6 @@ SPEC = KernelSpec(
     reference=reference,
     tolerance=tolerance,
     implementations=module_implementations(__name__),
-    half_dtypes={
-        "numpy": ("float16",),
-        "torch": ("float16", "bfloat16"),
-        "cupy": ("float16",),
-    },
+    half_dtypes=ELEMENTWISE_HALF_DTYPES,
     naive_size_limit=1 << 20,
 )

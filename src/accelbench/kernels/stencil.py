@@ -17,6 +17,7 @@ from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
+    ELEMENTWISE_HALF_DTYPES,
     ArrayModule,
     KernelSpec,
     Prepared,
@@ -153,10 +154,6 @@ SPEC = KernelSpec(
     reference=reference,
     tolerance=tolerance,
     implementations=module_implementations(__name__),
-    half_dtypes={
-        "numpy": ("float16",),
-        "torch": ("float16", "bfloat16"),
-        "cupy": ("float16",),
-    },
+    half_dtypes=ELEMENTWISE_HALF_DTYPES,
     naive_size_limit=512,
 )
