@@ -235,14 +235,18 @@ def test_unknown_partition_or_account_stops_before_submission(
 
 def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workflow_dir):
     (workflow_dir / "config" / "resume.yaml").write_text(
-        "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: [2, 3, 4, 5]\n"
-        "    fcn: []\n    lstm: []\n"
-        "  steps: 15\n  image_size: 32\nkernels:\n  devices: []\n"
+        "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: []\n"
+        "    fcn: [2, 3, 4, 5]\n    lstm: []\n"
+        "  steps: 3\n  image_size: 32\nkernels:\n  devices: []\n"
     )
     # One job at a time, so that the stop comes while some experiments are not yet
     # submitted; SIGTERM asks Snakemake to stop: running jobs finish, no new ones start.
+    # A job takes about 17 s here: the first status check comes just after it (the
+    # plugin adds 10 s to the wait after each check that finds nothing finished).
     args = (
         *SLURM_ARGS,
+        "--slurm-init-seconds-before-status-checks",
+        "20",
         "--configfile",
         "config/tiny.yaml",
         "config/resume.yaml",
