@@ -294,7 +294,7 @@ def _rank_that_fails_on_rank_1(rendezvous):
 def test_a_failed_forked_rank_stops_the_others_and_names_its_error():
     started = time.monotonic()
     with pytest.raises(distributed.LaunchError, match="rank 1: ValueError: rank 1 cannot go on"):
-        distributed.launch_forked(_rank_that_fails_on_rank_1, processes=2, threads_per_process=1)
+        distributed.launch_forked(_rank_that_fails_on_rank_1, processes=2)
     assert time.monotonic() - started < 20
 
 
@@ -306,7 +306,7 @@ def test_a_killed_forked_rank_is_named():
         return {}
 
     with pytest.raises(distributed.LaunchError, match="rank 1 was killed by SIGKILL"):
-        distributed.launch_forked(killed, processes=2, threads_per_process=1)
+        distributed.launch_forked(killed, processes=2)
 
 
 def test_ranks_fork_only_where_the_process_allows_it(monkeypatch):

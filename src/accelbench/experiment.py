@@ -8,7 +8,6 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import pickle
@@ -33,6 +32,7 @@ from accelbench.outcome import (
     is_out_of_memory,
     note_rank_failure,
 )
+from accelbench.processes import OOM_HINT, die_with_parent, exit_text
 from accelbench.results import make_record, write_record
 from accelbench.roofs import later_runs as roof_later_runs
 from accelbench.roofs import measure_roof, roof_sizes
@@ -69,11 +69,6 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-# PR_SET_PDEATHSIG: the kernel kills a run's process when the measuring process dies,
-# so a run never outlives a job stopped at its time limit.
-_PR_SET_PDEATHSIG = 1
-
-
 def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
     """One run in a process forked for it: its own allocations, JIT loads and thread pools.
 
@@ -89,7 +84,7 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
         os.close(read_end)
         code = 1
         try:
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            die_with_parent()
             outcome = _guarded(measure, exp, settings)
             with os.fdopen(write_end, "wb") as pipe:
                 pickle.dump(outcome, pipe)
@@ -103,14 +98,10 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
     _, status = os.waitpid(pid, 0)
     if sent:
         return pickle.loads(sent)
-    if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
-        oom = os.WTERMSIG(status) == signal.SIGKILL
-        hint = " (the usual sign of the host running out of memory)" if oom else ""
-        reason = f"the run's process was killed by {name}{hint}"
-        return Outcome("oom" if oom else "failed", reason, raised=True)
-    reason = f"the run's process exited with code {os.WEXITSTATUS(status)}"
-    return Outcome("failed", reason, raised=True)
+    code = os.waitstatus_to_exitcode(status)
+    oom = code == -signal.SIGKILL
+    reason = f"the run's process {exit_text(code)}{OOM_HINT if oom else ''}"
+    return Outcome("oom" if oom else "failed", reason, raised=True)
 
 
 def combine_runs(outcomes: list[Outcome]) -> Outcome:
@@ -172,20 +163,20 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     if fresh_processes and runs > 1:
         preload(exp.family)
     outcomes = []
-    for index in range(runs):
-        # A fresh process, and each run's own, has started no thread pool: ranks may fork.
-        with ranks_may_fork(fresh_processes):
+    # A fresh process, and each run's own, has started no thread pool: ranks may fork.
+    with ranks_may_fork(fresh_processes):
+        for index in range(runs):
             if fresh_processes and runs > 1:
                 outcome = _in_fresh_process(measure, exp, settings)
             else:
                 outcome = _guarded(measure, exp, settings)
-        if outcome.status != "ok":
-            if runs > 1:
-                outcome.reason = f"run {index + 1} of {runs}: {outcome.reason}"
-            return outcome
-        outcomes.append(outcome)
-        if index == 0 and family.later_runs:
-            settings = family.later_runs(settings, outcome)
+            if outcome.status != "ok":
+                if runs > 1:
+                    outcome.reason = f"run {index + 1} of {runs}: {outcome.reason}"
+                return outcome
+            outcomes.append(outcome)
+            if index == 0 and family.later_runs:
+                settings = family.later_runs(settings, outcome)
     return combine_runs(outcomes)
 
 

@@ -24,7 +24,6 @@ Snakemake sets per job may differ: the measurement pins thread counts itself).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -38,6 +37,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from accelbench.processes import die_with_parent
 
 # The variable a job finds its server by: the path of the server's socket.
 ADDRESS_VARIABLE = "ACCELBENCH_FORK_SERVER"
@@ -65,7 +66,6 @@ PER_JOB_VARIABLES = frozenset(
         ADDRESS_VARIABLE,
     }
 )
-_PR_SET_PDEATHSIG = 1
 _HEADER = struct.Struct("!I")
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def _measure(
     """Body of a forked measuring process: the job's streams, directory and environment."""
     code = 1
     try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -231,7 +231,7 @@ def start(log_file: str | Path) -> None:
             [sys.executable, "-m", "accelbench.fork_server", address],
             stdout=subprocess.PIPE,
             stderr=output,
-            preexec_fn=lambda: ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM),
+            preexec_fn=lambda: die_with_parent(signal.SIGTERM),
         )
     ready = server.stdout.readline()
     server.stdout.close()

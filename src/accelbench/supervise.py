@@ -30,6 +30,7 @@ from typing import Any
 from accelbench import fork_server, provenance
 from accelbench.grid import Experiment
 from accelbench.outcome import RETRY_EXIT_CODE, Outcome, RetryableFailure, rank_failures
+from accelbench.processes import OOM_HINT, exit_text
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +42,9 @@ def time_limit_seconds(runtime_minutes: float) -> float:
 
 
 def _describe_exit(code: int, launcher: list[str] | None) -> str:
-    if launcher:
-        what, was = f"the tasks started by `{' '.join(launcher)}`", "were"
-    else:
-        what, was = "the measuring process", "was"
-    if code < 0:
-        name = signal.Signals(-code).name
-        hint = " (the usual sign of the host running out of memory)" if name == "SIGKILL" else ""
-        return f"{what} {was} killed by {name}{hint}"
-    return f"{what} exited with code {code}"
+    what = f"the tasks started by `{' '.join(launcher)}`" if launcher else "the measuring process"
+    hint = OOM_HINT if code == -signal.SIGKILL else ""
+    return f"{what} {exit_text(code, plural=bool(launcher))}{hint}"
 
 
 def run_supervised(

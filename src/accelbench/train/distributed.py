@@ -25,7 +25,6 @@ The backend is gloo on CPUs and NCCL on GPUs.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -44,6 +43,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from accelbench.processes import die_with_parent, exit_text
 from accelbench.train.models import Unavailable
 
 log = logging.getLogger(__name__)
@@ -268,7 +268,7 @@ def launch(
     same as JSON for accelbench.train.worker (torchrun's ranks).
     """
     if _forking_is_safe and not on_gpus:
-        return launch_forked(train, processes, threads_per_process)
+        return launch_forked(train, processes)
     return launch_local(request, processes, threads_per_process)
 
 
@@ -297,10 +297,12 @@ def _wait_for_ranks(pids: list[int]) -> dict[int, int]:
     return codes
 
 
-def launch_forked(
-    train: Callable[[Rendezvous], dict[str, Any]], processes: int, threads_per_process: int
-) -> dict[str, Any]:
-    """Run `train` as `processes` ranks forked from this process (gloo over loopback)."""
+def launch_forked(train: Callable[[Rendezvous], dict[str, Any]], processes: int) -> dict[str, Any]:
+    """Run `train` as `processes` ranks forked from this process (gloo over loopback).
+
+    Each rank pins its own thread count (train_process), as the environment read
+    at import time no longer can.
+    """
     port = _free_port()
     log.info("forking %d ranks (rendezvous 127.0.0.1:%d)", processes, port)
     with tempfile.TemporaryDirectory(prefix="accelbench-ddp-") as folder:
@@ -313,8 +315,7 @@ def launch_forked(
             if pid == 0:  # a rank
                 code = 1
                 try:
-                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-                    os.environ["OMP_NUM_THREADS"] = str(threads_per_process)
+                    die_with_parent()
                     rendezvous = Rendezvous(rank, processes, rank, "127.0.0.1", port, "fork")
                     code = run_rank(functools.partial(train, rendezvous), rank, result_path)
                 finally:
@@ -325,14 +326,8 @@ def launch_forked(
             pids.append(pid)
         codes = _wait_for_ranks(pids)
         failed = {rank: code for rank, code in codes.items() if code != 0}
-        what = "; ".join(f"rank {rank} {_exit_text(code)}" for rank, code in failed.items())
+        what = "; ".join(f"rank {rank} {exit_text(code)}" for rank, code in failed.items())
         return _result(result_path, bool(failed), what)
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"
 
 
 def launch_local(
