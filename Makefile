@@ -27,7 +27,7 @@ venv: $(STAMP)
 
 # The default grid (config/config.yaml): CPU only, a few minutes on 2 cores.
 run: venv
-	$(BIN)/snakemake --workflow-profile profiles/local --config cuda_stack=$(CUDA)
+	$(BIN)/snakemake --cores all --config cuda_stack=$(CUDA)
 	@echo
 	@echo "Tables:  $$(ls results/tables/*.md | tr '\n' ' ')"
 	@echo "Figures: $$(ls results/figures/*.pdf | tr '\n' ' ')"

@@ -8,12 +8,20 @@ import sys
 
 from snakemake.utils import min_version, validate
 
+from accelbench.config import check_configfiles
+
 min_version("9.0")
+
+
+# Results, logs and .snakemake/ live beside this Snakefile wherever Snakemake is
+# started (`-s ../Snakefile` from a subdirectory), unless --directory names a place.
+workdir: workflow.basedir
 
 
 configfile: "config/config.yaml"
 
 
+check_configfiles(workflow.overwrite_configfiles)
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
@@ -36,6 +44,8 @@ include: "workflow/rules/roofline.smk"
 
 onsuccess:
     fork_server.stop()
+    if profile_warning():
+        print(profile_warning(), file=sys.stderr)
     # Invalid records do not stop the run; the user must still hear of them at its end.
     warning = tidy.problems_warning(rules.tidy.output.problems)
     if warning:
@@ -45,6 +55,10 @@ onsuccess:
 rule all:
     default_target: True
     input:
+        # The records themselves, not only the tidy table made from them: Snakemake
+        # does not rebuild a missing input of an up-to-date output, so a deleted
+        # record is measured again only because it is a target here.
+        GRID.paths,
         rules.tidy.output,
         rules.tables.output,
         rules.figures.output,

@@ -63,3 +63,20 @@ def test_configured_modules_are_loaded_in_the_job(
     assert record["status"] == "ok", record["reason"]
     assert record["provenance"]["modules"] == ["accelbench-probe/1.0"]
     assert record["provenance"]["slurm"]["partition"] == "medium"
+
+    # Where modules are loaded they are the experiment's environment: others re-measure it.
+    (workflow_dir / "config" / "modules.yaml").write_text(
+        "slurm:\n  modules: [accelbench-probe/2.0]\n"
+    )
+    changed = snakemake(
+        workflow_dir,
+        "-n",
+        TARGET,
+        "--sdm",
+        "env-modules",
+        "--configfile",
+        "config/tiny.yaml",
+        "config/modules.yaml",
+    )
+    assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-3000:]
+    assert "Software environment definition has changed" in changed.stdout + changed.stderr

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.slurm
 CPU_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
 GPU_TARGET = "results/kernels/matmul/cuda1/torch/float64/n32.json"
 SLURM_ARGS = (
-    "--workflow-profile",
-    "profiles/slurm",
+    "--executor",
+    "slurm",
     "--slurm-init-seconds-before-status-checks",
     "3",
 )

@@ -45,8 +45,8 @@ slurm:
   cpus_per_gpu: 1
 """
 SLURM_ARGS = (
-    "--workflow-profile",
-    "profiles/slurm",
+    "--executor",
+    "slurm",
     "--slurm-init-seconds-before-status-checks",
     "3",
     "--configfile",

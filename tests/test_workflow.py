@@ -153,8 +153,6 @@ def test_lint_is_clean(workflow_dir):
 def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     done = snakemake(
         workflow_dir,
-        "--workflow-profile",
-        "profiles/local",
         "--cores",
         "2",
         "--configfile",
@@ -226,6 +224,24 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     again = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
+    # Modules are not loaded without --sdm env-modules: other ones re-measure nothing
+    # (only the provenance, which holds the config as run, is rebuilt).
+    (workflow_dir / "config" / "modules.yaml").write_text("slurm:\n  modules: [cuda/12.4]\n")
+    modules = snakemake(
+        workflow_dir, "-n", "--configfile", "config/tiny.yaml", "config/modules.yaml"
+    )
+    assert modules.returncode == 0, modules.stdout[-3000:] + modules.stderr[-3000:]
+    assert "_benchmark" not in modules.stdout + modules.stderr
+    assert re.search(r"^provenance\s+1$", modules.stdout + modules.stderr, re.MULTILINE)
+
+    # A deleted record is measured again by the default target, although the tidy
+    # table made from it is still there (and newer than every other record).
+    (results / "kernels" / "matmul" / "cpu1" / "torch" / "float64" / "n32.json").unlink()
+    planned = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-3000:]
+    plan = planned.stdout + planned.stderr
+    assert re.search(r"^kernel_benchmark\s+1$", plan, re.MULTILINE), plan
+    assert "n32.json" in plan
 
     # A record damaged after the run: its cell says so and the run ends with a warning.
     damaged = results / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n1000.json"
@@ -234,6 +250,8 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert "WARNING: 1 result record(s) are invalid" in rerun.stderr
     assert "invalid record (a)" in (results / "tables" / "kernel_time.md").read_text()
+    # The run used the project's settings (profiles/default, loaded by Snakemake itself).
+    assert "does not use the project's settings" not in rerun.stderr
 
 
 NOTHING_TO_RUN = """\
@@ -245,9 +263,13 @@ train:
 
 
 def test_a_grid_with_no_experiments_still_aggregates(workflow_dir):
+    """Also run without the project's profile: the run works and says, at its start and
+    end, which settings it lacks."""
     (workflow_dir / "config" / "nothing.yaml").write_text(NOTHING_TO_RUN)
     done = snakemake(
         workflow_dir,
+        "--workflow-profile",
+        "none",
         "--cores",
         "2",
         "--configfile",
@@ -257,5 +279,34 @@ def test_a_grid_with_no_experiments_still_aggregates(workflow_dir):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = workflow_dir / "results"
     assert len(pd.read_csv(results / "tidy.csv")) == 0
+    assert done.stderr.count("this run does not use the project's settings") == 2
+    assert "benchmark_slots=1: experiments run side by side" in done.stderr
+    assert "keep-going" in done.stderr and "group-components" not in done.stderr
     assert (results / "figures" / "roofline.pdf").read_bytes().startswith(b"%PDF")
     assert (results / "tables" / "kernel_roof_percent.csv").exists()
+
+
+def test_a_target_swallowed_by_configfile_is_named(workflow_dir):
+    record = workflow_dir / KERNEL_TARGET
+    record.parent.mkdir(parents=True)
+    record.write_text('{"status": "ok"}')
+    done = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml", KERNEL_TARGET)
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert f"--configfile took the result {record}" in said
+    assert "Write --configfile=config/mysite.yaml" in said
+    # The form the README gives: one file per option, targets anywhere.
+    record.unlink()
+    planned = snakemake(workflow_dir, "-n", "--configfile=config/tiny.yaml", KERNEL_TARGET)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert re.search(r"^kernel_benchmark\s+1$", planned.stdout + planned.stderr, re.MULTILINE)
+
+
+def test_run_from_a_subdirectory_uses_the_checkout(workflow_dir):
+    """`-s ../Snakefile` from results/: the default config loads and nothing lands in results/."""
+    below = workflow_dir / "results"
+    below.mkdir()
+    done = snakemake(below, "-n", "-s", "../Snakefile", "--configfile=../config/tiny.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "kernel_benchmark" in done.stdout + done.stderr
+    assert list(below.iterdir()) == []

@@ -89,6 +89,24 @@ def _read(path: Path) -> dict[str, Any]:
     return loaded
 
 
+def check_configfiles(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse a result file given as a config file: a target that --configfile swallowed.
+
+    `--configfile` takes every path after it up to the next option, so in
+    `snakemake --configfile site.yaml results/.../n128.json` the record is read
+    as configuration (and, when it does not exist, Snakemake stops with a
+    FileNotFoundError before the workflow is read).
+    """
+    for path in map(Path, paths):
+        if path.suffix == ".json" and "results" in path.parts:
+            raise ConfigError(
+                f"--configfile took the result {path} as a config file: --configfile reads "
+                "every path after it, so a target written after it is swallowed. Write "
+                "--configfile=config/mysite.yaml (one file per option), or name the "
+                "targets before --configfile"
+            )
+
+
 def check_values(config: dict[str, Any]) -> None:
     """What the schema cannot say: the registry names and device strings of the grid, and
     increasing bin edges of the queue-wait analysis. The error names the config key."""

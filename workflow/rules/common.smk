@@ -3,8 +3,11 @@
 
 import functools
 import os
+import sys
 
-from accelbench import cluster, fork_server, grid
+from snakemake.settings.types import DeploymentMethod
+
+from accelbench import cluster, fork_server, grid, run_profile
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
@@ -81,10 +84,34 @@ def experiment_threads(wildcards):
 # its Slurm allocation must not retry it again in place.
 RETRIES = config["retries"] if workflow.is_main_process else 0
 NEEDS_GPU = any(parse_device(exp.device).is_gpu for exp in GRID.experiments)
-ENV_MODULES = cluster.env_modules(config)
+# Modules are part of a job's software environment only where they are loaded: a
+# change to slurm.modules re-measures the grid under --sdm env-modules, not otherwise.
+ENV_MODULES = (
+    cluster.env_modules(config)
+    if DeploymentMethod.ENV_MODULES in workflow.deployment_settings.deployment_method
+    else []
+)
+
+
+@functools.cache
+def profile_warning():
+    """Settings of profiles/default this run lacks, named when it starts and when it ends.
+
+    Asked once the run starts: the executor is not known while the Snakefile is parsed.
+    """
+    return run_profile.warning(
+        run_profile.missing_settings(
+            executor=workflow.executor_plugin.name,
+            resources=workflow.global_resources.keys(),
+            group_components=workflow.group_settings.group_components,
+            keep_going=workflow.execution_settings.keep_going,
+        )
+    )
 
 
 onstart:
+    if profile_warning():
+        print(profile_warning(), file=sys.stderr)
     # Before anything is submitted: the partitions and account must exist.
     if workflow.executor_plugin.name == "slurm":
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
@@ -95,6 +122,8 @@ onstart:
 
 onerror:
     fork_server.stop()
+    if profile_warning():
+        print(profile_warning(), file=sys.stderr)
 
 
 KERNEL_SETTINGS = accelbench_config.kernel_settings(config)

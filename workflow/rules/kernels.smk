@@ -8,7 +8,7 @@ rule kernel_benchmark:
         "results/logs/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.log",
     retries: RETRIES
     # On a cluster, short kernel experiments of one device share a submission
-    # (profiles/slurm sets how many); locally, groups have no effect.
+    # (profiles/default sets how many); locally, groups have no effect.
     group:
         "kernels_{device}"
     conda:

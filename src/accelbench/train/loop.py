@@ -230,7 +230,7 @@ def _unavailable_reason(
         processes = strategies.process_count(exp.strategy, device)
         return (
             f"{exp.device} runs as {processes} Slurm tasks over {device.nodes} nodes: run it "
-            f"with the Slurm profile (snakemake --workflow-profile profiles/slurm {exp.path}), "
+            f"under Slurm (snakemake --executor slurm {exp.path}), "
             f"or in an allocation with srun --ntasks={processes} accelbench train {exp.path}"
         )
     if launched is not None and device.is_gpu:
