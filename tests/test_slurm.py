@@ -233,12 +233,16 @@ def test_unknown_partition_or_account_stops_before_submission(
     assert submissions(output) == []
 
 
+# Four short training experiments and nothing else.
+FOUR_TRAININGS = (
+    "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: []\n"
+    "    fcn: [2, 3, 4, 5]\n    lstm: []\n"
+    "  steps: 3\n  image_size: 32\nkernels:\n  devices: []\n"
+)
+
+
 def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workflow_dir):
-    (workflow_dir / "config" / "resume.yaml").write_text(
-        "train:\n  devices: [cpu1]\n  batch_sizes:\n    resnet18: []\n"
-        "    fcn: [2, 3, 4, 5]\n    lstm: []\n"
-        "  steps: 3\n  image_size: 32\nkernels:\n  devices: []\n"
-    )
+    (workflow_dir / "config" / "resume.yaml").write_text(FOUR_TRAININGS)
     # One job at a time, so that the stop comes while some experiments are not yet
     # submitted; SIGTERM asks Snakemake to stop: running jobs finish, no new ones start.
     # A job takes about 17 s here: the first status check comes just after it (the
@@ -282,3 +286,58 @@ def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workf
     for path, mtime in finished.items():
         assert path.stat().st_mtime_ns == mtime  # not measured again
     assert len(submissions(done.stdout + done.stderr)) == 4 - len(finished)
+
+
+def queued(job_ids: list[str]) -> list[str]:
+    """The jobs among `job_ids` that are still waiting or running."""
+    done = subprocess.run(
+        ["squeue", "--noheader", "--states=PENDING,RUNNING", "--format=%i %T"]
+        + ["--jobs", ",".join(job_ids)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.split()[::2]
+
+
+def test_ctrl_c_cancels_the_runs_jobs_and_a_second_one_cannot_cut_that_short(slurm, workflow_dir):
+    (workflow_dir / "config" / "interrupt.yaml").write_text(FOUR_TRAININGS)
+    args = (
+        *SLURM_ARGS,
+        "--configfile",
+        "config/tiny.yaml",
+        "config/interrupt.yaml",
+        "--until",
+        "train_benchmark",
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    log = workflow_dir / "interrupted-run.log"
+    with log.open("w") as output:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=workflow_dir,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 120
+        job_ids: list[str] = []
+        while len(job_ids) < 4 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            job_ids = [job for job, _ in submissions(log.read_text())]
+        assert len(job_ids) == 4, log.read_text()[-3000:]
+        # As a user at a terminal: Ctrl-C, then impatiently again.
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=120) != 0
+    said = log.read_text()
+    assert "Terminating processes on user request" in said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-3000:]
+    deadline = time.monotonic() + 30
+    while queued(job_ids) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert queued(job_ids) == []
+    # No record, or a complete one: a cancelled experiment writes nothing.
+    for path in (workflow_dir / "results" / "train").glob("**/*.json"):
+        assert load_record(path)["status"] == "ok"

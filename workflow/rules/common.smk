@@ -7,7 +7,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import cluster, fork_server, grid, run_profile
+from accelbench import cluster, fork_server, grid, interrupts, run_profile
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
@@ -115,6 +115,7 @@ onstart:
     # Before anything is submitted: the partitions and account must exist.
     if workflow.executor_plugin.name == "slurm":
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
+        interrupts.interrupt_once()
     # Local experiment jobs get their measuring processes from one pre-imported server.
     if workflow.executor_plugin.name == "local":
         fork_server.start("results/logs/fork_server.log")
