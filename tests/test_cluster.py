@@ -23,11 +23,32 @@ def config():
     return yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
 
 
-def test_site_check_accepts_known_partitions_and_account(config):
-    config["slurm"]["account"] = "physics"
+# What a site reports: partitions, the user's accounts with their QOS, and the partitions' nodes.
+PARTITIONS = ["gpu", "medium"]
+ASSOCIATIONS = {"physics": ["long", "normal"], "root": ["normal"]}
+NODES = {
+    "medium": cluster.PartitionNodes(features=frozenset({"skylake", "ib"})),
+    "gpu": cluster.PartitionNodes(
+        has_gpus=True, gpu_types=frozenset({"a100", "h100"}), features=frozenset({"skylake"})
+    ),
+}
+
+
+def check(config, needs_gpu=True, *, partitions=PARTITIONS, associations=ASSOCIATIONS, nodes=NODES):
     cluster.check_site(
-        config, needs_gpu=True, partitions=["gpu", "medium"], accounts=["physics", "root"]
+        config,
+        needs_gpu=needs_gpu,
+        partitions=partitions,
+        associations=associations,
+        nodes=nodes,
     )
+
+
+def test_site_check_accepts_what_the_cluster_has(config):
+    config["slurm"].update(
+        account="physics", qos="long", gpu_model="a100", constraint="[skylake*2]"
+    )
+    check(config)
 
 
 @pytest.mark.parametrize(
@@ -48,22 +69,127 @@ def test_site_check_accepts_known_partitions_and_account(config):
         (
             {"account": "chemistry"},
             False,
-            "config key slurm.account: account 'chemistry' is not one of yours; accounts: root",
+            "config key slurm.account: account 'chemistry' is not one of yours; "
+            "accounts: physics, root",
+        ),
+        (
+            {"gpu_model": "v100"},
+            True,
+            "config key slurm.gpu_model: GPU model 'v100' is on no node of partition 'gpu'; "
+            "its GPU models: a100, h100",
+        ),
+        (
+            {"qos": "long", "account": "root"},
+            False,
+            "config key slurm.qos: QOS 'long' is not one account 'root' may use; QOS: normal",
+        ),
+        (
+            {"qos": "high"},
+            False,
+            "config key slurm.qos: QOS 'high' is not one your accounts may use; QOS: long, normal",
+        ),
+        (
+            {"constraint": "skylake&haswell"},
+            False,
+            "config key slurm.constraint: feature 'haswell' is on no node of this cluster; "
+            "features: ib, skylake",
+        ),
+        (
+            # sbatch refuses an unknown alternative too, though the other one exists.
+            {"constraint": "[haswell|skylake]"},
+            False,
+            "config key slurm.constraint: feature 'haswell' is on no node of this cluster",
+        ),
+        (
+            {"constraint": "skylake,ib"},
+            True,
+            "config key slurm.constraint: feature 'ib' is on no node of partition 'gpu' "
+            "(slurm.gpu_partition); its features: skylake",
         ),
     ],
 )
 def test_site_check_refuses_what_the_cluster_lacks(config, change, needs_gpu, message):
     config["slurm"].update(change)
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_site(
-            config, needs_gpu=needs_gpu, partitions=["gpu", "medium"], accounts=["root"]
-        )
+        check(config, needs_gpu)
     assert message in str(err.value)
+
+
+def test_gpu_model_on_untyped_or_no_gpus_is_refused(config):
+    """Slurm refuses --gpus=a100:1 where the nodes declare only gpu:N: no node has that type."""
+    config["slurm"]["gpu_model"] = "a100"
+    untyped = {**NODES, "gpu": cluster.PartitionNodes(has_gpus=True)}
+    with pytest.raises(cluster.SiteError) as err:
+        check(config, nodes=untyped)
+    assert str(err.value) == (
+        "config key slurm.gpu_model: the nodes of partition 'gpu' declare their GPUs without a "
+        "model (Gres gpu:N), so Slurm refuses --gpus=a100:K there; leave slurm.gpu_model empty"
+    )
+    config["slurm"]["gpu_model"] = ""
+    check(config, nodes=untyped)
+    without_gpus = {**NODES, "gpu": cluster.PartitionNodes()}
+    with pytest.raises(cluster.SiteError, match="config key slurm.gpu_partition: the nodes of "):
+        check(config, nodes=without_gpus)
+    # Without GPU experiments neither the GPU partition nor the model matters.
+    config["slurm"]["gpu_model"] = "v100"
+    check(config, needs_gpu=False, nodes=without_gpus)
+
+
+def test_alternatives_need_only_exist_somewhere_in_the_cluster(config):
+    """a|b may be met by a on one partition's nodes and b on the other's."""
+    config["slurm"]["constraint"] = "ib|skylake"
+    check(config)
+    config["slurm"]["constraint"] = "ib"
+    with pytest.raises(cluster.SiteError, match="'ib' is on no node of partition 'gpu'"):
+        check(config)
+    check(config, needs_gpu=False)
+
+
+def test_site_check_without_cluster_facts_leaves_it_to_sbatch(config):
+    config["slurm"].update(
+        gpu_partition="nonexistent", account="x", qos="y", gpu_model="z", constraint="w"
+    )
+    check(config, partitions=None, associations=None, nodes=None)
+    # An account without listed QOS: what it may use is unknown.
+    config["slurm"].update(gpu_partition="gpu", account="", gpu_model="", constraint="")
+    check(config, associations={"root": []})
 
 
 def test_site_check_without_gpu_experiments_ignores_gpu_partition(config):
     config["slurm"]["gpu_partition"] = "nonexistent"
-    cluster.check_site(config, needs_gpu=False, partitions=["medium"], accounts=None)
+    check(config, needs_gpu=False, partitions=["medium"], associations=None)
+
+
+@pytest.mark.parametrize(
+    ("constraint", "features"),
+    [
+        ("", []),
+        ("skylake", ["skylake"]),
+        ("skylake&ib", ["skylake", "ib"]),
+        ("a100|h100", ["a100", "h100"]),
+        ("[rack1*2&rack2*4]", ["rack1", "rack2"]),
+        ("(a|b)&c,a", ["a", "b", "c"]),
+        ("!knl", ["knl"]),
+    ],
+)
+def test_constraint_features_are_the_names_in_the_expression(constraint, features):
+    assert cluster.constraint_features(constraint) == features
+
+
+def test_partition_nodes_are_read_from_sinfo_output():
+    lines = [
+        "medium|(null)|(null)",
+        "gpu|gpu:a100:4(S:0-1)|skylake,ib",
+        "gpu|gpu:h100:2(S:0,2),gpu:4,mps:400|skylake",
+        "gpu|gpu:8|(null)",
+        "debug|gpu:2|(null)",
+    ]
+    nodes = cluster.parse_partition_nodes(lines)
+    assert nodes["medium"] == cluster.PartitionNodes()
+    assert nodes["gpu"] == cluster.PartitionNodes(
+        has_gpus=True, gpu_types=frozenset({"a100", "h100"}), features=frozenset({"skylake", "ib"})
+    )
+    assert nodes["debug"] == cluster.PartitionNodes(has_gpus=True)
 
 
 def test_gpu_shortfall_is_reported_under_slurm(monkeypatch):

@@ -1,5 +1,5 @@
-"""sacct against the real local Slurm: tiny jobs go to both partitions, then the query,
-the rule and the command read them back.
+"""The real local Slurm: the site check before submission agrees with what sbatch
+accepts, and sacct reads back tiny jobs sent to both partitions (query, rule and command).
 
 The scheduler is the one tools/slurm-local/start.sh starts. Without it these
 tests skip, except in CI (CI=true), where a missing Slurm is a failure.
@@ -13,8 +13,9 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
+import yaml
 
-from accelbench import cli
+from accelbench import cli, cluster
 from accelbench.analysis import sacct
 
 from conftest import REPO_ROOT, snakemake
@@ -29,6 +30,142 @@ SUBMISSIONS = {
     "array": ["-p", "medium", "--array=1-2", *JOB],
     "gpu": ["-p", "gpu", "--gpus=1", *JOB],
 }
+
+
+@pytest.fixture
+def config():
+    return yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+
+
+def sbatch_test_only(config, partition, gpus=0):
+    """sbatch --test-only of a tiny job as the workflow would ask for it: (exit status, message).
+
+    Nothing is queued; sbatch says where the job would start, or why it cannot.
+    """
+    slurm = config["slurm"]
+    options = ["-p", partition, "-t", "1", "--mem=100M", "--output=/dev/null"]
+    if gpus:
+        options.append(
+            f"--gpus={slurm['gpu_model']}:{gpus}" if slurm["gpu_model"] else f"--gpus={gpus}"
+        )
+    if slurm["account"]:
+        options += ["-A", slurm["account"]]
+    if slurm["qos"]:
+        options.append(f"--qos={slurm['qos']}")
+    if slurm["constraint"]:
+        options += ["-C", slurm["constraint"]]
+    done = subprocess.run(
+        ["sbatch", "--test-only", *options, "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode, done.stderr.strip()
+
+
+def test_site_check_reads_the_local_cluster(slurm):
+    """Untyped GPUs (Gres gpu:2), no node features; root's accounts may use QOS normal."""
+    nodes = cluster.slurm_partition_nodes()
+    assert nodes == {
+        "medium": cluster.PartitionNodes(has_gpus=True),
+        "gpu": cluster.PartitionNodes(has_gpus=True),
+    }
+    assert cluster.slurm_associations() == {"accelbench": ["normal"], "root": ["normal"]}
+
+
+def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config):
+    config["slurm"].update(account="accelbench", qos="normal", gpu_model="", constraint="")
+    cluster.check_slurm_site(config, needs_gpu=True)
+    for partition, gpus in (("medium", 0), ("gpu", 1)):
+        status, message = sbatch_test_only(config, partition, gpus)
+        assert status == 0, message
+        assert f"in partition {partition}" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "message", "sbatch_error"),
+    [
+        (
+            {"gpu_model": "a100"},
+            "config key slurm.gpu_model: the nodes of partition 'gpu' declare their GPUs without a "
+            "model (Gres gpu:N), so Slurm refuses --gpus=a100:K there; leave slurm.gpu_model empty",
+            "Requested node configuration is not available",
+        ),
+        (
+            {"constraint": "skylake&ib"},
+            "config key slurm.constraint: feature 'skylake' is on no node of this cluster; "
+            "features: none",
+            "Invalid feature specification",
+        ),
+    ],
+)
+def test_site_check_refuses_what_sbatch_refuses(slurm, config, change, message, sbatch_error):
+    config["slurm"].update(change)
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_slurm_site(config, needs_gpu=True)
+    assert str(err.value) == message
+    status, said = sbatch_test_only(config, "gpu", gpus=1)
+    assert status != 0 and sbatch_error in said
+
+
+@pytest.mark.parametrize(
+    ("account", "message"),
+    [
+        ("", "config key slurm.qos: QOS 'high' is not one your accounts may use; QOS: normal"),
+        (
+            "accelbench",
+            "config key slurm.qos: QOS 'high' is not one account 'accelbench' may use; QOS: normal",
+        ),
+    ],
+)
+def test_site_check_refuses_a_qos_the_user_may_not_use(slurm, config, account, message):
+    config["slurm"].update(account=account, qos="high")
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_slurm_site(config, needs_gpu=False)
+    assert str(err.value) == message
+
+
+def held_job(*options):
+    """Submit a held tiny job, read its Account and QOS back, cancel it; or sbatch's error."""
+    done = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--job-name=accelbench-site-check-test", *options]
+        + ["-p", "medium", "-t", "1", "--mem=100M", "--output=/dev/null", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        return done.stderr.strip()
+    job_id = done.stdout.split(";")[0].strip()
+    try:
+        shown = subprocess.run(
+            ["scontrol", "--oneliner", "show", "job", job_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    fields = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+    return {"account": fields["Account"], "qos": fields["QOS"]}
+
+
+def test_sbatch_honours_the_qos_the_check_accepts_and_not_one_it_refuses(slurm):
+    """--test-only does not look at the QOS: a held job shows what Slurm made of it.
+
+    Without enforcement (the local cluster) sbatch takes a job with a QOS the
+    user may not use and drops the QOS; with it, sbatch refuses the job.
+    """
+    assert held_job("-A", "accelbench", "--qos=normal") == {
+        "account": "accelbench",
+        "qos": "normal",
+    }
+    refused = held_job("--qos=high")
+    if isinstance(refused, str):
+        assert "Invalid qos specification" in refused
+    else:
+        assert refused["qos"] != "high"
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,10 @@ the job's script starts the tasks with srun, which hands each its rank.
 from __future__ import annotations
 
 import getpass
+import re
 import shlex
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +179,16 @@ def job_resources(
 
 
 class SiteError(ValueError):
-    """The config names a partition or account the cluster does not have."""
+    """The config asks for something the cluster does not have or the user may not use."""
+
+
+@dataclass(frozen=True)
+class PartitionNodes:
+    """What the nodes of one partition offer, as sinfo reports it."""
+
+    has_gpus: bool = False
+    gpu_types: frozenset[str] = frozenset()  # "a100" of Gres gpu:a100:4; untyped gpu:4 adds none
+    features: frozenset[str] = frozenset()
 
 
 def _query(command: list[str]) -> list[str] | None:
@@ -196,12 +207,71 @@ def slurm_partitions() -> list[str] | None:
     return sorted(set(lines)) if lines is not None else None
 
 
-def slurm_accounts() -> list[str] | None:
+def gres_gpus(gres: str) -> tuple[bool, set[str]]:
+    """Whether a sinfo Gres field has GPUs, and their types: gpu:a100:4(S:0-1),gpu:2 -> a100."""
+    has_gpus, types = False, set()
+    # Socket lists such as (S:0-1) may hold commas; "(null)" is no Gres at all.
+    for entry in re.sub(r"\([^)]*\)", "", gres).split(","):
+        name, *rest = entry.strip().split(":")
+        if name == "gpu" and rest:
+            has_gpus = True
+            if len(rest) > 1:
+                types.add(rest[0])
+    return has_gpus, types
+
+
+def parse_partition_nodes(lines: list[str]) -> dict[str, PartitionNodes]:
+    """`sinfo --format=%R|%G|%f` lines (one per partition and node kind), merged per partition."""
+    merged: dict[str, PartitionNodes] = {}
+    for line in lines:
+        name, gres, features = line.split("|")
+        has_gpus, types = gres_gpus(gres)
+        offered = {feature for feature in features.split(",") if feature and feature != "(null)"}
+        seen = merged.get(name, PartitionNodes())
+        merged[name] = PartitionNodes(
+            has_gpus=seen.has_gpus or has_gpus,
+            gpu_types=seen.gpu_types | types,
+            features=seen.features | offered,
+        )
+    return merged
+
+
+def slurm_partition_nodes() -> dict[str, PartitionNodes] | None:
+    lines = _query(["sinfo", "--noheader", "--format=%R|%G|%f"])
+    return parse_partition_nodes(lines) if lines is not None else None
+
+
+def slurm_associations() -> dict[str, list[str]] | None:
+    """The user's accounts, each with the QOS its associations may use."""
     user = getpass.getuser()
     lines = _query(
-        ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", f"user={user}", "format=account"]
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "assoc",
+            f"user={user}",
+            "format=account,qos",
+        ]
     )
-    return sorted(set(lines)) if lines is not None else None
+    if lines is None:
+        return None
+    qos: dict[str, set[str]] = {}
+    for line in lines:
+        account, names = line.split("|")
+        qos.setdefault(account, set()).update(name for name in names.split(",") if name)
+    return {account: sorted(names) for account, names in sorted(qos.items())}
+
+
+def constraint_features(constraint: str) -> list[str]:
+    """Feature names of a --constraint expression: "[a*2&b]|c" -> a, b, c."""
+    names = re.split(r"[&|,\[\]()!]+", re.sub(r"\*\d+", "", constraint))
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
 
 
 def check_site(
@@ -209,12 +279,14 @@ def check_site(
     *,
     needs_gpu: bool,
     partitions: list[str] | None,
-    accounts: list[str] | None,
+    associations: dict[str, list[str]] | None,
+    nodes: dict[str, PartitionNodes] | None,
 ) -> None:
     """Refuse, before anything is submitted, a config the cluster cannot serve.
 
-    `partitions` / `accounts` are what the cluster reports (None: could not ask,
-    then that check is left to sbatch).
+    The arguments are what the cluster reports: its partitions, the user's
+    accounts with the QOS each may use, and what each partition's nodes offer.
+    None: could not ask, then that check is left to sbatch.
     """
     slurm = config["slurm"]
     wanted = {"slurm.cpu_partition": slurm["cpu_partition"]}
@@ -232,16 +304,91 @@ def check_site(
                     f"config key {key}: partition {name!r} does not exist on this cluster; "
                     f"partitions: {', '.join(partitions)}"
                 )
-    account = slurm["account"]
-    if account and accounts is not None and account not in accounts:
+    if nodes is not None:
+        if needs_gpu:
+            _check_gpus(slurm, nodes.get(slurm["gpu_partition"]))
+        _check_constraint(slurm["constraint"], wanted, nodes)
+    if associations is not None:
+        _check_account_and_qos(slurm["account"], slurm["qos"], associations)
+
+
+def _check_gpus(slurm: dict[str, Any], offer: PartitionNodes | None) -> None:
+    """GPU jobs ask --gpus=K or --gpus=MODEL:K; Slurm refuses either when no node can match it."""
+    if offer is None:
+        return
+    partition_name, model = slurm["gpu_partition"], slurm["gpu_model"]
+    if not offer.has_gpus:
+        raise SiteError(
+            f"config key slurm.gpu_partition: the nodes of partition {partition_name!r} have no "
+            "GPUs (no gpu in sinfo's Gres), so no GPU experiment can run there"
+        )
+    if not model or model in offer.gpu_types:
+        return
+    if offer.gpu_types:
+        raise SiteError(
+            f"config key slurm.gpu_model: GPU model {model!r} is on no node of partition "
+            f"{partition_name!r}; its GPU models: {_listed(offer.gpu_types)}"
+        )
+    raise SiteError(
+        f"config key slurm.gpu_model: the nodes of partition {partition_name!r} declare their "
+        f"GPUs without a model (Gres gpu:N), so Slurm refuses --gpus={model}:K there; "
+        "leave slurm.gpu_model empty"
+    )
+
+
+def _check_constraint(
+    constraint: str, wanted: dict[str, str], nodes: dict[str, PartitionNodes]
+) -> None:
+    """sbatch refuses a feature no node has, even one alternative of a|b.
+
+    Without alternatives, every feature must also be on a node of each
+    partition the experiments use, or no job there could be placed.
+    """
+    features = constraint_features(constraint)
+    everywhere = set().union(*(offer.features for offer in nodes.values()))
+    for feature in features:
+        if feature not in everywhere:
+            raise SiteError(
+                f"config key slurm.constraint: feature {feature!r} is on no node of this "
+                f"cluster; features: {_listed(everywhere)}"
+            )
+    if "|" in constraint:
+        return
+    for key, name in wanted.items():
+        offered = nodes[name].features if name in nodes else everywhere
+        for feature in features:
+            if feature not in offered:
+                raise SiteError(
+                    f"config key slurm.constraint: feature {feature!r} is on no node of "
+                    f"partition {name!r} ({key}); its features: {_listed(offered)}"
+                )
+
+
+def _check_account_and_qos(account: str, qos: str, associations: dict[str, list[str]]) -> None:
+    if account and account not in associations:
         raise SiteError(
             f"config key slurm.account: account {account!r} is not one of yours; "
-            f"accounts: {', '.join(accounts) or 'none'}"
+            f"accounts: {_listed(associations)}"
+        )
+    if not qos:
+        return
+    # Without slurm.account the job runs under the default account: any of them may be it.
+    accounts = [account] if account else list(associations)
+    allowed = set().union(*(associations[name] for name in accounts))
+    # No QOS listed says nothing about what is allowed: left to sbatch.
+    if allowed and qos not in allowed:
+        whose = f"account {account!r}" if account else "your accounts"
+        raise SiteError(
+            f"config key slurm.qos: QOS {qos!r} is not one {whose} may use; QOS: {_listed(allowed)}"
         )
 
 
 def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool) -> None:
     """check_site against what sinfo and sacctmgr report."""
     check_site(
-        config, needs_gpu=needs_gpu, partitions=slurm_partitions(), accounts=slurm_accounts()
+        config,
+        needs_gpu=needs_gpu,
+        partitions=slurm_partitions(),
+        associations=slurm_associations(),
+        nodes=slurm_partition_nodes(),
     )
