@@ -73,9 +73,10 @@ def command_advise(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise advisor.AdviceError(f"{path} does not exist")
     parsed = sacct.read(args.sacct)
+    not_ranked: list[advisor.NotRanked] = []
     if args.experiment:
-        options = advisor.experiment_options(
-            pd.read_parquet(args.tidy), args.experiment, config, args.count
+        options, not_ranked = advisor.experiment_options(
+            pd.read_parquet(args.tidy), args.experiment, config, args.count, source=str(args.tidy)
         )
     else:
         advisor.require_jobs_in(parsed.jobs, args.partition)
@@ -93,9 +94,11 @@ def command_advise(args: argparse.Namespace) -> int:
         settings["gb_hour_bins"],
         settings["min_jobs"],
     )
-    notes = [queue_wait.FORECAST_METHOD.format(min_jobs=settings["min_jobs"])]
+    notes = advisor.notes(table, not_ranked)
+    notes += [queue_wait.FORECAST_METHOD.format(min_jobs=settings["min_jobs"])]
     notes += [f"{args.sacct}: {parsed.summary()}"]
-    print(plain_tables.to_markdown(advisor.display(table), "Time to result", notes, 2))
+    render = plain_tables.to_markdown if args.markdown else plain_tables.to_text
+    print(render(advisor.display(table), "Time to result", notes, 2))
     print(advisor.verdict(table))
     return 0
 
@@ -202,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     advise.add_argument(
         "--partition", action="append", default=[], help="job size: partitions to compare"
+    )
+    advise.add_argument(
+        "--markdown", action="store_true", help="print a Markdown table instead of plain text"
     )
     advise.set_defaults(handler=command_advise)
 

@@ -1,14 +1,16 @@
-"""Plain tables (a caption, text columns, then number columns, notes below) in three forms.
+"""Plain tables (a caption, text columns, then number columns, notes below) in four forms.
 
 For analysis tables that are not a rows x devices comparison: queue wait by
 request size, the offload break-even per kernel. Markdown and LaTeX (booktabs)
 show the display strings; the CSV holds the plain numbers behind them, so
-nothing read from the CSV has been rounded for display.
+nothing read from the CSV has been rounded for display. Plain text, for a
+terminal, shows the display strings as they are: no markup, nothing escaped.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -48,6 +50,29 @@ def to_markdown(display: pd.DataFrame, caption: str, notes: list[str], text_colu
     ]
     for note in notes:
         lines += ["", markdown_escape(note)]
+    return "\n".join(lines) + "\n"
+
+
+def to_text(
+    display: pd.DataFrame, caption: str, notes: list[str], text_columns: int, width: int = 100
+) -> str:
+    """Aligned columns under a caption, notes wrapped to `width`; the first `text_columns`
+    align left."""
+    header = [str(name) for name in display.columns]
+    rows = [[str(value) for value in row] for row in display.itertuples(index=False)]
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        aligned = [
+            cell.ljust(size) if index < text_columns else cell.rjust(size)
+            for index, (cell, size) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(aligned).rstrip()
+
+    lines = [caption, "", line(header), line(["-" * size for size in widths])]
+    lines += [line(row) for row in rows]
+    for note in notes:
+        lines += ["", textwrap.fill(note, width, break_long_words=False, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
 
 
