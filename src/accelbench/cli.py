@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench import config as workflow_config
-from accelbench import doctor, grid
+from accelbench import doctor, grid, run_status
 from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
 
 
@@ -248,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(handler=command_benchmark)
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
+    run_status.add_command(commands)
     return parser
 
 
