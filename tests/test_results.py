@@ -138,3 +138,16 @@ def test_records_get_the_mode_the_umask_gives_every_new_file(tmp_path, umask, mo
     finally:
         os.umask(previous)
     assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def test_records_measured_again_are_kept_first(tmp_path):
+    root = tmp_path / "results"
+    record = root / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n8.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"status": "ok"}')
+    missing = root / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n16.json"
+    log = root / "logs" / "n8.log"
+    archive = root / "replaced" / "run"
+    kept = results.keep_replaced([record, missing, log], root, archive)
+    assert kept == [archive / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n8.json"]
+    assert kept[0].read_text() == '{"status": "ok"}' and record.exists()

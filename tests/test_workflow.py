@@ -246,8 +246,20 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     # A record damaged after the run: its cell says so and the run ends with a warning.
     damaged = results / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n1000.json"
     damaged.write_text(damaged.read_text()[:100])
-    rerun = snakemake(workflow_dir, "--cores", "2", "--configfile", "config/tiny.yaml")
+    # And a record measured again on request: its previous version is kept.
+    forced = results / "kernels" / "matmul" / "cpu1" / "numpy" / "float64" / "n32.json"
+    previous = forced.read_text()
+    rerun = snakemake(
+        workflow_dir,
+        "--cores",
+        "2",
+        f"--forcerun={forced.relative_to(workflow_dir)}",
+        "--configfile",
+        "config/tiny.yaml",
+    )
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    (kept,) = (results / "replaced").glob("*/kernels/matmul/cpu1/numpy/float64/n32.json")
+    assert kept.read_text() == previous != forced.read_text()
     assert "WARNING: 1 result record(s) are invalid" in rerun.stderr
     assert "invalid record (a)" in (results / "tables" / "kernel_time.md").read_text()
     # The run used the project's settings (profiles/default, loaded by Snakemake itself).

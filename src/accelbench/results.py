@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +224,27 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise RecordError(f"{path}: not valid JSON ({err})") from err
     validate_record(record, str(path))
     return record
+
+
+# Below results/: previous versions of records that were measured again, one folder per run.
+REPLACED_DIR = "replaced"
+
+
+def keep_replaced(
+    paths: Iterable[str | os.PathLike[str]], results: Path, archive: Path
+) -> list[Path]:
+    """Copy each existing record under `results` that is about to be measured again to `archive`.
+
+    Snakemake removes a job's old output before the job runs and again when it
+    fails, also when it fails before it ran (a submission Slurm refused), so
+    without this copy a valid measurement could be lost for none. Returns the copies.
+    """
+    kept = []
+    for path in map(Path, paths):
+        if path.suffix != ".json" or not path.is_file():
+            continue
+        copy = archive / path.relative_to(results)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
+        kept.append(copy)
+    return kept

@@ -4,10 +4,12 @@
 import functools
 import os
 import sys
+import time
+from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import cluster, fork_server, grid, interrupts, run_profile
+from accelbench import cluster, fork_server, grid, interrupts, results, run_profile
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
@@ -116,6 +118,18 @@ onstart:
     if workflow.executor_plugin.name == "slurm":
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
         interrupts.interrupt_once()
+    # A record about to be measured again is copied first: Snakemake removes it before
+    # its job runs and again if the job fails, even when it never ran.
+    results.keep_replaced(
+        [
+            path
+            for job in workflow.dag.needrun_jobs()
+            if job.rule.name in ("kernel_benchmark", "roof_benchmark", "train_benchmark")
+            for path in job.output
+        ],
+        Path("results"),
+        Path("results", results.REPLACED_DIR, time.strftime("%Y-%m-%dT%H%M%S")),
+    )
     # Local experiment jobs get their measuring processes from one pre-imported server.
     if workflow.executor_plugin.name == "local":
         fork_server.start("results/logs/fork_server.log")

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from accelbench import results
 from accelbench.analysis import provenance_summary, ratios, tables, tidy
 
 REGRESSION = "regression"
@@ -74,7 +75,11 @@ def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, list[tuple[str
     if path.is_file() and path.suffix == ".parquet":
         return pd.read_parquet(path), []
     if path.is_dir():
-        records = sorted(path.rglob("*.json"))
+        records = sorted(
+            record
+            for record in path.rglob("*.json")
+            if results.REPLACED_DIR not in record.relative_to(path).parts
+        )
         if records:
             frame, problems = tidy.collect(records)
             return tidy.with_invalid_records(frame, problems), problems
