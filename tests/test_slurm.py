@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 
 from accelbench.results import load_record
 
-from conftest import copy_workflow, snakemake
+from conftest import REPO_ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slurm
 
@@ -80,6 +81,28 @@ resources:
 slurm:
   cpus_per_gpu: 1
 """
+
+
+def readme_cluster_commands() -> list[list[str]]:
+    """The commands of the README's section "On a Slurm cluster", as a user types them."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## On a Slurm cluster\n")[1].split("\n## ")[0]
+    block = section.split("```bash\n")[1].split("```")[0]
+    return [shlex.split(line) for line in block.splitlines() if line.strip()]
+
+
+# What the README's commands are, by what the tests below do with each.
+SETUP, ACTIVATE, WHOLE_RUN, RERUN_ONE, STATUS = readme_cluster_commands()
+# Status checks every few seconds: the tests' jobs take seconds, a cluster's minutes.
+QUICK_CHECKS = ("--slurm-init-seconds-before-status-checks", "3")
+
+
+def test_the_readme_commands_are_the_ones_tested():
+    assert SETUP == ["make", "venv"]
+    assert ACTIVATE == ["source", ".venv/bin/activate"]
+    assert WHOLE_RUN == ["snakemake", "--executor", "slurm", "--configfile=config/mysite.yaml"]
+    assert RERUN_ONE[:-1] == WHOLE_RUN and RERUN_ONE[-1].startswith("results/kernels/")
+    assert STATUS[:2] == ["accelbench", "status"]
 
 
 def submissions(output: str) -> list[tuple[str, str]]:
@@ -143,17 +166,19 @@ def test_experiments_land_in_their_partitions(slurm, workflow_dir):
 def batch_run(slurm, tmp_path_factory):
     """The whole workflow on BATCH_CONFIG through Slurm: grouped kernels, one failing job."""
     directory = copy_workflow(tmp_path_factory.mktemp("batch"))
-    (directory / "config" / "batch.yaml").write_text(BATCH_CONFIG)
+    (directory / "config" / "mysite.yaml").write_text(BATCH_CONFIG)
     corpus = directory / "data" / "ptb" / "ptb.train.txt"
     corpus.parent.mkdir(parents=True)
     corpus.write_bytes(b"the cat \xff\xfe sat\n")
-    done = snakemake(directory, *SLURM_ARGS, "--configfile", "config/batch.yaml")
+    done = snakemake(directory, *WHOLE_RUN[1:], *QUICK_CHECKS)
     return directory, done
 
 
 def test_short_kernel_experiments_share_a_handful_of_submissions(batch_run):
     directory, done = batch_run
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The plain command got the project's settings (profiles/default) by itself.
+    assert "does not use the project's settings" not in done.stdout + done.stderr
     jobs = submissions(done.stdout + done.stderr)
     kernel_jobs = [job for job, log in jobs if "group_kernels_cpu1" in log]
     records = list((directory / "results" / "kernels").glob("**/*.json"))
@@ -182,23 +207,39 @@ def test_failing_job_is_retried_reported_and_shown_in_the_aggregate(batch_run):
     assert "failed" in table
 
 
+def test_status_shows_the_runs_jobs_and_every_log_stays(batch_run):
+    directory, done = batch_run
+    output = done.stdout + done.stderr
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    shown = subprocess.run(
+        STATUS, cwd=directory, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
+    report = shown.stdout
+    assert report.startswith(f"Run {run_id} in "), report
+    assert re.search(r"^  kernel_benchmark +8 completed$", report, re.MULTILINE), report
+    assert re.search(r"^  train_benchmark +1 completed$", report, re.MULTILINE), report
+    # The lstm's failed first attempt, resubmitted, with the log that holds its error.
+    assert "Earlier attempts, resubmitted (1):" in report
+    assert "train/lstm/cpu1/fp32/single/bs4" in report
+    # Logs of successful jobs are kept (profiles/default), so every printed path opens.
+    for _, log in submissions(output):
+        assert Path(log).is_file(), log
+
+
 def test_deleting_one_record_resubmits_exactly_one_job(batch_run):
     directory, _ = batch_run
-    target = "results/kernels/matmul/cpu1/torch/float32/n16.json"
+    target = RERUN_ONE[-1]
     (directory / target).unlink()
     # Status through squeue this time, for sites without accounting.
-    done = snakemake(
-        directory,
-        target,
-        *SLURM_ARGS,
-        "--configfile",
-        "config/batch.yaml",
-        "--slurm-status-command",
-        "squeue",
-    )
+    done = snakemake(directory, *RERUN_ONE[1:], *QUICK_CHECKS, "--slurm-status-command", "squeue")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert len(submissions(done.stdout + done.stderr)) == 1
-    assert load_record(directory / target)["status"] == "ok"
+    record = load_record(directory / target)
+    assert record["status"] == "ok"
+    # Measured with the site config's settings, not the defaults.
+    assert (record["params"]["samples"], record["params"]["min_run_time"]) == (3, 0.01)
 
 
 @pytest.mark.parametrize(
