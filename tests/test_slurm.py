@@ -382,3 +382,37 @@ def test_ctrl_c_cancels_the_runs_jobs_and_a_second_one_cannot_cut_that_short(slu
     # No record, or a complete one: a cancelled experiment writes nothing.
     for path in (workflow_dir / "results" / "train").glob("**/*.json"):
         assert load_record(path)["status"] == "ok"
+
+
+def test_a_refused_batch_says_why_and_keeps_the_record_it_replaced(slurm, workflow_dir):
+    """Memory no node has: sbatch refuses the kernels_cpu1 batch at submission."""
+    (workflow_dir / "config" / "mysite.yaml").write_text(
+        "resources:\n  kernels: {mem_mb: 90000000, runtime: 5}\n"
+        "train:\n  batch_sizes: {resnet18: []}\n"
+    )
+    record = workflow_dir / CPU_TARGET
+    record.parent.mkdir(parents=True)
+    record.write_text('{"an earlier": "measurement"}')
+    done = snakemake(
+        workflow_dir,
+        *SLURM_ARGS,
+        "--configfile",
+        "config/tiny.yaml",
+        "config/mysite.yaml",
+        f"--forcerun={CPU_TARGET}",
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert submissions(output) == []
+    # sbatch's own words, for the batch, not "message: None" only.
+    said = (
+        "Error in group kernels_cpu1: SLURM sbatch failed. The error message was "
+        "'sbatch: error: Memory specification can not be satisfied\n"
+        "sbatch: error: Batch job submission failed: Requested node configuration is not "
+        "available'"
+    )
+    assert said in output, output[-3000:]
+    (kept,) = (workflow_dir / "results" / "replaced").glob(
+        f"*/{CPU_TARGET.removeprefix('results/')}"
+    )
+    assert kept.read_text() == '{"an earlier": "measurement"}'

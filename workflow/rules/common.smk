@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import cluster, fork_server, grid, interrupts, results, run_profile
+from accelbench import cluster, fork_server, grid, group_errors, interrupts, results, run_profile
 from accelbench import config as accelbench_config
 from accelbench.analysis import tidy
 from accelbench.devices import parse_device
@@ -118,6 +118,7 @@ onstart:
     if workflow.executor_plugin.name == "slurm":
         cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
         interrupts.interrupt_once()
+        group_errors.show_group_messages()
     # A record about to be measured again is copied first: Snakemake removes it before
     # its job runs and again if the job fails, even when it never ran.
     results.keep_replaced(
