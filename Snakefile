@@ -8,7 +8,7 @@ import sys
 
 from snakemake.utils import min_version, validate
 
-from accelbench.config import check_configfiles
+from accelbench.config import check_configfile_options, check_configfiles
 
 min_version("9.0")
 
@@ -22,6 +22,8 @@ configfile: "config/config.yaml"
 
 
 check_configfiles(workflow.overwrite_configfiles)
+if workflow.is_main_process:
+    check_configfile_options(sys.argv)
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

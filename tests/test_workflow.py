@@ -307,6 +307,12 @@ def test_a_target_swallowed_by_configfile_is_named(workflow_dir):
     said = done.stdout + done.stderr
     assert f"--configfile took the result {record}" in said
     assert "Write --configfile=config/mysite.yaml" in said
+    # Twice --configfile=: Snakemake would read only the last one.
+    twice = snakemake(
+        workflow_dir, "-n", "--configfile=config/tiny.yaml", "--configfile=config/config.yaml"
+    )
+    assert twice.returncode != 0
+    assert "--configfile is given 2 times" in twice.stdout + twice.stderr
     # The form the README gives: one file per option, targets anywhere.
     record.unlink()
     planned = snakemake(workflow_dir, "-n", "--configfile=config/tiny.yaml", KERNEL_TARGET)

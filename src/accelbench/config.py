@@ -107,6 +107,17 @@ def check_configfiles(paths: Sequence[str | os.PathLike[str]]) -> None:
             )
 
 
+def check_configfile_options(argv: Sequence[str]) -> None:
+    """Refuse --configfile given twice: Snakemake keeps only the files of the last one."""
+    given = [arg for arg in argv if arg.split("=")[0] in ("--configfile", "--configfiles")]
+    if len(given) > 1:
+        raise ConfigError(
+            f"--configfile is given {len(given)} times and Snakemake would read only the "
+            "files of the last one: name them all after one option, targets before it "
+            "(snakemake TARGETS --configfile config/a.yaml config/b.yaml)"
+        )
+
+
 def check_values(config: dict[str, Any]) -> None:
     """What the schema cannot say: the registry names and device strings of the grid, and
     increasing bin edges of the queue-wait analysis. The error names the config key."""
