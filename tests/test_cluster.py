@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 
 import pytest
 import yaml
 
-from accelbench import cluster, provenance, supervise
+from accelbench import cluster, grid, provenance, supervise
 from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.outcome import RetryableFailure
@@ -468,3 +469,90 @@ def test_whether_the_node_was_shared_is_read_from_scontrol_output():
     assert provenance.parse_exclusive("JobId=5 OverSubscribe=NO Contiguous=0") is True
     assert provenance.parse_exclusive("JobId=5 OverSubscribe=OK Contiguous=0") is False
     assert provenance.parse_exclusive("JobId=5 JobState=PENDING") is None
+
+
+@pytest.mark.parametrize(
+    ("limit", "minutes"),
+    [
+        ("1-00:00:00", 1440),
+        ("4:00:00", 240),
+        ("30:00", 30),
+        ("45", 45),
+        ("2-12", 3600),
+        ("1-02:30", 1590),
+        ("infinite", None),
+    ],
+)
+def test_slurm_time_limits_in_minutes(limit, minutes):
+    assert cluster.slurm_minutes(limit) == minutes
+
+
+def test_partition_limits_are_the_biggest_node_of_each_partition():
+    lines = [
+        "gpu|512000|64|2-00:00:00|gpu:a100:4(S:0-1)",
+        "gpu|256000+|32|2-00:00:00|gpu:a100:8",
+        "medium|192000|48|4:00:00|(null)",
+    ]
+    assert cluster.parse_partition_limits(lines) == {
+        "gpu": cluster.PartitionLimits(512000, 64, 8, 2880),
+        "medium": cluster.PartitionLimits(192000, 48, 0, 240),
+    }
+
+
+def test_job_shapes_are_kernel_batches_and_training_jobs(config):
+    config["train"].update(devices=["cpu2", "cuda4"], strategies=["single", "ddp"])
+    config["slurm"]["cpus_per_gpu"] = 8
+    experiments = grid.expand(config).experiments
+    shapes = {shape.what: shape for shape in cluster.job_shapes(experiments, config, 25)}
+    assert shapes["training jobs on cuda4 (ddp)"] == cluster.JobShape(
+        "training jobs on cuda4 (ddp)", "train", "gpu", 32, 4, 1
+    )
+    assert shapes["training jobs on cpu2 (single)"].cpus_per_node == 2
+    batched = {}
+    for exp in experiments:
+        if exp.family != "train":
+            batched[exp.device] = batched.get(exp.device, 0) + 1
+    batches = [shape for shape in shapes.values() if shape.family == "kernels"]
+    assert sorted((shape.partition, shape.batch) for shape in batches) == sorted(
+        ("medium", min(25, count)) for count in batched.values()
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"resources": {"kernels": {"mem_mb": 3000, "runtime": 1}}},
+            "config key resources.kernels.mem_mb: kernel batches on cpu1 (25 experiments "
+            "each) would ask for 6000 MB on attempt 2",
+        ),
+        (
+            {"resources": {"kernels": {"mem_mb": 100, "runtime": 5}}},
+            "config key resources.kernels.runtime: kernel batches on cpu1 (25 experiments "
+            "each) would ask for 250 min on attempt 2 (runtime x attempt x experiments per "
+            "batch), more than the time limit of partition 'medium' (240 min)",
+        ),
+    ],
+)
+def test_jobs_beyond_every_node_or_the_time_limit_are_refused(config, change, message):
+    config["retries"] = 1
+    config["resources"].update(change["resources"])
+    shape = cluster.JobShape(
+        "kernel batches on cpu1 (25 experiments each)", "kernels", "medium", 1, 0, 25
+    )
+    limits = {"medium": cluster.PartitionLimits(4000, 8, 0, 240)}
+    with pytest.raises(cluster.SiteError, match=re.escape(message)):
+        cluster.check_limits(config, [shape], limits)
+    config["resources"]["kernels"] = {"mem_mb": 2000, "runtime": 4}
+    cluster.check_limits(config, [shape], limits)
+
+
+def test_cores_and_gpus_beyond_every_node_are_refused(config):
+    limits = {"gpu": cluster.PartitionLimits(10**6, 16, 4, None)}
+    config["resources"]["train"] = {"mem_mb": 1000, "runtime": 10**6}
+    wide = cluster.JobShape("training jobs on cuda4 (single)", "train", "gpu", 32, 4, 1)
+    with pytest.raises(cluster.SiteError, match="need 32 cores on one node.*at most 16"):
+        cluster.check_limits(config, [wide], limits)
+    many = cluster.JobShape("training jobs on cuda8 (single)", "train", "gpu", 16, 8, 1)
+    with pytest.raises(cluster.SiteError, match="need 8 GPUs on one node.*at most 4"):
+        cluster.check_limits(config, [many], limits)

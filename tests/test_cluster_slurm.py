@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 import yaml
 
-from accelbench import cli, cluster
+from accelbench import cli, cluster, grid
 from accelbench.analysis import sacct
 
 from conftest import REPO_ROOT, snakemake
@@ -75,7 +75,8 @@ def test_site_check_reads_the_local_cluster(slurm):
 
 def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config):
     config["slurm"].update(account="accelbench", qos="normal", gpu_model="", constraint="")
-    cluster.check_slurm_site(config, needs_gpu=True)
+    shapes = cluster.job_shapes(grid.expand(config).experiments, config, 25)
+    cluster.check_slurm_site(config, needs_gpu=True, shapes=shapes)
     for partition, gpus in (("medium", 0), ("gpu", 1)):
         status, message = sbatch_test_only(config, partition, gpus)
         assert status == 0, message
@@ -102,7 +103,7 @@ def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config
 def test_site_check_refuses_what_sbatch_refuses(slurm, config, change, message, sbatch_error):
     config["slurm"].update(change)
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_slurm_site(config, needs_gpu=True)
+        cluster.check_slurm_site(config, needs_gpu=True, shapes=[])
     assert str(err.value) == message
     status, said = sbatch_test_only(config, "gpu", gpus=1)
     assert status != 0 and sbatch_error in said
@@ -121,8 +122,30 @@ def test_site_check_refuses_what_sbatch_refuses(slurm, config, change, message, 
 def test_site_check_refuses_a_qos_the_user_may_not_use(slurm, config, account, message):
     config["slurm"].update(account=account, qos="high")
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_slurm_site(config, needs_gpu=False)
+        cluster.check_slurm_site(config, needs_gpu=False, shapes=[])
     assert str(err.value) == message
+
+
+def test_a_job_bigger_than_every_node_is_refused_as_sbatch_would(slurm, config):
+    limits = cluster.slurm_partition_limits()
+    node_mb = limits["medium"].memory_mb
+    assert limits["medium"].time_minutes == 24 * 60
+    config["resources"]["kernels"]["mem_mb"] = node_mb  # fits; the retry's double does not
+    shapes = cluster.job_shapes(grid.expand(config).experiments, config, 25)
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_slurm_site(config, needs_gpu=False, shapes=shapes)
+    assert str(err.value).startswith("config key resources.kernels.mem_mb: kernel batches on")
+    assert str(err.value).endswith(
+        f"would ask for {2 * node_mb} MB on attempt 2 (mem_mb x attempt), more than any node "
+        f"of partition 'medium' has ({node_mb} MB); lower it or retries"
+    )
+    done = subprocess.run(
+        ["sbatch", "--test-only", "-p", "medium", f"--mem={2 * node_mb}", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "Requested node configuration is not available" in done.stderr
 
 
 def held_job(*options):

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.devices import Device
+from accelbench.devices import Device, parse_device
 from accelbench.train.strategies import process_count
 
 
@@ -383,8 +383,153 @@ def _check_account_and_qos(account: str, qos: str, associations: dict[str, list[
         )
 
 
-def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool) -> None:
-    """check_site against what sinfo and sacctmgr report."""
+@dataclass(frozen=True)
+class PartitionLimits:
+    """The largest job one partition can start: its biggest node and its time limit."""
+
+    memory_mb: int
+    cpus: int
+    gpus: int
+    time_minutes: float | None  # None: no limit
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """One kind of job the grid submits, as far as partition limits are concerned."""
+
+    what: str
+    family: str  # the config's resources.{family}
+    partition: str
+    cpus_per_node: int
+    gpus_per_node: int
+    batch: int  # experiments run one after another in one submission
+
+
+def slurm_minutes(limit: str) -> float | None:
+    """A Slurm time limit in minutes (None: infinite).
+
+    Slurm writes minutes[:seconds], hours:minutes:seconds or
+    days-hours[:minutes[:seconds]].
+    """
+    if limit.lower() in ("infinite", "unlimited"):
+        return None
+    days, _, clock = limit.rpartition("-")
+    fields = [float(field) for field in clock.split(":")]
+    if days or len(fields) == 3:
+        hours, minutes, seconds = [*fields, 0.0, 0.0][:3]
+    else:
+        hours, (minutes, seconds) = 0.0, [*fields, 0.0][:2]
+    return (float(days or 0) * 24 + hours) * 60 + minutes + seconds / 60
+
+
+def parse_partition_limits(lines: list[str]) -> dict[str, PartitionLimits]:
+    """`sinfo --format=%R|%m|%c|%l|%G` lines (one per partition and node kind) -> limits."""
+    limits: dict[str, PartitionLimits] = {}
+    for line in lines:
+        name, memory, cpus, time_limit, gres = line.split("|")
+        gpus = sum(
+            int(count)
+            for entry in re.sub(r"\([^)]*\)", "", gres).split(",")
+            if entry.startswith("gpu:") and (count := entry.split(":")[-1]).isdigit()
+        )
+        node = PartitionLimits(
+            int(memory.rstrip("+")), int(cpus.rstrip("+")), gpus, slurm_minutes(time_limit)
+        )
+        seen = limits.get(name, node)
+        limits[name] = PartitionLimits(
+            max(seen.memory_mb, node.memory_mb),
+            max(seen.cpus, node.cpus),
+            max(seen.gpus, node.gpus),
+            node.time_minutes,
+        )
+    return limits
+
+
+def slurm_partition_limits() -> dict[str, PartitionLimits] | None:
+    lines = _query(["sinfo", "--noheader", "--format=%R|%m|%c|%l|%G"])
+    return parse_partition_limits(lines) if lines is not None else None
+
+
+def job_shapes(
+    experiments: Iterable[Any], config: dict[str, Any], batch_size: int
+) -> list[JobShape]:
+    """The kinds of jobs `experiments` become on Slurm: kernel and roof batches per device,
+    training jobs per device and strategy."""
+    batched: dict[str, int] = {}
+    shapes: dict[tuple[str, str], JobShape] = {}
+    for exp in experiments:
+        if exp.family in ("kernel", "roof"):
+            batched[exp.device] = batched.get(exp.device, 0) + 1
+            continue
+        device = parse_device(exp.device)
+        layout = task_layout(device, exp.strategy, config)
+        cpus, gpus_wanted = (
+            (layout.tasks_per_node * layout.cpus_per_task, layout.gpus_per_node)
+            if layout
+            else (cpus_per_task(device, config), gpus(device))
+        )
+        what = f"training jobs on {exp.device} ({exp.strategy})"
+        shapes[(exp.device, exp.strategy)] = JobShape(
+            what, "train", partition(device, config), cpus, gpus_wanted, 1
+        )
+    for name, count in batched.items():
+        device = parse_device(name)
+        batch = min(batch_size, count)
+        shapes[(name, "batch")] = JobShape(
+            f"kernel batches on {name} ({batch} experiments each)",
+            "kernels",
+            partition(device, config),
+            cpus_per_task(device, config),
+            gpus(device),
+            batch,
+        )
+    return list(shapes.values())
+
+
+def check_limits(
+    config: dict[str, Any], shapes: list[JobShape], limits: dict[str, PartitionLimits]
+) -> None:
+    """Refuse jobs no node or time limit of their partition can take, up to the last retry.
+
+    sbatch would refuse them at submission, when no record can say why; a retry
+    asks for the memory and run time times its attempt number, and a batch
+    asks for the run time of all its experiments.
+    """
+    attempts = config["retries"] + 1
+    for shape in shapes:
+        limit = limits.get(shape.partition)
+        if limit is None:
+            continue
+        key = f"resources.{shape.family}"
+        memory = scaled(config, shape.family, "mem_mb", attempts)
+        if memory > limit.memory_mb:
+            raise SiteError(
+                f"config key {key}.mem_mb: {shape.what} would ask for {memory} MB on attempt "
+                f"{attempts} (mem_mb x attempt), more than any node of partition "
+                f"{shape.partition!r} has ({limit.memory_mb} MB); lower it or retries"
+            )
+        minutes = scaled(config, shape.family, "runtime", attempts) * shape.batch
+        if limit.time_minutes is not None and minutes > limit.time_minutes:
+            raise SiteError(
+                f"config key {key}.runtime: {shape.what} would ask for {minutes} min on attempt "
+                f"{attempts} (runtime x attempt x experiments per batch), more than the time "
+                f"limit of partition {shape.partition!r} ({limit.time_minutes:g} min)"
+            )
+        if shape.cpus_per_node > limit.cpus:
+            raise SiteError(
+                f"{shape.what} need {shape.cpus_per_node} cores on one node; the nodes of "
+                f"partition {shape.partition!r} have at most {limit.cpus} (config key "
+                "slurm.cpus_per_gpu for GPU experiments, else the device)"
+            )
+        if shape.gpus_per_node > limit.gpus:
+            raise SiteError(
+                f"{shape.what} need {shape.gpus_per_node} GPUs on one node; the nodes of "
+                f"partition {shape.partition!r} have at most {limit.gpus}"
+            )
+
+
+def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool, shapes: list[JobShape]) -> None:
+    """check_site and check_limits against what sinfo and sacctmgr report."""
     check_site(
         config,
         needs_gpu=needs_gpu,
@@ -392,3 +537,6 @@ def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool) -> None:
         associations=slurm_associations(),
         nodes=slurm_partition_nodes(),
     )
+    limits = slurm_partition_limits()
+    if limits is not None:
+        check_limits(config, shapes, limits)

@@ -116,7 +116,12 @@ onstart:
         print(profile_warning(), file=sys.stderr)
     # Before anything is submitted: the partitions and account must exist.
     if workflow.executor_plugin.name == "slurm":
-        cluster.check_slurm_site(config, needs_gpu=NEEDS_GPU)
+        batch_size = workflow.group_settings.group_components.get(run_profile.KERNEL_GROUP, 1)
+        cluster.check_slurm_site(
+            config,
+            needs_gpu=NEEDS_GPU,
+            shapes=cluster.job_shapes(GRID.experiments, config, batch_size),
+        )
         interrupts.interrupt_once()
         group_errors.show_group_messages()
     # A record about to be measured again is copied first: Snakemake removes it before
