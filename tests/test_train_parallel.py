@@ -225,8 +225,9 @@ def test_multi_node_without_slurm_tasks_is_unavailable():
     exp = TrainExperiment("fcn", "2x2cuda", "fp32", "ddp", 4)
     outcome = measure_training(exp, tiny_settings("fcn"))
     assert outcome.status == "unavailable"
-    assert "2x2cuda runs as 4 Slurm tasks over 2 nodes: run it with the Slurm profile" in (
-        outcome.reason
+    assert outcome.reason.startswith(
+        "2x2cuda runs as 4 Slurm tasks over 2 nodes: run it under Slurm "
+        "(snakemake --executor slurm results/train/fcn/2x2cuda/fp32/ddp/bs4.json)"
     )
     assert "srun --ntasks=4 accelbench train" in outcome.reason
 
