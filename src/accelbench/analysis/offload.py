@@ -374,9 +374,10 @@ def write_table(numbers: pd.DataFrame, stem: str) -> list:
         if row.note
     ]
     if numbers.empty:
-        notes.insert(0, "No kernel ran on a GPU: no break-even to compute.")
+        notes = ["No kernel ran on a GPU: no break-even to compute."]
     display = display_table(numbers)
-    return plain_tables.write(display, numbers, caption, notes, stem, text_columns=4)
+    # Kernel, dtype and GPU name a row: the LaTeX parts that fit the page repeat them.
+    return plain_tables.write(display, numbers, caption, notes, stem, text_columns=4, key_columns=3)
 
 
 def figure(frame: pd.DataFrame, numbers: pd.DataFrame) -> Figure:

@@ -5,17 +5,28 @@ request size, the offload break-even per kernel. Markdown and LaTeX (booktabs)
 show the display strings; the CSV holds the plain numbers behind them, so
 nothing read from the CSV has been rounded for display. Plain text, for a
 terminal, shows the display strings as they are: no markup, nothing escaped.
+A LaTeX table wider than the text width is split into parts that each repeat
+the key columns; a table without rows is only the lines that say why.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis.tables import latex_escape, latex_float, markdown_escape
+from accelbench.analysis.tables import (
+    column_width,
+    decimal_pads,
+    latex_escape,
+    latex_float,
+    latex_parts,
+    latex_tabular,
+    markdown_escape,
+)
 
 # Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
 _LATEX_MATH = {
@@ -26,6 +37,7 @@ _LATEX_MATH = {
     "×": r"$\times$",
     "µ": r"$\mu$",
 }
+_NUMBER = re.compile(r"[-+]?[\d,]+(\.\d+)?")
 
 
 def _latex(text: str) -> str:
@@ -37,6 +49,8 @@ def _latex(text: str) -> str:
 
 def to_markdown(display: pd.DataFrame, caption: str, notes: list[str], text_columns: int) -> str:
     """Pipe table with a pandoc `Table:` caption; the first `text_columns` align left."""
+    if display.empty:
+        return "\n\n".join(markdown_escape(note) for note in notes) + "\n"
     align = ["|:---"] * text_columns + ["|---:"] * (len(display.columns) - text_columns)
     lines = [
         f"Table: {markdown_escape(caption)}",
@@ -76,15 +90,47 @@ def to_text(
     return "\n".join(lines) + "\n"
 
 
+def _latex_cells(column: list[str]) -> list[str]:
+    """A right-aligned column escaped, its plain numbers padded to line up at the point."""
+    numbers = [index for index, text in enumerate(column) if _NUMBER.fullmatch(text)]
+    pads = dict(zip(numbers, decimal_pads([column[index] for index in numbers]), strict=True))
+    return [
+        _latex(text) + (rf"\phantom{{{pads[index]}}}" if pads.get(index) else "")
+        for index, text in enumerate(column)
+    ]
+
+
 def to_latex(
-    display: pd.DataFrame, caption: str, notes: list[str], text_columns: int, label: str
+    display: pd.DataFrame,
+    caption: str,
+    notes: list[str],
+    text_columns: int,
+    label: str,
+    key_columns: int | None = None,
 ) -> str:
-    """A booktabs table float, ready for \\input; notes in small type below the rule."""
-    spec = "l" * text_columns + "r" * (len(display.columns) - text_columns)
-    header = [_latex(str(name)) for name in display.columns]
-    rows = [[_latex(str(value)) for value in row] for row in display.itertuples(index=False)]
+    """A booktabs table float, ready for \\input; notes in small type below the rule.
+
+    Columns that do not fit the text width beside the first `key_columns` (by
+    default the text columns) go to a further tabular that repeats those.
+    """
+    keys = text_columns if key_columns is None else key_columns
+    names = [str(name) for name in display.columns]
+    texts = [[str(value) for value in display[name]] for name in display.columns]
+    cells = [
+        [_latex(text) for text in column] if index < text_columns else _latex_cells(column)
+        for index, column in enumerate(texts)
+    ]
+    widths = [column_width([name, *column]) for name, column in zip(names, texts, strict=True)]
+    tabulars = []
+    if not display.empty:
+        for part in latex_parts(sum(widths[:keys]), widths[keys:]):
+            chosen = [*range(keys), *(keys + index for index in part)]
+            spec = "".join("l" if index < text_columns else "r" for index in chosen)
+            header = [_latex(names[index]) for index in chosen]
+            rows = [[cells[index][row] for index in chosen] for row in range(len(display))]
+            tabulars.append(latex_tabular(spec, header, rows))
     notes = [_latex(note) for note in notes]
-    return latex_float(_latex(caption), label, spec, header, rows, notes)
+    return latex_float(_latex(caption), label, tabulars, notes)
 
 
 def write(
@@ -94,14 +140,17 @@ def write(
     notes: list[str],
     stem: str | os.PathLike[str],
     text_columns: int = 1,
+    key_columns: int | None = None,
 ) -> list[Path]:
-    """Write `<stem>.md` and `<stem>.tex` from `display`, `<stem>.csv` from `numbers`."""
+    """Write `<stem>.md` and `<stem>.tex` from `display`, `<stem>.csv` from `numbers`;
+    `key_columns` as `to_latex` takes them."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_name(stem.name + suffix) for suffix in (".md", ".tex", ".csv")]
     paths[0].write_text(to_markdown(display, caption, notes, text_columns), encoding="utf-8")
     paths[1].write_text(
-        to_latex(display, caption, notes, text_columns, stem.name), encoding="utf-8"
+        to_latex(display, caption, notes, text_columns, stem.name, key_columns),
+        encoding="utf-8",
     )
     numbers.to_csv(paths[2], index=False)
     return paths

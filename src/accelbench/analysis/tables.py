@@ -2,11 +2,16 @@
 
 One cell per (row, column). A cell that could not run says why (OOM, n/a,
 failed) and points to a footnote with the reason, so a missing number is never
-mistaken for a slow one; a cell with no record at all shows a dash. The best
-cell of each row (lowest time, highest speedup) is set in bold where the row
-has two numbers to compare. Numbers keep the digits their interval supports
-and no more, and a table of times is printed in the unit (s, ms, µs, ns) that
-makes its middle time at least 1.
+mistaken for a slow one. Rows and columns come from what was measured: a row or
+column with nothing but dashes is left out (its reason in a note), and rows that
+have numbers in different columns go to separate blocks, each with its own
+header, so that a table is not half dashes; a dash that remains is explained in
+a note. The best cell of each row (lowest time, highest speedup) is set in bold
+only where its interval clears the runner-up's, and a speedup above the ideal
+(more than N on N devices) is marked. Numbers keep the digits their interval
+supports and no more, and a table of times is printed in the unit (s, ms, µs,
+ns) that makes its middle time at least 1. LaTeX tables are split into parts
+that fit the text width, with decimal points aligned.
 
 Tables: the classic one (rows x devices), the same across precisions, speedup
 over a baseline device, and scaling efficiency over device counts. Each builder
@@ -18,10 +23,11 @@ emit Markdown, LaTeX, HTML and a CSV of plain numbers from the same table.
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
+from accelbench.devices import DeviceError, parse_device
 from accelbench.timing import CI_LEVEL, RERUN_INTERVAL
 
 MISSING = "–"
@@ -44,6 +51,7 @@ CSV_COLUMNS = (
     "unit",
     "best",
     "busy",
+    "above_ideal",
     "reason",
 )
 # A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
@@ -52,6 +60,22 @@ BUSY_NOTE = (
     "measured while other processes kept the machine busy, after the retries "
     "(the number may be too slow)"
 )
+# A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
+ABOVE_IDEAL_MARK = "‡"
+ABOVE_IDEAL_NOTE = (
+    "above the ideal (a speedup of N on N threads or GPUs, efficiency 1): "
+    "caches or a slow baseline can do that; check before quoting it"
+)
+MISSING_NOTE = (
+    f"{MISSING} no record: the cell is not in the grid, or was excluded from it "
+    "(results/excluded.csv); a cell that ran and failed says so"
+)
+BOLD_NOTE = (
+    "Bold: the best of its row, only where its interval does not overlap the "
+    "runner-up's; a row without bold has no clear best."
+)
+# Statuses whose cell shows a bare dash: nothing was measured there.
+DASH_STATUSES = ("missing", ratios.NO_BASELINE)
 # What a cell that holds no number shows, and how its footnote names the cause.
 CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING}
 NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline"}
@@ -149,6 +173,7 @@ def _blank_cell(row: str, column: str, unit: str | None) -> dict[str, Any]:
         "best": False,
         "reason": None,
         "busy": False,
+        "above_ideal": False,
     }
 
 
@@ -178,6 +203,59 @@ def _grid(
     return cells
 
 
+def separated(best: dict[str, Any], runner_up: dict[str, Any], higher_is_better: bool) -> bool:
+    """Whether the best cell's interval clears the runner-up's, so that bold means something."""
+    if higher_is_better:
+        return best["ci_low"] > runner_up["ci_high"]
+    return best["ci_high"] < runner_up["ci_low"]
+
+
+def _mark_best(row_cells: list[dict[str, Any]], higher_is_better: bool) -> None:
+    """Flag the row's best cell; a lone number is not best of anything."""
+    ran = sorted(
+        (cell for cell in row_cells if math.isfinite(cell["median"])),
+        key=lambda cell: -cell["median"] if higher_is_better else cell["median"],
+    )
+    for cell in row_cells:
+        cell["best"] = False
+    if len(ran) > 1 and separated(ran[0], ran[1], higher_is_better):
+        ran[0]["best"] = True
+
+
+def blocks(filled: dict[str, list[str]], columns: list[str]) -> list[tuple[list[str], list[str]]]:
+    """(rows, columns) blocks: rows with something in the same columns share a block.
+
+    Two blocks merge where that adds no more dashes than the cells of the header
+    row it saves, so a lone odd row joins the others while a group of rows
+    measured elsewhere gets its own header instead of a column of dashes.
+    """
+    groups: list[tuple[list[str], set[str]]] = []
+    for row, present in filled.items():
+        same = next((group for group in groups if group[1] == set(present)), None)
+        if same:
+            same[0].append(row)
+        else:
+            groups.append(([row], set(present)))
+    while len(groups) > 1:
+        merges = []
+        for first, second in itertools.combinations(range(len(groups)), 2):
+            (rows_a, columns_a), (rows_b, columns_b) = groups[first], groups[second]
+            union = columns_a | columns_b
+            dashes = len(rows_a) * len(union - columns_a) + len(rows_b) * len(union - columns_b)
+            if dashes <= len(union) + 1:
+                merges.append((dashes, first, second))
+        if not merges:
+            break
+        _, first, second = min(merges)
+        groups[first] = (groups[first][0] + groups[second][0], groups[first][1] | groups[second][1])
+        del groups[second]
+    order = {row: index for index, row in enumerate(filled)}
+    return [
+        (sorted(rows, key=order.__getitem__), [column for column in columns if column in present])
+        for rows, present in groups
+    ]
+
+
 def _render(
     cells: list[dict[str, Any]],
     labels: list[str],
@@ -190,19 +268,28 @@ def _render(
     expected_level: float = CI_LEVEL,
     factor: float = 1.0,
     empty: str = "No records.",
+    ideal: dict[str, float] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Display strings, bold cells and footnotes for a grid of cells (numbers / `factor`);
-    a table without rows gets the footnote `empty`, saying why it has none."""
-    by_row = {label: [cell for cell in cells if cell["row"] == label] for label in labels}
+    """Display strings, bold cells, blocks and footnotes for a grid of cells (numbers /
+    `factor`); a table without rows gets the footnote `empty`, saying why it has none.
+    A cell above its column's `ideal` value is marked."""
+    ideal = ideal or {}
+    by_place = {(cell["row"], cell["column"]): cell for cell in cells}
     exponents = {}
-    for label, row_cells in by_row.items():
-        medians = [cell["median"] for cell in row_cells]
-        finite = [median for median in medians if math.isfinite(median)]
-        # A lone number in its row is not "best" of anything: bold needs two to compare.
-        best = (max if higher_is_better else min)(finite) if len(finite) > 1 else None
-        for cell in row_cells:
-            cell["best"] = cell["median"] == best
-        exponents[label] = shared_exponent([median / factor for median in medians])
+    for label in labels:
+        row_cells = [by_place[label, column] for column in columns]
+        _mark_best(row_cells, higher_is_better)
+        exponents[label] = shared_exponent([cell["median"] / factor for cell in row_cells])
+    filled = {
+        label: [
+            column for column in columns if by_place[label, column]["status"] not in DASH_STATUSES
+        ]
+        for label in labels
+    }
+    shown = blocks({label: present for label, present in filled.items() if present}, columns)
+    shown_rows = [row for rows, _ in shown for row in rows]
+    shown_columns = [column for column in columns if any(column in cols for _, cols in shown)]
+    displayed = [by_place[row, column] for rows, cols in shown for row in rows for column in cols]
 
     def place(row: str, column: str) -> str:
         return f"{row} on {column}" if column_header == "device" else f"{row}, {column}"
@@ -211,17 +298,22 @@ def _render(
     places: dict[tuple[str, str], list[str]] = {}
     text = pd.DataFrame(
         MISSING,
-        index=pd.Index(labels, name=row_header, dtype="str"),
-        columns=pd.Index(columns, name=column_header, dtype="str"),
+        index=pd.Index(shown_rows, name=row_header, dtype="str"),
+        columns=pd.Index(shown_columns, name=column_header, dtype="str"),
         dtype="str",
     )
-    for cell in cells:
+    for cell in displayed:
         row, column, status = cell["row"], cell["column"], cell["status"]
         if status == "ok":
-            text.loc[row, column] = format_with_ci(
-                *(cell[field] / factor for field in ("median", "ci_low", "ci_high")),
-                exponents[row],
-            ) + (BUSY_MARK if cell["busy"] else "")
+            cell["above_ideal"] = cell["median"] > ideal.get(column, math.inf)
+            text.loc[row, column] = (
+                format_with_ci(
+                    *(cell[field] / factor for field in ("median", "ci_low", "ci_high")),
+                    exponents[row],
+                )
+                + (BUSY_MARK if cell["busy"] else "")
+                + (ABOVE_IDEAL_MARK if cell["above_ideal"] else "")
+            )
         elif status in CELL_TEXT:
             key = (status, " ".join(str(cell["reason"]).split()))
             marker = markers.setdefault(key, _marker(len(markers)))
@@ -232,6 +324,16 @@ def _render(
         f"({marker}) {NOTE_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
         for (status, reason), marker in markers.items()
     ]
+    hidden: dict[tuple[str, str], list[str]] = {}
+    on_show = {id(cell) for cell in displayed}
+    for cell in cells:
+        if cell["status"] in CELL_TEXT and id(cell) not in on_show:
+            key = (cell["status"], " ".join(str(cell["reason"]).split()))
+            hidden.setdefault(key, []).append(place(cell["row"], cell["column"]))
+    footnotes += [
+        f"Not shown, {NOTE_TEXT[status]}: {reason} [{'; '.join(where)}]"
+        for (status, reason), where in hidden.items()
+    ]
     weak = [
         f"{place(cell['row'], cell['column'])} ({cell['ci_level']:.0%})"
         for cell in cells
@@ -240,6 +342,9 @@ def _render(
     busy = [place(cell["row"], cell["column"]) for cell in cells if cell["busy"]]
     if busy:
         footnotes.append(f"{BUSY_MARK} {BUSY_NOTE}: {'; '.join(busy)}")
+    above = [place(cell["row"], cell["column"]) for cell in cells if cell["above_ideal"]]
+    if above:
+        footnotes.append(f"{ABOVE_IDEAL_MARK} {ABOVE_IDEAL_NOTE}: {'; '.join(above)}")
     if not labels:
         footnotes.append(empty)
     if weak:
@@ -247,10 +352,17 @@ def _render(
             f"Too few samples for a {expected_level:.0%} interval; the interval shown has "
             f"the level in parentheses: {'; '.join(weak)}"
         )
+    legend = []
+    if any(cell["status"] == "missing" for cell in displayed):
+        legend.append(MISSING_NOTE)
+    if any(sum(math.isfinite(by_place[row, c]["median"]) for c in columns) > 1 for row in labels):
+        legend.append(BOLD_NOTE)
     text.attrs = {
         "caption": caption,
         "best": [[cell["row"], cell["column"]] for cell in cells if cell["best"]],
         "cells": [{key: cell[key] for key in CSV_COLUMNS} for cell in cells],
+        "blocks": [[rows, cols] for rows, cols in shown],
+        "legend": legend,
     }
     return text, footnotes
 
@@ -322,7 +434,12 @@ def comparison_table(
 
 
 def _ratio_table(
-    found: pd.DataFrame, experiment: str, caption: str, columns: list[str], empty: str
+    found: pd.DataFrame,
+    experiment: str,
+    caption: str,
+    columns: list[str],
+    empty: str,
+    ideal: dict[str, float],
 ) -> tuple[pd.DataFrame, list[str]]:
     labels = list(dict.fromkeys(found["label"]))
     cells = _grid(found, labels, columns if labels else [], "device", None)
@@ -336,7 +453,27 @@ def _ratio_table(
         higher_is_better=True,
         expected_level=ratios.RATIO_LEVEL,
         empty=empty,
+        ideal=ideal,
     )
+
+
+def ideal_speedups(devices: list[str], baseline: str) -> dict[str, float]:
+    """The most a device can gain over the baseline by its count alone: N / M for N > M
+    devices of the same kind (cpu16 over cpu1: 16); none across kinds or for fewer."""
+    try:
+        base = parse_device(baseline)
+    except DeviceError:
+        return {}
+    ideal = {}
+    for device in devices:
+        try:
+            parsed = parse_device(device)
+        except DeviceError:
+            continue
+        count, base_count = parsed.count * parsed.nodes, base.count * base.nodes
+        if parsed.kind == base.kind and count > base_count:
+            ideal[device] = count / base_count
+    return ideal
 
 
 def speedup_table(
@@ -352,7 +489,10 @@ def speedup_table(
         constants,
     )
     empty = f"No {experiment} records on a device other than {baseline}."
-    return _ratio_table(cells, experiment, caption, tidy.natural_devices(cells["device"]), empty)
+    devices = tidy.natural_devices(cells["device"])
+    return _ratio_table(
+        cells, experiment, caption, devices, empty, ideal_speedups(devices, baseline)
+    )
 
 
 def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
@@ -371,7 +511,9 @@ def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Da
     )
     empty = f"No {experiment} configuration was measured on more than one device of a kind."
     devices = tidy.natural_devices(cells["device"])
-    table, footnotes = _ratio_table(efficiency, experiment, caption, devices, empty)
+    table, footnotes = _ratio_table(
+        efficiency, experiment, caption, devices, empty, dict.fromkeys(devices, 1.0)
+    )
     if not table.empty:
         footnotes.append(
             "Batch sizes are global mini-batches, split over the K devices. Each row is "
@@ -398,6 +540,8 @@ _LATEX_SPECIAL = {
     "µ": r"\textmu{}",
     "×": r"$\times$",
     "≥": r"$\geq$",
+    "†": r"\textdagger{}",
+    "‡": r"\textdaggerdbl{}",
 }
 _LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
 _MARKDOWN_PATTERN = re.compile(r"([\\|*_])")
@@ -411,63 +555,79 @@ def markdown_escape(text: str) -> str:
     return _MARKDOWN_PATTERN.sub(r"\\\1", text)
 
 
-def _bold_cells(table: pd.DataFrame) -> set[tuple[str, str]]:
-    return {(row, column) for row, column in table.attrs.get("best", [])}
+# Page geometry for LaTeX: a 6.5 in text width, glyphs at 10 pt (0.5 em on average; digits
+# are exactly that wide) and \tabcolsep on either side of every column.
+TEXT_WIDTH_PT = 469.0
+CHAR_PT = 5.0
+COLUMN_SEP_PT = 12.0
+_NUMBER_CELL = re.compile(r"(?P<median>\S+) (?P<interval>\[[^\]]*\])(?P<marks>\S*)")
+_INTEGER = re.compile(r"[-+]?[\d,]+")
 
 
-def _cells(table: pd.DataFrame, escape, emphasise) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of `table` escaped for one format, the best cells emphasised."""
-    bold = _bold_cells(table)
-
-    def cell(row: str, device: str) -> str:
-        text = escape(table.loc[row, device])
-        return emphasise(text) if (row, device) in bold else text
-
-    header = [escape(str(table.index.name)), *map(escape, table.columns)]
-    rows = [[escape(row)] + [cell(row, device) for device in table.columns] for row in table.index]
-    return header, rows
+def text_width(text: str) -> float:
+    """Estimated width in points of `text` set in the table font."""
+    return CHAR_PT * len(text)
 
 
-def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
-    """Pipe table with a pandoc `Table:` caption, footnotes as paragraphs below."""
-    header, rows = _cells(table, markdown_escape, lambda text: f"**{text}**")
-    lines = [
-        f"Table: {markdown_escape(table.attrs.get('caption', ''))}",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|:---|" + "---:|" * len(table.columns),
+def column_width(texts: Sequence[str]) -> float:
+    """Estimated width in points of a column holding `texts` (its header among them)."""
+    return max(map(text_width, texts), default=0.0) + 2 * COLUMN_SEP_PT
+
+
+def latex_parts(
+    key_width: float, widths: Sequence[float], limit: float = TEXT_WIDTH_PT
+) -> list[list[int]]:
+    """Indices of the columns in each part of a table split to fit `limit` points: as many
+    as fit beside the key columns repeated in every part (`key_width`), at least one."""
+    parts: list[list[int]] = []
+    used = math.inf
+    for index, width in enumerate(widths):
+        if used + width > limit:
+            parts.append([])
+            used = key_width
+        parts[-1].append(index)
+        used += width
+    return parts
+
+
+def decimal_pads(numbers: Sequence[str]) -> list[str]:
+    """What each right-aligned number lacks after its integer part for the decimal points
+    to line up: the end of the longest fraction, to be set invisibly (\\phantom)."""
+    tails = [
+        number[match.end() :] if (match := _INTEGER.match(number)) else "" for number in numbers
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    for note in footnotes:
-        lines += ["", markdown_escape(note)]
-    return "\n".join(lines) + "\n"
+    widest = max(tails, key=len, default="")
+    return [widest[len(tail) :] for tail in tails]
 
 
-def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
-    """A booktabs table float, ready for \\input; footnotes in small type below the rule."""
-    header, rows = _cells(table, latex_escape, lambda text: rf"\textbf{{{text}}}")
-    caption = latex_escape(table.attrs.get("caption", ""))
-    notes = [latex_escape(note) for note in footnotes]
-    return latex_float(caption, label, "l" + "r" * len(table.columns), header, rows, notes)
-
-
-def latex_float(
-    caption: str, label: str, spec: str, header: list[str], rows: list[list[str]], notes: list[str]
-) -> str:
-    """A booktabs table float from cells already escaped; notes in small type below the rule."""
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{caption}}}",
-        rf"\label{{tab:{label}}}",
+def latex_tabular(spec: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A booktabs tabular from cells already escaped."""
+    return [
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
         " & ".join(header) + r" \\",
         r"\midrule",
+        *(" & ".join(row) + r" \\" for row in rows),
+        r"\bottomrule",
+        r"\end{tabular}",
     ]
-    lines += [" & ".join(row) + r" \\" for row in rows]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if notes:
+
+
+def latex_float(caption: str, label: str, tabulars: list[list[str]], notes: list[str]) -> str:
+    """A table float of tabulars stacked (the parts of one table), notes in small type below;
+    without tabulars the notes say why there is no table."""
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\small",
+        rf"\caption{{{caption}}}",
+        rf"\label{{tab:{label}}}",
+    ]
+    for index, tabular in enumerate(tabulars):
+        lines += [r"\par\medskip", *tabular] if index else tabular
+    if notes and not tabulars:
+        lines.append(" \\\\\n".join(notes))
+    elif notes:
         lines += [
             r"\par\smallskip",
             r"\begin{minipage}{\linewidth}\footnotesize",
@@ -478,9 +638,139 @@ def latex_float(
     return "\n".join(lines) + "\n"
 
 
+def _bold_cells(table: pd.DataFrame) -> set[tuple[str, str]]:
+    return {(row, column) for row, column in table.attrs.get("best", [])}
+
+
+def table_blocks(table: pd.DataFrame) -> list[tuple[list[str], list[str]]]:
+    """The (rows, columns) blocks a table is printed in; one block where it names none."""
+    if table.index.empty:
+        return []
+    return [
+        (rows, cols) for rows, cols in table.attrs.get("blocks", [[table.index, table.columns]])
+    ]
+
+
+def _notes(table: pd.DataFrame, footnotes: list[str]) -> list[str]:
+    """The footnotes, then what the marks of the printed table mean."""
+    return [*footnotes, *table.attrs.get("legend", [])]
+
+
+def _rows(table: pd.DataFrame, rows, columns, escape, emphasise) -> list[list[str]]:
+    """Label and cells of `rows`, escaped for one format, the best cells emphasised."""
+    bold = _bold_cells(table)
+
+    def cell(row: str, column: str) -> str:
+        text = escape(table.loc[row, column])
+        return emphasise(text) if (row, column) in bold else text
+
+    return [[escape(row), *(cell(row, column) for column in columns)] for row in rows]
+
+
+def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
+    """Pipe tables (one per block) under a pandoc `Table:` caption, numbers right-aligned,
+    footnotes as paragraphs below; a table without rows is only the lines saying why."""
+    notes = [markdown_escape(note) for note in _notes(table, footnotes)]
+    if table.index.empty:
+        return "\n\n".join(notes) + "\n"
+    lines = [f"Table: {markdown_escape(table.attrs.get('caption', ''))}"]
+    for rows, columns in table_blocks(table):
+        header = [markdown_escape(str(table.index.name)), *map(markdown_escape, columns)]
+        lines += ["", "| " + " | ".join(header) + " |", "|:---|" + "---:|" * len(columns)]
+        body = _rows(table, rows, columns, markdown_escape, lambda text: f"**{text}**")
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+    for note in notes:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> list[list[str]]:
+    """The tabulars of one block. A column of numbers is two: the median, right-aligned with
+    its decimal point lined up, and the interval; columns that do not fit the text width
+    beside the row labels go to a further tabular, and a lone text column too wide wraps."""
+    bold = _bold_cells(table)
+    texts = {column: [table.loc[row, column] for row in rows] for column in columns}
+    matches = {
+        column: [_NUMBER_CELL.fullmatch(text) for text in texts[column]] for column in columns
+    }
+    pads = {
+        column: dict(
+            zip(
+                [index for index, match in enumerate(matches[column]) if match],
+                decimal_pads([match["median"] for match in matches[column] if match]),
+                strict=True,
+            )
+        )
+        for column in columns
+    }
+    widths = [
+        column_width(
+            [
+                column,
+                *(text + pads[column].get(index, "") for index, text in enumerate(texts[column])),
+            ]
+        )
+        for column in columns
+    ]
+    key_width = column_width([str(table.index.name), *rows])
+
+    def cell(index: int, row: str, column: str) -> str:
+        strong = (row, column) in bold
+
+        def emphasise(text: str) -> str:
+            return rf"\textbf{{{text}}}" if strong and text else text
+
+        match = matches[column][index]
+        if not any(matches[column]):
+            return emphasise(latex_escape(texts[column][index]))
+        if match is None:
+            return rf"\multicolumn{{2}}{{c}}{{{emphasise(latex_escape(texts[column][index]))}}}"
+        pad = pads[column][index]
+        phantom = rf"\phantom{{{latex_escape(pad)}}}" if pad else ""
+        return (
+            f"{emphasise(latex_escape(match['median']))}{phantom} & "
+            f"{emphasise(latex_escape(match['interval']))}{latex_escape(match['marks'])}"
+        )
+
+    tabulars = []
+    for part in latex_parts(key_width, widths):
+        spec, header = "l", [latex_escape(str(table.index.name))]
+        for position in part:
+            column = columns[position]
+            if any(matches[column]):
+                spec += r"r@{\ }l"
+                header.append(rf"\multicolumn{{2}}{{c}}{{{latex_escape(column)}}}")
+            elif key_width + widths[position] > TEXT_WIDTH_PT:
+                spec += f"p{{{TEXT_WIDTH_PT - key_width - 2 * COLUMN_SEP_PT:.0f}pt}}"
+                header.append(latex_escape(column))
+            else:
+                spec += "r"
+                header.append(latex_escape(column))
+        body = [
+            [latex_escape(row), *(cell(index, row, columns[position]) for position in part)]
+            for index, row in enumerate(rows)
+        ]
+        tabulars.append(latex_tabular(spec, header, body))
+    return tabulars
+
+
+def to_latex(table: pd.DataFrame, footnotes: list[str], label: str) -> str:
+    """A booktabs table float, ready for \\input (with booktabs loaded); footnotes in small
+    type below the rule. Each block, and each part of a block too wide for the page, is a
+    tabular of its own."""
+    tabulars = [
+        tabular
+        for rows, columns in table_blocks(table)
+        for tabular in _latex_block(table, list(rows), list(columns))
+    ]
+    caption = latex_escape(table.attrs.get("caption", ""))
+    notes = [latex_escape(note) for note in _notes(table, footnotes)]
+    return latex_float(caption, label, tabulars, notes)
+
+
 HTML_STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; }
-table { border-collapse: collapse; }
+table { border-collapse: collapse; margin-bottom: 1em; }
 caption { caption-side: top; text-align: left; font-weight: bold; padding-bottom: 0.5em; }
 thead th { border-top: 2px solid black; border-bottom: 1px solid black; }
 tbody tr:last-child td { border-bottom: 2px solid black; }
@@ -491,29 +781,32 @@ p.note { font-size: 12px; max-width: 60em; }
 
 
 def to_html(table: pd.DataFrame, footnotes: list[str]) -> str:
-    """A standalone HTML page with the table (booktabs-like rules) and its footnotes."""
-    bold = _bold_cells(table)
-
-    def cell(row: str, column: str) -> str:
-        text = html.escape(table.loc[row, column])
-        return f"<td><b>{text}</b></td>" if (row, column) in bold else f"<td>{text}</td>"
-
-    header = "".join(
-        f"<th>{html.escape(str(name))}</th>" for name in (table.index.name, *table.columns)
-    )
-    body = "\n".join(
-        f"<tr><td>{html.escape(row)}</td>"
-        + "".join(cell(row, column) for column in table.columns)
-        + "</tr>"
-        for row in table.index
-    )
+    """A standalone HTML page with the table (booktabs-like rules, one per block) and its
+    footnotes; a table without rows is its caption and the lines saying why."""
     caption = html.escape(table.attrs.get("caption", ""))
-    notes = "\n".join(f'<p class="note">{html.escape(note)}</p>' for note in footnotes)
+    parts = []
+    for index, (rows, columns) in enumerate(table_blocks(table)):
+        header = "".join(
+            f"<th>{html.escape(str(name))}</th>" for name in (table.index.name, *columns)
+        )
+        body = "\n".join(
+            "<tr>" + "".join(f"<td>{text}</td>" for text in row) + "</tr>"
+            for row in _rows(table, rows, columns, html.escape, lambda text: f"<b>{text}</b>")
+        )
+        title = f"<caption>{caption}</caption>\n" if index == 0 else ""
+        parts.append(
+            f"<table>{title}<thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+        )
+    if not parts:
+        parts.append(f"<p><b>{caption}</b></p>")
+    notes = "\n".join(
+        f'<p class="note">{html.escape(note)}</p>' for note in _notes(table, footnotes)
+    )
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{caption}</title>'
         f"<style>{HTML_STYLE}</style></head><body>\n"
-        f"<table><caption>{caption}</caption>\n<thead><tr>{header}</tr></thead>\n"
-        f"<tbody>\n{body}\n</tbody></table>\n{notes}\n</body></html>\n"
+        + "\n".join(parts)
+        + f"\n{notes}\n</body></html>\n"
     )
 
 

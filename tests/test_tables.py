@@ -1,0 +1,235 @@
+"""Comparison tables: rows and columns from what was measured, honest bold, marks, page width."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_offload import collect as collect_offload
+from test_offload import hand_case
+
+from accelbench.analysis import offload, tables, tidy
+
+from records import (
+    GPU_TRAIN,
+    TRAIN,
+    kernel_record,
+    scaled,
+    steps,
+    train_record,
+    write_records,
+)
+
+PAGE_PT = 6.5 * 72  # text width of a US letter page with 1 in margins
+GLYPH_PT = 5.0  # an average glyph at 10 pt, a little wider than at 9 pt
+SEPARATION_PT = 12.0  # \tabcolsep on both sides of a column
+
+
+def collect(tmp_path, records):
+    frame, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    return frame
+
+
+def markdown_tables(markdown: str) -> list[list[list[str]]]:
+    """Every pipe table of a Markdown file as rows of cells, the header first."""
+    found, current = [], None
+    for line in markdown.splitlines():
+        if line.startswith("|") and not line.startswith("|:"):
+            current = current if current is not None else []
+            current.append([cell.strip() for cell in line.strip("|").split(" | ")])
+        elif not line.startswith("|:"):
+            if current:
+                found.append(current)
+            current = None
+    return found + ([current] if current else [])
+
+
+def tabular_widths(latex: str) -> list[float]:
+    """Estimated width in points of every tabular: per column its widest visible text,
+    from the LaTeX source alone (\\phantom counts, markup does not)."""
+    widths = []
+    for body in re.findall(r"\\begin\{tabular\}\{.*?\}\n(.*?)\\end\{tabular\}", latex, re.S):
+        columns: dict[int, int] = {}
+        for line in body.splitlines():
+            if not line.endswith(r"\\"):
+                continue
+            text = re.sub(r"\\multicolumn\{(\d+)\}\{\w\}", "", line.removesuffix(r"\\"))
+            text = re.sub(r"\\phantom\{([^}]*)\}", r"\1", text)
+            text = re.sub(r"\\[a-zA-Z]+(\{\})?", "x", text.replace(r"\&", "&").replace("\\ ", " "))
+            for index, cell in enumerate(re.split(r"(?<!\\)&", text)):
+                visible = len(cell.replace("{", "").replace("}", "").replace("$", "").strip())
+                columns[index] = max(columns.get(index, 0), visible)
+        widths.append(sum(GLYPH_PT * chars + SEPARATION_PT for chars in columns.values()))
+    return widths
+
+
+MATMUL_ON_TWO_CPUS = [
+    kernel_record("torch", device, size, samples=steps(base * size / 64, base / 100))
+    for device, base in (("cpu1", 2e-4), ("cpu2", 1e-4))
+    for size in (64, 128)
+]
+NUMBA_ON_CPU2_ONLY = [
+    kernel_record("numba", "cpu2", size, samples=steps(3e-4 * size / 64, 3e-6))
+    for size in (32, 64, 128, 256)
+]
+
+
+def test_rows_measured_on_other_devices_get_a_block_without_dash_columns(tmp_path):
+    frame = collect(tmp_path, MATMUL_ON_TWO_CPUS + NUMBA_ON_CPU2_ONLY)
+    table, footnotes = tables.comparison_table(frame, "kernel")
+    assert table.attrs["blocks"] == [
+        [[f"matmul, numba, n={n}" for n in (32, 64, 128, 256)], ["cpu2"]],
+        [["matmul, torch, n=64", "matmul, torch, n=128"], ["cpu1", "cpu2"]],
+    ]
+    markdown = tables.to_markdown(table, footnotes)
+    printed = markdown_tables(markdown)
+    assert [block[0] for block in printed] == [["Kernel", "cpu2"], ["Kernel", "cpu1", "cpu2"]]
+    assert tables.MISSING not in markdown  # nothing left to explain: no dash, no dash note
+    assert tables.MISSING_NOTE not in markdown
+
+
+def test_a_lone_odd_row_joins_the_table_and_its_dash_is_explained(tmp_path):
+    frame = collect(tmp_path, TRAIN)
+    table, footnotes = tables.comparison_table(frame, "train")
+    assert len(table.attrs["blocks"]) == 1
+    markdown = tables.to_markdown(table, footnotes)
+    for block in markdown_tables(markdown):
+        body = block[1:]
+        assert all(set(row[1:]) != {tables.MISSING} for row in body)
+        for column in range(1, len(block[0])):
+            assert {row[column] for row in body} != {tables.MISSING}
+    assert tables.MISSING_NOTE in markdown
+
+
+def test_rows_without_a_baseline_are_left_out_and_said_so(tmp_path):
+    frame = collect(tmp_path, MATMUL_ON_TWO_CPUS + NUMBA_ON_CPU2_ONLY)
+    table, footnotes = tables.speedup_table(frame, "kernel", "cpu1")
+    assert list(table.index) == ["matmul, torch, n=64", "matmul, torch, n=128"]
+    assert footnotes[0].startswith(
+        "Not shown, no baseline: no record on the baseline cpu1 [matmul, numba, n=32 on cpu2;"
+    )
+
+
+@pytest.mark.parametrize(
+    ("runner_up", "bold"),
+    [(steps(0.60, 0.001), True), (steps(0.40, 0.025), False)],
+    ids=["separate", "overlapping"],
+)
+def test_bold_only_where_the_intervals_separate(tmp_path, runner_up, bold):
+    frame = collect(
+        tmp_path,
+        [
+            train_record("resnet18", "cpu1", samples=runner_up),
+            train_record("resnet18", "cpu2", samples=steps(0.49, 0.002)),
+        ],
+    )
+    table, footnotes = tables.comparison_table(frame, "train")
+    cells = {cell["column"]: cell for cell in table.attrs["cells"]}
+    assert cells["cpu2"]["median"] < cells["cpu1"]["median"]
+    overlap = cells["cpu2"]["ci_high"] >= cells["cpu1"]["ci_low"]
+    assert overlap is not bold
+    assert table.attrs["best"] == ([["resnet18", "cpu2"]] if bold else [])
+    assert tables.BOLD_NOTE in tables.to_markdown(table, footnotes)
+
+
+def test_separation_for_lower_and_higher_is_better():
+    fast = {"ci_low": 1.0, "ci_high": 2.0}
+    slow = {"ci_low": 2.5, "ci_high": 3.0}
+    assert tables.separated(fast, slow, higher_is_better=False)
+    assert tables.separated(slow, fast, higher_is_better=True)
+    assert not tables.separated(fast, {"ci_low": 1.9, "ci_high": 3.0}, higher_is_better=False)
+
+
+def wide_kernel_frame(tmp_path):
+    """Six devices and long row labels: wider than a page in one tabular."""
+    records = [
+        kernel_record(backend, device, size, samples=steps(1.234e-4 * size, 1e-6))
+        for backend in ("numba-parallel", "torch")
+        for device in ("cpu1", "cpu2", "cpu4", "cpu8", "cpu16", "cuda1")
+        for size in (1000, 4096)
+    ]
+    return collect(tmp_path, records)
+
+
+def test_every_latex_table_fits_the_text_width(tmp_path, gpu_frame):
+    frame = wide_kernel_frame(tmp_path / "kernels")
+    for build in tables.TABLES.values():
+        for records in (frame, gpu_frame):
+            table, footnotes = build(records, "cpu1")
+            for width in tabular_widths(tables.to_latex(table, footnotes, "t")):
+                assert width <= PAGE_PT
+    numbers = offload.break_even_table(collect_offload(tmp_path / "offload", hand_case()))
+    latex = offload.write_table(numbers, str(tmp_path / "offload" / "table"))[1].read_text()
+    widths = tabular_widths(latex)
+    assert len(widths) > 1 and all(width <= PAGE_PT for width in widths)
+    assert latex.count("Kernel & dtype & GPU") == len(widths)  # each part names its rows
+
+
+def test_a_table_too_wide_is_split_and_keeps_every_column(tmp_path):
+    table, footnotes = tables.comparison_table(wide_kernel_frame(tmp_path), "kernel")
+    latex = tables.to_latex(table, footnotes, "t")
+    assert latex.count(r"\begin{tabular}") > 1
+    for device in table.columns:
+        assert rf"\multicolumn{{2}}{{c}}{{{device}}}" in latex
+
+
+@pytest.fixture
+def gpu_frame(tmp_path):
+    return collect(tmp_path / "gpu", GPU_TRAIN)
+
+
+def test_a_table_without_rows_is_one_line_that_says_why(tmp_path):
+    frame = collect(tmp_path, TRAIN)
+    table, footnotes = tables.comparison_table(frame, "train", across="precision")
+    paths = tables.write_table(table, footnotes, tmp_path / "tables" / "train_precision")
+    markdown, latex = (path.read_text(encoding="utf-8") for path in paths[:2])
+    why = "No train configuration was measured in more than one precision."
+    assert markdown == why + "\n"
+    assert r"\begin{tabular}" not in latex and why in latex
+    empty = offload.break_even_table(collect_offload(tmp_path / "cpu", []))
+    markdown = offload.write_table(empty, str(tmp_path / "offload"))[0].read_text()
+    assert markdown == "No kernel ran on a GPU: no break-even to compute.\n"
+
+
+def test_numbers_line_up_at_the_decimal_point(tmp_path):
+    records = [
+        kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
+        kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
+        kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
+        kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
+    ]
+    table, footnotes = tables.comparison_table(collect(tmp_path, records), "kernel")
+    latex = tables.to_latex(table, footnotes, "t").splitlines()
+    # The median right-aligned in a column of its own, padded to the longest fraction.
+    assert r"\begin{tabular}{lr@{\ }lr@{\ }l}" in latex
+    rows = [line for line in latex if line.startswith("matmul")]
+    assert rows[0].startswith(r"matmul, n=256 & 204.5 & [201.0, 208.0] & \textbf{114.5} & ")
+    assert rows[1].startswith(r"matmul, n=512 & 1645\phantom{.5} & [1610, 1680] & ")
+    markdown = tables.to_markdown(table, footnotes)
+    assert "|:---|---:|---:|" in markdown
+    assert tables.decimal_pads(["1.25", "12", "3.5", "1,000"]) == ["", ".25", "5", ".25"]
+
+
+def test_a_speedup_above_the_ideal_is_marked(tmp_path):
+    frame = collect(
+        tmp_path,
+        [
+            train_record("resnet18", "cpu1", samples=scaled(1.0, 1.0)),
+            train_record("resnet18", "cpu4", samples=scaled(1.0, 0.2)),  # 5x on 4 threads
+            train_record("resnet18", "cpu2", samples=scaled(1.0, 0.6)),  # 1.7x on 2
+            train_record("resnet18", "cuda1", samples=scaled(1.0, 0.02)),  # 50x: no ideal
+        ],
+    )
+    table, footnotes = tables.speedup_table(frame, "train", "cpu1")
+    marked = {column for column in table.columns if table.loc["resnet18", column].endswith("‡")}
+    assert marked == {"cpu4"}
+    assert footnotes[-1] == f"‡ {tables.ABOVE_IDEAL_NOTE}: resnet18 on cpu4"
+    assert r"\textdaggerdbl{}" in tables.to_latex(table, footnotes, "t")
+    cells = {cell["column"]: cell["above_ideal"] for cell in table.attrs["cells"]}
+    assert cells == {"cpu2": False, "cpu4": True, "cuda1": False}
+
+    table, footnotes = tables.scaling_table(frame)
+    assert table.loc["resnet18", "cpu4"].endswith("‡")  # efficiency above 1
+    assert not table.loc["resnet18", "cpu2"].endswith("‡")
+    assert tables.ideal_speedups(["cpu1", "cpu8", "cuda2"], "cpu2") == {"cpu8": 4.0}
