@@ -276,11 +276,14 @@ def test_train_table_writers(frame, tmp_path):
         r"\toprule",
         r"\midrule",
         r"\bottomrule",
-        r"\begin{tabular}{lrrrr}",
+        r"\begin{tabular}{lr@{\ }lr@{\ }lr@{\ }lr}",
         r"\caption{Time per mini-batch (ms), median [95\% CI]; fp32, single, batch 16}",
-        r"Model & cpu1 & cpu2 & cpu16 & cuda1 \\",
-        r"resnet18 & 550 [510, 590] & 325 [305, 345] & \textbf{104.5 [101.0, 108.0]} & n/a (a) \\",
-        r"resnet50 & 1000 [800, 1200] & -- & -- & n/a (a) \\",
+        r"Model & \multicolumn{2}{c}{cpu1} & \multicolumn{2}{c}{cpu2} & \multicolumn{2}{c}{cpu16}"
+        r" & cuda1 \\",
+        r"resnet18 & 550 & [510, 590] & 325 & [305, 345] & \textbf{104.5} & \textbf{[101.0, 108.0]}"
+        r" & n/a (a) \\",
+        r"resnet50 & 1000 & [800, 1200] & \multicolumn{2}{c}{--} & \multicolumn{2}{c}{--}"
+        r" & n/a (a) \\",
     ):
         assert line in latex.splitlines()
     assert r"RuntimeError: 100\% of threads\_busy" in latex
@@ -339,7 +342,7 @@ def test_tables_of_nothing_and_of_only_failures(tmp_path):
     table, footnotes = tables.comparison_table(empty, experiment="train")
     assert table.empty and footnotes == ["No train records."]
     tables.write_table(table, footnotes, tmp_path / "empty")
-    assert "| Model |" in (tmp_path / "empty.md").read_text(encoding="utf-8")
+    assert (tmp_path / "empty.md").read_text(encoding="utf-8") == "No train records.\n"
 
     paths = write_records(tmp_path / "results", [TRAIN[3], TRAIN[7], TRAIN[8]])
     failures, _ = tidy.collect(paths)
@@ -541,7 +544,9 @@ def test_latex_and_html_of_units_and_bold(gpu_frame, tmp_path):
     tex, page = tables.to_latex(table, footnotes, "x"), tables.to_html(table, footnotes)
     assert r"($\times$)" in tex and r"level $\geq$ 90\%" in tex
     assert "<b>40.0 [37.4, 42.8]</b>" in page
-    assert "<caption>Speedup over cpu1" in page and '<p class="note">(a) no baseline' in page
+    assert "<caption>Speedup over cpu1" in page and (
+        '<p class="note">Not shown, no baseline: no record on the baseline cpu1' in page
+    )
     kernel, _ = tables.comparison_table(tidy.collect(write_records(tmp_path, KERNELS))[0], "kernel")
     assert r"Kernel time (\textmu{}s)" in tables.to_latex(kernel, [], "k")
 
@@ -581,8 +586,11 @@ def texts(fig):
 def test_time_per_batch_figure(frame, tmp_path):
     fig = figures.time_per_batch_by_device(frame)
     ax = fig.axes[0]
-    assert ax.get_ylabel() == "Time per mini-batch (s)"
-    assert ax.get_yscale() == "linear"
+    # The unit of the table (ms: the middle median is under a second), on a log axis:
+    # 100 ms on cpu16 to 1.45 s on cpu1 is more than a decade.
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("Time per mini-batch (ms)", "Model")
+    assert ax.get_yscale() == "log"
+    assert max(bar.get_height() for bar in ax.patches) == pytest.approx(1450)
     assert [label.get_text() for label in ax.get_xticklabels()] == ["resnet18", "resnet50", "vgg11"]
     assert sum(len(container) for container in ax.containers if hasattr(container, "patches")) == 5
     assert sorted(texts(fig)) == ["OOM", "failed", "n/a", "n/a"]
@@ -605,6 +613,15 @@ def test_time_per_batch_figure_switches_to_log_scale(tmp_path):
     )
     collected, _ = tidy.collect(paths)
     assert figures.time_per_batch_by_device(collected).axes[0].get_yscale() == "log"
+    paths = write_records(
+        tmp_path / "close",
+        [
+            train_record("resnet18", "cpu1", samples=steps(0.50, 0.01)),
+            train_record("resnet18", "cpu2", samples=steps(0.30, 0.01)),
+        ],
+    )
+    collected, _ = tidy.collect(paths)
+    assert figures.time_per_batch_by_device(collected).axes[0].get_yscale() == "linear"
 
 
 def test_kernel_figure(frame, tmp_path):
@@ -701,7 +718,8 @@ def test_cpu_thread_scaling(gpu_frame, frame, tmp_path):
 def test_multi_gpu_scaling_efficiency(gpu_frame, frame, tmp_path):
     fig = figures.scaling_efficiency(gpu_frame)
     ax = fig.axes[0]
-    assert ax.get_ylim() == (0, 1.1)
+    assert ax.get_ylim() == (0, 110)
+    assert ax.get_ylabel() == "Scaling efficiency (%)"
     assert list(ax.get_xticks()) == [1, 2, 4] and ax.get_xlabel() == "GPUs"
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         "ideal",
@@ -710,9 +728,9 @@ def test_multi_gpu_scaling_efficiency(gpu_frame, frame, tmp_path):
         "vgg11, fp32, ddp, batch 16",
     ]
     # lstm and resnet18: 1.8 times the one-GPU time per step for twice (four times) the
-    # samples on two (four) GPUs: efficiency 1 / 1.8 at both counts.
+    # samples on two (four) GPUs: efficiency 100 / 1.8 % at both counts.
     medians = [list(container.lines[0].get_ydata()) for container in ax.containers]
-    assert medians == [pytest.approx([1 / 1.8, 1 / 1.8])] * 2
+    assert medians == [pytest.approx([100 / 1.8, 100 / 1.8])] * 2
     assert texts(fig) == ["failed"]
     assert_saved(fig, tmp_path / "efficiency")
     assert texts(figures.scaling_efficiency(frame)) == ["no multi-GPU records"]
@@ -725,7 +743,7 @@ def test_precision_comparison(gpu_frame, frame, tmp_path):
     assert [t.get_text() for t in visible[0].get_xticklabels()] == ["lstm", "resnet18"]
     assert sum(len(c) for c in visible[0].containers if hasattr(c, "patches")) == 6
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["fp32", "bf16", "fp16"]
-    assert visible[0].get_ylabel() == "Time per mini-batch (s)"
+    assert visible[0].get_ylabel() == "Time per mini-batch (ms)"
     assert_saved(fig, tmp_path / "precision")
     assert texts(figures.precision_comparison(frame)) == ["no model measured in two precisions"]
 

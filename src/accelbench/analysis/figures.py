@@ -7,9 +7,9 @@ The records hold summaries (median and its 95% CI), not raw samples, so bars
 and error bars are drawn explicitly from those columns rather than letting
 seaborn estimate them. A cell that exists but did not run is labelled where
 its bar or point would be (n/a, OOM, failed) so an absent bar is never read
-as a zero or forgotten; a selection with nothing in it draws a "no data" note.
-Every function takes an optional width in inches (style.WIDTHS); without one
-it picks single or double column by its content.
+as a zero or forgotten; a selection with nothing in it gives a small figure that
+says why. Every function takes an optional width in inches (style.WIDTHS);
+without one it picks single or double column by its content.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
@@ -27,21 +28,14 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 from accelbench.analysis import ratios, style, tables, tidy
 
-LOG_SPAN = 100.0  # switch to a log axis when the values span more than two decades
+LOG_SPAN = 10.0  # switch to a log axis when the values span more than a decade
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
-LEGEND_CHAR_WIDTH = 0.06  # inches per character of a legend entry at the style's font size
-LEGEND_HANDLE = 0.5  # inches of marker, padding and gap per legend entry
 BUSY_LABEL = "hollow: busy machine"
-
-
-def _axis_label(title: str, frame: pd.DataFrame, column: str) -> str:
-    unit = frame.attrs.get("units", {}).get(column)
-    return f"{title} ({unit})" if unit else title
-
-
-def _no_data(fig: Figure, ax, message: str) -> Figure:
-    style.no_data(ax, message)
-    return fig
+# Below one flop per byte a kernel is limited by memory on any device (ridge points are
+# several flop/byte), so its bandwidth says more than its GFLOP/s; copies have no flops.
+MEMORY_BOUND_INTENSITY = 1.0
+KERNEL_METRICS = {"gflops": ("Throughput", "GFLOP/s"), "bandwidth": ("Bandwidth", "GB/s")}
+SIZE_TICK_WIDTH = 0.45  # inches per size tick label, so that neighbours never touch
 
 
 def _with_metric(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -117,19 +111,32 @@ def hollow_busy(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
 
 
 def _legend(fig: Figure, handles: list, rows: pd.DataFrame | None = None) -> None:
-    """Legend above the axes, in as many columns as the longest entry lets fit the width;
-    with `rows` that hold a busy measurement, also the entry for hollow marks."""
+    """The style's compact legend; with `rows` that hold a busy measurement, also the
+    entry for hollow marks."""
     if rows is not None and busy_rows(rows).any():
         handles = [*handles, busy_handle()]
-    longest = max(len(handle.get_label()) for handle in handles)
-    per_row = max(1, int(fig.get_figwidth() // (LEGEND_CHAR_WIDTH * longest + LEGEND_HANDLE)))
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), per_row))
+    style.legend(fig, handles)
 
 
-def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> None:
+def _time_unit(frame: pd.DataFrame, rows: pd.DataFrame, metric: str) -> tuple[str, float]:
+    """Axis label and seconds per unit for the metric's times in `rows`: the unit the
+    tables print (s, ms, µs), so that figure and table read alike."""
+    unit = frame.attrs.get("units", {}).get(f"{metric}_median")
+    unit, factor = tables.readable_unit(unit, list(rows[f"{metric}_median"].astype(float)))
+    return (f"Time per mini-batch ({unit})" if unit else "Time per mini-batch"), factor
+
+
+def _scaled(rows: pd.DataFrame, metric: str, factor: float) -> pd.DataFrame:
+    """`rows` with the metric's median and interval divided by `factor`."""
+    columns = [f"{metric}_{field}" for field in ("median", "ci_low", "ci_high")]
+    return rows.assign(**{column: rows[column].astype(float) / factor for column in columns})
+
+
+def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> float:
     """Grouped bars of `metric` with CI error bars: one group per label, one bar per value
     of `hue`; cells that did not run are labelled where their bar would be. The axis goes
-    logarithmic when the values span more than two decades."""
+    logarithmic when the values span more than a decade. Returns the inches the figure
+    must grow by for labels turned upright, so the bars keep their height."""
     labels = list(dict.fromkeys(rows["label"]))
     measured = _measured(rows, metric)
     log = _spans_decades(measured[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float))
@@ -164,14 +171,25 @@ def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palett
         ax.set_ylim(bottom=measured[f"{metric}_ci_low"].min() / 2)
     elif measured.empty:
         ax.set_yticks([])  # nothing measured: a number scale would suggest values
-    ax.set_xticks(range(len(labels)), labels)
-    fig = ax.get_figure()
-    panel_width = fig.get_figwidth() / len(fig.axes)
-    if sum(map(len, labels)) > 8 * panel_width:  # about the characters that fit side by side
-        ax.tick_params(axis="x", labelrotation=30)
-        for text in ax.get_xticklabels():
-            text.set_horizontalalignment("right")
+    ax.set_xlabel("Model")
     ax.set_xlim(-0.5, len(labels) - 0.5)
+    return _fit_labels(ax, labels)
+
+
+def _fit_labels(ax, labels: list[str]) -> float:
+    """Category tick labels that fit side by side under `ax`: as they are, else one setting
+    per line (labels list settings separated by commas), else turned upright. Returns the
+    inches that upright labels take below the axis (0 otherwise)."""
+    room = ax.get_position().width * ax.get_figure().get_figwidth() / len(labels) - 0.08
+    size = plt.rcParams["xtick.labelsize"]
+    wrapped = [label.replace(", ", "\n") for label in labels]
+    for candidate in (labels, wrapped):
+        lines = [line for label in candidate for line in label.split("\n")]
+        if max(style.text_width(line, size) for line in lines) <= room:
+            ax.set_xticks(range(len(labels)), candidate)
+            return 0.0
+    ax.set_xticks(range(len(labels)), labels, rotation=90)
+    return max(style.text_width(label, size) for label in labels)
 
 
 def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) -> Figure:
@@ -179,17 +197,20 @@ def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) ->
     style.apply()
     metric = "time_per_batch"
     rows, _ = tidy.experiment_rows(frame, "train")
+    if rows.empty:
+        return style.empty_figure("no training records", width)
     rows = _with_metric(rows, metric)
+    label, factor = _time_unit(frame, rows, metric)
+    rows = _scaled(rows, metric, factor)
     labels = list(dict.fromkeys(rows["label"]))
-    devices = tidy.natural_devices(rows["device"]) if labels else []
+    devices = tidy.natural_devices(rows["device"])
     auto = style.SINGLE_COLUMN if len(labels) * len(devices) <= 12 else style.DOUBLE_COLUMN
-    fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT + 0.4), layout="constrained")
+    fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
-    ax.set_ylabel(_axis_label("Time per mini-batch", frame, f"{metric}_median"))
-    if not labels:
-        return _no_data(fig, ax, "no training records")
+    ax.set_ylabel(label)
     palette = dict(zip(devices, style.colors(len(devices)), strict=True))
-    _bars(ax, rows, "device", devices, metric, palette)
+    grow = _bars(ax, rows, "device", devices, metric, palette)
+    fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
     _legend(fig, [Patch(color=palette[device], label=device) for device in devices], rows)
     return fig
 
@@ -203,26 +224,25 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
     rows, _ = tidy.compared_rows(frame, "train", "precision")
     devices = tidy.natural_devices(rows["device"]) if not rows.empty else []
     if not devices:
-        fig = Figure(
-            figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained"
-        )
-        return _no_data(fig, fig.add_subplot(), "no model measured in two precisions")
+        return style.empty_figure("no model measured in two precisions", width)
     precisions = tidy.ordered("precision", rows["precision"])
-    ncols = min(len(devices), 3)
-    nrows = math.ceil(len(devices) / ncols)
-    auto = style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN
-    fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT * nrows + 0.4), layout="constrained")
+    width = width or (style.SINGLE_COLUMN if len(devices) == 1 else style.DOUBLE_COLUMN)
+    width, nrows, ncols, height = style.panel_grid(len(devices), width)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
     palette = dict(zip(precisions, style.colors(len(precisions)), strict=True))
-    label = _axis_label("Time per mini-batch", frame, f"{metric}_median")
-    for index, (ax, device) in enumerate(zip(axes, devices, strict=False)):
+    label, factor = _time_unit(frame, _with_metric(rows, metric), metric)
+    grow = 0.0
+    for ax, device in zip(axes, devices, strict=False):
         ids = rows.loc[rows["device"] == device, "id"]
         here, _ = tidy.experiment_rows(frame[frame["id"].isin(ids)], "train", "precision")
-        _bars(ax, _with_metric(here, metric), "precision", precisions, metric, palette)
+        here = _scaled(_with_metric(here, metric), metric, factor)
+        grow = max(grow, _bars(ax, here, "precision", precisions, metric, palette))
         ax.set_title(device)
-        ax.set_ylabel(label if index % ncols == 0 else "")
+        ax.set_ylabel(label)
+    fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow * nrows))
     for ax in axes[len(devices) :]:
-        ax.set_visible(False)
+        ax.remove()
     _legend(fig, [Patch(color=palette[name], label=name) for name in precisions], rows)
     return fig
 
@@ -241,13 +261,18 @@ def speedup_heatmap(
     style.apply()
     cells, _ = ratios.speedup(frame, experiment, baseline)
     labels = list(dict.fromkeys(cells["label"]))
+    if not labels:
+        return style.empty_figure(f"no {experiment} records besides {baseline}", width)
     devices = tidy.natural_devices(cells["device"])
     auto = style.SINGLE_COLUMN if len(devices) <= 4 else style.DOUBLE_COLUMN
-    height = min(0.9 + 0.25 * len(labels), 9.0)
-    fig = Figure(figsize=(width or auto, max(height, style.PANEL_HEIGHT)), layout="constrained")
+    # Room for the row labels, a number in each cell and the colour bar; a narrower width
+    # than that would print the numbers over each other.
+    size = plt.rcParams["ytick.labelsize"]
+    needed = max(style.text_width(label, size) for label in labels) + 0.45 * len(devices) + 1.0
+    width = min(style.DOUBLE_COLUMN, max(width or auto, needed))
+    height = min(0.9 + 0.25 * len(labels), style.MAX_HEIGHT)
+    fig = Figure(figsize=(width, max(height, style.PANEL_HEIGHT)), layout="constrained")
     ax = fig.add_subplot()
-    if not labels:
-        return _no_data(fig, ax, f"no {experiment} records besides {baseline}")
     grid = cells.set_index(["label", "device"])
     values = np.full((len(labels), len(devices)), np.nan)
     for (label, device), cell in grid.iterrows():
@@ -279,6 +304,7 @@ def speedup_heatmap(
     ax.set_ylim(len(labels), 0)
     ax.tick_params(length=0)
     ax.set_xlabel("Device")
+    ax.set_ylabel("Model")
     for side in ax.spines.values():
         side.set_visible(False)
     ticks = np.arange(-span, span + 1, 1 if span <= 3 else 2)
@@ -346,13 +372,11 @@ def cpu_thread_scaling(
     scaled = cells.loc[cells["count"] > 1, "label"]
     cells = cells[cells["label"].isin(scaled)]  # a row measured on one thread only has no line
     counts = sorted(set(cells["count"].astype(int)))
-    fig = Figure(
-        figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.4), layout="constrained"
-    )
+    if len(counts) < 2:
+        return style.empty_figure("no CPU thread-scaling records", width)
+    fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
     ax.set_ylabel("Speedup over 1 thread (×)")
-    if len(counts) < 2:
-        return _no_data(fig, ax, "no CPU thread-scaling records")
     labels = list(dict.fromkeys(cells["label"]))
     palette = dict(zip(labels, style.colors(len(labels)), strict=True))
     ideal = ax.plot(counts, counts, color="black", linestyle="--", linewidth=0.8, label="ideal")
@@ -367,60 +391,113 @@ def cpu_thread_scaling(
 def scaling_efficiency(
     frame: pd.DataFrame, experiment: str = "train", kind: str = "cuda", width: float | None = None
 ) -> Figure:
-    """Parallel efficiency (speedup over one device, over K) against the device count K,
-    one line per row label (model and strategy); 1 is linear scaling."""
+    """Parallel efficiency (speedup over one device, over K) in percent against the device
+    count K, one line per row label (model and strategy); 100% is linear scaling."""
     style.apply()
     cells, _ = ratios.scaling(frame, experiment)
-    # Efficiency on one device is 1 by definition: the lines start at two.
+    # Efficiency on one device is 100% by definition: the lines start at two.
     cells = cells[(cells["kind"] == kind) & (cells["count"] > 1)]
     counts = sorted(set(cells["count"].astype(int)))
-    fig = Figure(
-        figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.4), layout="constrained"
-    )
-    ax = fig.add_subplot()
-    ax.set_ylabel("Scaling efficiency")
     if not counts:
         what = "multi-GPU" if kind == "cuda" else "multi-thread"
-        return _no_data(fig, ax, f"no {what} records")
+        return style.empty_figure(f"no {what} records", width)
+    columns = [f"efficiency_{field}" for field in ("median", "ci_low", "ci_high")]
+    cells = cells.assign(**{column: cells[column].astype(float) * 100 for column in columns})
+    fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_ylabel("Scaling efficiency (%)")
     labels = list(dict.fromkeys(cells["label"]))
     palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ideal = ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
     handles = _lines(ax, cells, "efficiency_", palette)
     _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
-    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=1.0)
-    ax.set_ylim(0, max(1.1, top * 1.05))
+    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
+    ax.set_ylim(0, max(110.0, top * 1.05))
     _legend(fig, [ideal, *handles], cells)
     return fig
 
 
+def kernel_metric(rows: pd.DataFrame) -> str:
+    """What to plot of one kernel's records: "gflops" for kernels that arithmetic limits,
+    "bandwidth" for copies (no flops) and kernels under MEMORY_BOUND_INTENSITY."""
+    rows = _with_metric(_with_metric(rows, "gflops"), "bandwidth")
+    intensity = rows.get("arithmetic_intensity", pd.Series(dtype=float)).astype(float)
+    intensity = intensity[np.isfinite(intensity)]
+    has_flops = not _measured(rows, "gflops").empty
+    memory_bound = not intensity.empty and intensity.median() < MEMORY_BOUND_INTENSITY
+    if (not has_flops or memory_bound) and not _measured(rows, "bandwidth").empty:
+        return "bandwidth"
+    return "gflops"
+
+
+def _size_text(size: float) -> str:
+    """A problem size as a short tick label: 512, 65.5k, 4M."""
+    for least, scale, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if size >= least:
+            return f"{size / scale:.3g}{suffix}"
+    return f"{size:g}"
+
+
+def _size_axis(ax, sizes: list[int]) -> None:
+    """A log axis of this panel's own sizes (base 2 when they are powers of two), with as
+    many of them as tick labels as fit side by side and a margin around the outer ones."""
+    powers_of_two = all(size > 0 and size & (size - 1) == 0 for size in sizes)
+    ax.set_xscale("log", base=2 if powers_of_two else 10)
+    fits = max(1, int(ax.get_position().width * ax.get_figure().get_figwidth() / SIZE_TICK_WIDTH))
+    shown = sizes[:: math.ceil(len(sizes) / fits)]
+    ax.set_xticks(shown, [_size_text(size) for size in shown])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(sizes[0] / 2, sizes[-1] * 2)
+    ax.set_xlabel("Problem size n")
+
+
+def _throughput_panel(ax, panel: pd.DataFrame, metric: str, series: list, looks: dict) -> None:
+    """One kernel on one device: a line per (backend, dtype) over size with CI error bars;
+    cells that did not run are labelled at their size, in the backend's colour."""
+    measured = _measured(panel, metric)
+    for slot, ((backend, dtype), color) in enumerate(series):
+        line = panel[(panel["backend"] == backend) & (panel["dtype"] == dtype)]
+        line = line.sort_values("size")
+        done = line[line.index.isin(measured.index)]
+        marker, linestyle = looks[dtype]
+        if not done.empty:
+            ax.errorbar(
+                done["size"].to_numpy(float),
+                done[f"{metric}_median"].to_numpy(float),
+                yerr=_yerr(done, metric),
+                color=color,
+                marker=marker,
+                linestyle=linestyle,
+            )
+            hollow_busy(ax, done["size"], done[f"{metric}_median"], done, color, marker)
+        failed = line.loc[~line.index.isin(measured.index), ["size", "status"]]
+        for size, status in failed.itertuples(index=False):
+            if status in tidy.STATUS_TEXT:
+                height = 0.03 + 0.08 * (slot % 10)
+                _annotate(ax, float(size), status, height=height, rotation=0, color=color)
+    if measured.empty:
+        ax.set_yticks([])  # nothing measured: a number scale would suggest values
+    else:
+        ax.set_yscale("log")  # backends differ by factors: equal ratios, equal distances
+
+
 def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
-    """GFLOP/s against problem size n, log-log: one panel per (kernel, device), colour = backend,
-    line style and marker = dtype."""
+    """Throughput against problem size n, one panel per (kernel, device) with its own axes:
+    GFLOP/s for compute-bound kernels, GB/s for copies and memory-bound ones
+    (`kernel_metric`). Colour = backend, line style and marker = dtype."""
     style.apply()
-    metric = "gflops"
     rows, _ = tidy.experiment_rows(frame, "kernel")
-    rows = _with_metric(rows, metric)
     panels = [
         (kernel, device)
         for kernel in sorted(set(rows.get("kernel", [])))
         for device in tidy.natural_devices(rows.loc[rows["kernel"] == kernel, "device"])
     ]
     if not panels:
-        fig = Figure(
-            figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained"
-        )
-        return _no_data(fig, fig.add_subplot(), "no kernel records")
-
-    ncols = min(len(panels), 4)
-    nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(
-        figsize=(
-            width or (style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN),
-            style.PANEL_HEIGHT * nrows + 0.4,
-        ),
-        layout="constrained",
-    )
-    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).flatten()
+        return style.empty_figure("no kernel records", width)
+    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
+    width, nrows, ncols, height = style.panel_grid(len(panels), width)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
     backends = sorted(set(rows["backend"].dropna()))
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
@@ -428,61 +505,20 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
         dtype: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
         for i, dtype in enumerate(dtypes)
     }
-    series = [(backend, dtype) for backend in backends for dtype in dtypes]
-    measured = _measured(rows, metric)
+    series = [((backend, dtype), palette[backend]) for backend in backends for dtype in dtypes]
     single_kernel = len({kernel for kernel, _ in panels}) == 1
-
-    for index, (ax, (kernel, device)) in enumerate(zip(axes, panels, strict=False)):
-        panel = rows[(rows["kernel"] == kernel) & (rows["device"] == device)]
-        for slot, (backend, dtype) in enumerate(series):
-            line = panel[(panel["backend"] == backend) & (panel["dtype"] == dtype)]
-            line = line.sort_values("size")
-            done = line[line.index.isin(measured.index)]
-            marker, linestyle = looks[dtype]
-            if not done.empty:
-                ax.errorbar(
-                    done["size"].to_numpy(float),
-                    done[f"{metric}_median"].to_numpy(float),
-                    yerr=_yerr(done, metric),
-                    color=palette[backend],
-                    marker=marker,
-                    linestyle=linestyle,
-                )
-                hollow_busy(
-                    ax, done["size"], done[f"{metric}_median"], done, palette[backend], marker
-                )
-            for size, status in line.loc[
-                ~line.index.isin(measured.index), ["size", "status"]
-            ].itertuples(index=False):
-                if status in tidy.STATUS_TEXT:
-                    _annotate(
-                        ax,
-                        float(size),
-                        status,
-                        height=0.03 + 0.08 * (slot % 10),
-                        rotation=0,
-                        color=palette[backend],
-                    )
+    busy = False
+    for ax, (kernel, device) in zip(axes, panels, strict=False):
+        metric = kernel_metric(rows[rows["kernel"] == kernel])
+        panel = _with_metric(rows[(rows["kernel"] == kernel) & (rows["device"] == device)], metric)
+        _throughput_panel(ax, panel, metric, series, looks)
+        busy |= busy_rows(_measured(panel, metric)).any()
+        _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
+        name, unit = KERNEL_METRICS[metric]
+        ax.set_ylabel(f"{name} ({frame.attrs.get('units', {}).get(f'{metric}_median', unit)})")
         ax.set_title(device if single_kernel else f"{kernel}, {device}")
-        # Sizes under every panel with no panel below it, throughput left of each row.
-        bottom, left = index + ncols >= len(panels), index % ncols == 0
-        ax.tick_params(labelbottom=bottom, labelleft=left)
-        ax.set_xlabel("Problem size n" if bottom else "")
-        ax.set_ylabel(_axis_label("Throughput", frame, f"{metric}_median") if left else "")
     for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-
-    sizes = sorted(set(rows["size"].dropna().astype(int)))
-    first = axes[0]
-    first.set_xscale("log", base=2)
-    first.set_xticks(sizes)
-    first.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    first.xaxis.set_minor_locator(NullLocator())
-    first.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)
-    if measured.empty:
-        first.set_yticks([])
-    else:
-        first.set_yscale("log")
+        ax.remove()
     handles = [Line2D([], [], color=palette[backend], label=backend) for backend in backends]
     handles += [
         Line2D(
@@ -490,9 +526,9 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
         )
         for dtype in dtypes
     ]
-    if busy_rows(measured).any():
+    if busy:
         handles.append(busy_handle())
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
+    style.legend(fig, handles)
     return fig
 
 
