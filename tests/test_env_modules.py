@@ -47,17 +47,9 @@ def test_configured_modules_are_loaded_in_the_job(
     )
     # As on a cluster: the `module` function in every shell, the site's module path.
     env = {"BASH_ENV": str(MODULES_INIT), "MODULEPATH": str(tmp_path / "modulefiles")}
-    done = snakemake(
-        workflow_dir,
-        TARGET,
-        *SLURM_ARGS,
-        "--sdm",
-        "env-modules",
-        "--configfile",
-        "config/tiny.yaml",
-        "config/modules.yaml",
-        extra_env=env,
-    )
+    configs = ("--configfile", "config/tiny.yaml", "config/modules.yaml")
+    with_modules = (TARGET, "--sdm", "env-modules", *configs)
+    done = snakemake(workflow_dir, *with_modules, *SLURM_ARGS, extra_env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     record = load_record(workflow_dir / TARGET)
     assert record["status"] == "ok", record["reason"]
@@ -68,15 +60,6 @@ def test_configured_modules_are_loaded_in_the_job(
     (workflow_dir / "config" / "modules.yaml").write_text(
         "slurm:\n  modules: [accelbench-probe/2.0]\n"
     )
-    changed = snakemake(
-        workflow_dir,
-        "-n",
-        TARGET,
-        "--sdm",
-        "env-modules",
-        "--configfile",
-        "config/tiny.yaml",
-        "config/modules.yaml",
-    )
+    changed = snakemake(workflow_dir, "-n", *with_modules)
     assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-3000:]
     assert "Software environment definition has changed" in changed.stdout + changed.stderr

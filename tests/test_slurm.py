@@ -105,6 +105,23 @@ def test_the_readme_commands_are_the_ones_tested():
     assert STATUS[:2] == ["accelbench", "status"]
 
 
+def activated() -> dict[str, str]:
+    """This Python's bin first on PATH, as after `source .venv/bin/activate`."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def start_snakemake(directory: Path, args: tuple[str, ...], log: Path) -> subprocess.Popen:
+    """Snakemake in the background, its output in `log`: for the tests that signal it."""
+    with log.open("w") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=directory,
+            env=activated(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def submissions(output: str) -> list[tuple[str, str]]:
     """(Slurm job id, Snakemake's log path) of every sbatch call Snakemake reported."""
     return SUBMITTED.findall(output)
@@ -210,9 +227,8 @@ def test_failing_job_is_retried_reported_and_shown_in_the_aggregate(batch_run):
 def test_status_shows_the_runs_jobs_and_every_log_stays(batch_run):
     directory, done = batch_run
     output = done.stdout + done.stderr
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     shown = subprocess.run(
-        STATUS, cwd=directory, env=env, capture_output=True, text=True, timeout=60
+        STATUS, cwd=directory, env=activated(), capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0, shown.stderr
     run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
@@ -300,22 +316,14 @@ def test_terminated_run_resumes_without_corrupt_or_repeated_records(slurm, workf
         "--jobs",
         "1",
     )
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     log = workflow_dir / "stopped-run.log"
-    with log.open("w") as output:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *args],
-            cwd=workflow_dir,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        records = workflow_dir / "results" / "train"
-        deadline = time.monotonic() + 240
-        while not list(records.glob("**/*.json")) and time.monotonic() < deadline:
-            time.sleep(1)
-        run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=180) != 0
+    run = start_snakemake(workflow_dir, args, log)
+    records = workflow_dir / "results" / "train"
+    deadline = time.monotonic() + 240
+    while not list(records.glob("**/*.json")) and time.monotonic() < deadline:
+        time.sleep(1)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=180) != 0
     finished = {path: path.stat().st_mtime_ns for path in records.glob("**/*.json")}
     assert 1 <= len(finished) < 4, log.read_text()[-3000:]
     for path in finished:
@@ -351,27 +359,19 @@ def test_ctrl_c_cancels_the_runs_jobs_and_a_second_one_cannot_cut_that_short(slu
         "--until",
         "train_benchmark",
     )
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     log = workflow_dir / "interrupted-run.log"
-    with log.open("w") as output:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *args],
-            cwd=workflow_dir,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 120
-        job_ids: list[str] = []
-        while len(job_ids) < 4 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            job_ids = [job for job, _ in submissions(log.read_text())]
-        assert len(job_ids) == 4, log.read_text()[-3000:]
-        # As a user at a terminal: Ctrl-C, then impatiently again.
-        run.send_signal(signal.SIGINT)
-        time.sleep(0.2)
-        run.send_signal(signal.SIGINT)
-        assert run.wait(timeout=120) != 0
+    run = start_snakemake(workflow_dir, args, log)
+    deadline = time.monotonic() + 120
+    job_ids: list[str] = []
+    while len(job_ids) < 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        job_ids = [job for job, _ in submissions(log.read_text())]
+    assert len(job_ids) == 4, log.read_text()[-3000:]
+    # As a user at a terminal: Ctrl-C, then impatiently again.
+    run.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=120) != 0
     said = log.read_text()
     assert "Terminating processes on user request" in said
     assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-3000:]
