@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from test_figure_layout import layout_problems
 
 from accelbench.analysis import roofline, style, tidy
 from accelbench.results import make_record, write_record
@@ -277,3 +278,14 @@ def test_a_kernel_above_its_roof_beyond_the_roofs_interval_is_reported(tmp_path)
 
 def test_no_note_when_every_kernel_is_under_its_roof(frame):
     assert roofline.above_roof_note(roofline.roof_table(frame)) is None
+
+
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+def test_figures_are_laid_out_for_print(frame, figure):
+    assert layout_problems(figure.__name__, figure(frame)) == []
+
+
+def test_no_crossover_figure_without_a_gpu(frame):
+    fig = roofline.crossover_figure(frame[frame["device"] != "cuda1"])
+    assert fig.axes[0].texts[0].get_text().startswith("no kernel ran on both a CPU and a GPU")
+    assert fig.get_figheight() < 1

@@ -195,15 +195,10 @@ def _label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
 
 
 def _grid(panels: int) -> tuple[Figure, np.ndarray]:
-    ncols = min(panels, 2)
-    nrows = math.ceil(panels / ncols)
-    fig = Figure(
-        figsize=(
-            style.SINGLE_COLUMN if ncols == 1 else style.DOUBLE_COLUMN,
-            style.PANEL_HEIGHT * nrows + 0.6,
-        ),
-        layout="constrained",
-    )
+    """One panel per roof, as many per row as stay readable, the whole within a page."""
+    width = style.SINGLE_COLUMN if panels == 1 else style.DOUBLE_COLUMN
+    width, nrows, ncols, height = style.panel_grid(panels, width)
+    fig = Figure(figsize=(width, height * nrows + 0.3), layout="constrained")
     return fig, fig.subplots(nrows, ncols, squeeze=False).flatten()
 
 
@@ -247,21 +242,15 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
         ax.plot(x, np.minimum(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
-        ax.text(
-            high,
-            roof.peak_gflops,
+        # The ceilings' values in the lower right corner, which a roofline leaves empty
+        # (compute-bound work far below its roof); beside the lines they met the title.
+        ceilings = [
             f"GEMM {roof.peak_gflops:.3g} {gflops_unit}",
-            ha="right",
-            va="bottom",
-        )
-        ax.text(
-            low,
-            low * roof.memory_bandwidth,
             f"memory {roof.memory_bandwidth:.3g} GB/s",
-            ha="left",
-            va="bottom",
-            rotation=0,
-        )
+        ]
+        if np.isfinite(roof.h2d_bandwidth):
+            ceilings.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s")
+        ax.text(0.97, 0.04, "\n".join(ceilings), transform=ax.transAxes, ha="right", va="bottom")
         if np.isfinite(roof.h2d_bandwidth):
             ax.plot(x, np.minimum(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
         here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
@@ -319,28 +308,40 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         handles.append(busy_handle())
     if table["h2d_bandwidth"].notna().any():
         handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5))
+    style.legend(fig, handles)
     return fig
 
 
 def crossover_figure(frame: pd.DataFrame) -> Figure:
     """Throughput vs problem size per backend and device, kernel alone and with the transfer.
 
-    One row per (kernel, dtype); left the kernel alone, right including the
-    host<->device copies of the GPU backends (CPU lines are the same in both).
-    A dotted vertical line marks where the best GPU result overtakes the best
-    CPU result.
+    One row per (kernel, dtype) measured on both a CPU and a GPU (without both
+    there is no crossover, and the two panels would be the same); left the
+    kernel alone, right including the host<->device copies of the GPU backends
+    (CPU lines are the same in both). A dotted vertical line marks where the
+    best GPU result overtakes the best CPU result. Rows shrink to fit a page.
     """
     style.apply()
     rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
     if "gflops_median" not in rows:
         return style.empty_figure("no kernel records with a flop count")
     rows = rows[np.isfinite(rows["gflops_median"].astype(float))]
-    groups = sorted(set(zip(rows["kernel"], rows["dtype"], strict=True)))
-    if not groups:
+    if rows.empty:
         return style.empty_figure("no kernel records with a flop count")
+    on_gpu = rows["device"].map(names_a_gpu)
+    groups = sorted(
+        set(zip(rows.loc[on_gpu, "kernel"], rows.loc[on_gpu, "dtype"], strict=True))
+        & set(zip(rows.loc[~on_gpu, "kernel"], rows.loc[~on_gpu, "dtype"], strict=True))
+    )
+    if not groups:
+        return style.empty_figure(
+            "no kernel ran on both a CPU and a GPU: no crossover to draw", style.DOUBLE_COLUMN
+        )
+    row_height = min(
+        style.PANEL_HEIGHT, max(style.MIN_PANEL_HEIGHT, (style.MAX_HEIGHT - 1.0) / len(groups))
+    )
     fig = Figure(
-        figsize=(style.DOUBLE_COLUMN, style.PANEL_HEIGHT * len(groups) + 0.6), layout="constrained"
+        figsize=(style.DOUBLE_COLUMN, row_height * len(groups) + 0.3), layout="constrained"
     )
     axes = fig.subplots(len(groups), 2, squeeze=False)
     series = sorted(
@@ -379,14 +380,8 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
             found = found[(found["kernel"] == kernel) & (found["dtype"] == dtype)]
             for size in found["crossover_size"].dropna():
                 ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
-                ax.text(
-                    size,
-                    0.97,
-                    f" GPU wins from n≈{size:.3g}",
-                    transform=ax.get_xaxis_transform(),
-                    va="top",
-                    ha="left",
-                )
+                # In the corner, not at the line: there it ran out of the panel.
+                ax.text(0.03, 0.97, f"GPU wins from n≈{size:.3g}", transform=ax.transAxes, va="top")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_title(
@@ -399,5 +394,5 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
         Line2D([], [], color="black", marker=looks[d][0], linestyle=looks[d][1], label=d)
         for d in devices
     ]
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6))
+    style.legend(fig, handles)
     return fig
