@@ -109,7 +109,9 @@ def test_queue_wait_run_from_the_shipped_dump(workflow_dir):
     table = (results / "tables" / "queue_wait_cpu_hours.md").read_text(encoding="utf-8")
     assert "| < 4 | 60 s (45 s – 8.0 min); n = 3 (+1 not started) |" in table
     assert "dump.txt (28 lines: 17 job rows, 3 job steps skipped, 9 unreadable)" in table
-    assert (results / "tables" / "queue_wait_gb_hours.tex").read_text().count(r"\midrule") == 1
+    # One header rule per tabular (a table wider than the page is split into several).
+    latex = (results / "tables" / "queue_wait_gb_hours.tex").read_text()
+    assert latex.count(r"\midrule") == latex.count(r"\begin{tabular}") >= 1
     for suffix in (".pdf", ".png"):
         assert (results / "figures" / f"queue_wait{suffix}").stat().st_size > 0
     assert len(pd.read_csv(results / "cluster" / "sacct_jobs.csv")) == 17
