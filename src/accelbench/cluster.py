@@ -207,17 +207,17 @@ def slurm_partitions() -> list[str] | None:
     return sorted(set(lines)) if lines is not None else None
 
 
-def gres_gpus(gres: str) -> tuple[bool, set[str]]:
-    """Whether a sinfo Gres field has GPUs, and their types: gpu:a100:4(S:0-1),gpu:2 -> a100."""
-    has_gpus, types = False, set()
+def gres_gpus(gres: str) -> tuple[int, set[str]]:
+    """GPUs per node in a sinfo Gres field, and their types: gpu:a100:4(S:0-1),gpu:2 -> 6, a100."""
+    count, types = 0, set()
     # Socket lists such as (S:0-1) may hold commas; "(null)" is no Gres at all.
     for entry in re.sub(r"\([^)]*\)", "", gres).split(","):
         name, *rest = entry.strip().split(":")
         if name == "gpu" and rest:
-            has_gpus = True
+            count += int(rest[-1]) if rest[-1].isdigit() else 1
             if len(rest) > 1:
                 types.add(rest[0])
-    return has_gpus, types
+    return count, types
 
 
 def parse_partition_nodes(lines: list[str]) -> dict[str, PartitionNodes]:
@@ -225,11 +225,11 @@ def parse_partition_nodes(lines: list[str]) -> dict[str, PartitionNodes]:
     merged: dict[str, PartitionNodes] = {}
     for line in lines:
         name, gres, features = line.split("|")
-        has_gpus, types = gres_gpus(gres)
+        gpus_per_node, types = gres_gpus(gres)
         offered = {feature for feature in features.split(",") if feature and feature != "(null)"}
         seen = merged.get(name, PartitionNodes())
         merged[name] = PartitionNodes(
-            has_gpus=seen.has_gpus or has_gpus,
+            has_gpus=seen.has_gpus or gpus_per_node > 0,
             gpu_types=seen.gpu_types | types,
             features=seen.features | offered,
         )
@@ -427,11 +427,7 @@ def parse_partition_limits(lines: list[str]) -> dict[str, PartitionLimits]:
     limits: dict[str, PartitionLimits] = {}
     for line in lines:
         name, memory, cpus, time_limit, gres = line.split("|")
-        gpus = sum(
-            int(count)
-            for entry in re.sub(r"\([^)]*\)", "", gres).split(",")
-            if entry.startswith("gpu:") and (count := entry.split(":")[-1]).isdigit()
-        )
+        gpus, _ = gres_gpus(gres)
         node = PartitionLimits(
             int(memory.rstrip("+")), int(cpus.rstrip("+")), gpus, slurm_minutes(time_limit)
         )
