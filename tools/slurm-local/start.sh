@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Install (if needed) and start a single-node Slurm with accounting on loopback.
+# Install (if needed) and start a local Slurm with accounting: node `localhost` on
+# loopback, and two more compute nodes (node1, node2), each slurmd in its own network
+# namespace with its own address on a private bridge, so multi-node jobs span hosts.
 #
 # Daemons, started in this order, each waited for until it answers:
-#   munged -> MariaDB -> slurmdbd -> slurmctld -> slurmd
+#   munged -> MariaDB -> slurmdbd -> slurmctld -> slurmd (localhost, node1, node2)
 # Running the script again while everything answers is a quick no-op; a daemon
 # that is down is (re)started, and a changed configuration restarts the daemons
 # that read it.
@@ -11,6 +13,8 @@
 #   SLURM_LOCAL_STATE          state/log directory   (default /var/tmp/accelbench-slurm)
 #   SLURM_LOCAL_CPU_PARTITION  default partition     (default medium)
 #   SLURM_LOCAL_GPU_PARTITION  partition for GPU use (default gpu)
+#   SLURM_LOCAL_NETNS_NODES    nodes in network namespaces (default 2; 0: localhost only)
+#   SLURM_LOCAL_MULTINODE_PARTITION  partition of those nodes (default multinode)
 #
 # Why the less obvious settings are there:
 # - No systemd here: package scripts cannot start services, so every daemon is
@@ -39,6 +43,15 @@
 #   its next valid registration; a DRAINed node is resumed explicitly below.
 # - Slurm daemons run as root (SlurmUser=root): single-user test machine, and
 #   it avoids ownership juggling in the state directory.
+# - Namespace nodes: bridge abr0 (10.213.0.1/24) in the host namespace, one
+#   namespace accelbench-nodeI per node with a veth pair (abvI on the bridge, eth0
+#   with 10.213.0.(10+I) inside), no route out: their traffic stays on the bridge.
+#   Each slurmd also gets its own UTS namespace with hostname nodeI, and /etc/hosts
+#   maps the names: srun and torch.distributed find a node's address from its
+#   hostname. The daemons reach slurmctld and slurmdbd at the bridge address, so
+#   SlurmctldHost and AccountingStorageHost name 10.213.0.1. Namespaces are entered
+#   with nsenter, not `ip netns exec` (which remounts /sys and breaks slurmd).
+#   The nodes share this machine's cores; each declares a quarter of its memory.
 set -euo pipefail
 
 STATE=${SLURM_LOCAL_STATE:-/var/tmp/accelbench-slurm}
@@ -47,6 +60,11 @@ GPU_PART=${SLURM_LOCAL_GPU_PARTITION:-gpu}
 CLUSTER=accelbench
 ACCOUNT=accelbench
 NODE=localhost
+NETNS_NODES=${SLURM_LOCAL_NETNS_NODES:-2}
+MULTI_PART=${SLURM_LOCAL_MULTINODE_PARTITION:-multinode}
+BRIDGE=abr0
+SUBNET=10.213.0
+HOSTS_MARK="# accelbench slurm-local"
 NGPUS=2
 CONF_DIR=/etc/slurm
 # environment-modules: a site's `module load`, for workflows run with --sdm env-modules.
@@ -171,13 +189,15 @@ fi
 # daemons of this state directory.
 pid_of slurmdbd "$RUN/slurmdbd.pid" >/dev/null || check_port slurmdbd 6819
 pid_of slurmctld "$RUN/slurmctld.pid" >/dev/null || check_port slurmctld 6817
-pid_of slurmd "$RUN/slurmd.pid" >/dev/null || check_port slurmd 6818
+pid_of slurmd "$RUN/slurmd-$NODE.pid" >/dev/null || check_port slurmd 6818
 
 # ------------------------------------------------------------- state dirs
 [[ $STATE == /* && $STATE != *[[:space:]]* ]] || die "SLURM_LOCAL_STATE must be an absolute path without spaces"
-case $CPU_PART$GPU_PART in *[!A-Za-z0-9_-]*) die "partition names must be [A-Za-z0-9_-]" ;; esac
-[[ -n $CPU_PART && -n $GPU_PART && $CPU_PART != "$GPU_PART" ]] ||
-    die "SLURM_LOCAL_CPU_PARTITION and SLURM_LOCAL_GPU_PARTITION must be distinct and non-empty"
+case $CPU_PART$GPU_PART$MULTI_PART in *[!A-Za-z0-9_-]*) die "partition names must be [A-Za-z0-9_-]" ;; esac
+[[ -n $CPU_PART && -n $GPU_PART && -n $MULTI_PART && $CPU_PART != "$GPU_PART" &&
+    $MULTI_PART != "$CPU_PART" && $MULTI_PART != "$GPU_PART" ]] ||
+    die "the partition names must be distinct and non-empty"
+[[ $NETNS_NODES =~ ^[0-9]$ ]] || die "SLURM_LOCAL_NETNS_NODES must be 0..9"
 
 mkdir -p "$STATE" "$LOG" "$RUN" "$STATE/spool/slurmctld" "$STATE/spool/slurmd" "$STATE/dev" "$CONF_DIR"
 chmod 755 "$STATE" "$LOG" "$RUN"
@@ -201,6 +221,41 @@ if [[ ! -s $DB_PASS_FILE ]]; then
 fi
 DB_PASS=$(cat "$DB_PASS_FILE")
 
+# ----------------------------------------------------------------- network
+# ensure_node_network I: namespace accelbench-nodeI on the bridge at SUBNET.(10+I).
+ensure_node_network() {
+    local i=$1 ns=accelbench-node$1 veth=abv$1
+    [[ -e /run/netns/$ns ]] || ip netns add "$ns"
+    if ! ip link show "$veth" >/dev/null 2>&1; then
+        ip link add "$veth" type veth peer name eth0 netns "$ns"
+    fi
+    ip link set "$veth" master "$BRIDGE"
+    ip link set "$veth" up
+    nsenter --net="/run/netns/$ns" ip link set lo up
+    nsenter --net="/run/netns/$ns" ip link set eth0 up
+    nsenter --net="/run/netns/$ns" ip -4 addr show dev eth0 | grep -q "inet $SUBNET.$((10 + i))/" ||
+        nsenter --net="/run/netns/$ns" ip addr add "$SUBNET.$((10 + i))/24" dev eth0
+}
+CTLD_ADDR=127.0.0.1
+if ((NETNS_NODES > 0)); then
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+        say "creating bridge $BRIDGE ($SUBNET.1/24) and $NETNS_NODES node namespaces"
+        ip link add "$BRIDGE" type bridge || die "cannot create a bridge (needs CAP_NET_ADMIN)"
+    fi
+    ip -4 addr show dev "$BRIDGE" | grep -q "inet $SUBNET.1/" || ip addr add "$SUBNET.1/24" dev "$BRIDGE"
+    ip link set "$BRIDGE" up
+    for ((i = 1; i <= NETNS_NODES; i++)); do
+        ensure_node_network "$i"
+    done
+    CTLD_ADDR=$SUBNET.1
+fi
+# Node names resolve to their bridge addresses, for every process on this machine.
+hosts=$(grep -v -- "$HOSTS_MARK" /etc/hosts || true)
+for ((i = 1; i <= NETNS_NODES; i++)); do
+    hosts+=$'\n'"$SUBNET.$((10 + i)) node$i $HOSTS_MARK"
+done
+[[ $hosts == "$(cat /etc/hosts)" ]] || printf '%s\n' "$hosts" >/etc/hosts
+
 # ------------------------------------------------------------------ config
 # Node shape from the hardware; memory with ~10% headroom.
 hw=$(timeout 20 slurmd -C | head -n 1) || die "slurmd -C failed"
@@ -210,13 +265,21 @@ mem=$(tr ' ' '\n' <<<"$hw" | sed -n 's/^RealMemory=//p')
 mem=$((mem * 9 / 10))
 gpu_last=$((NGPUS - 1))
 
+# The namespace nodes come first: slurmctld 22.05 takes any node name for the only
+# node while that one is called localhost ("Duplicated NodeHostName node1").
+node_lines() {
+    for ((i = 1; i <= NETNS_NODES; i++)); do
+        echo "NodeName=node$i NodeAddr=$SUBNET.$((10 + i)) ${node_shape}RealMemory=$((mem / 4)) Gres=gpu:$NGPUS State=UNKNOWN"
+    done
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 cat >"$tmp/slurm.conf" <<EOF
 # Generated by tools/slurm-local/start.sh; edits are overwritten.
 ClusterName=$CLUSTER
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost($CTLD_ADDR)
 SlurmUser=root
 SlurmctldPort=6817
 SlurmdPort=6818
@@ -224,11 +287,11 @@ AuthType=auth/munge
 MpiDefault=none
 MailProg=/bin/true
 StateSaveLocation=$STATE/spool/slurmctld
-SlurmdSpoolDir=$STATE/spool/slurmd
+SlurmdSpoolDir=$STATE/spool/slurmd-%n
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOG/slurmctld.log
-SlurmdLogFile=$LOG/slurmd.log
+SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -247,21 +310,28 @@ KillWait=5
 MinJobAge=120
 Waittime=0
 AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
+AccountingStorageHost=$CTLD_ADDR
 AccountingStoragePort=6819
 AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/none
+$(node_lines)
 NodeName=$NODE NodeAddr=127.0.0.1 ${node_shape}RealMemory=$mem Gres=gpu:$NGPUS State=UNKNOWN
 PartitionName=$CPU_PART Nodes=$NODE Default=YES MaxTime=1-00:00:00 State=UP
 PartitionName=$GPU_PART Nodes=$NODE Default=NO MaxTime=1-00:00:00 State=UP
 EOF
+if ((NETNS_NODES > 0)); then
+    echo "PartitionName=$MULTI_PART Nodes=node[1-$NETNS_NODES] Default=NO MaxTime=1-00:00:00 State=UP" >>"$tmp/slurm.conf"
+fi
 
 cat >"$tmp/gres.conf" <<EOF
 # Generated by tools/slurm-local/start.sh; edits are overwritten.
 AutoDetect=off
 NodeName=$NODE Name=gpu File=$STATE/dev/nvidia[0-$gpu_last]
 EOF
+if ((NETNS_NODES > 0)); then
+    echo "NodeName=node[1-$NETNS_NODES] Name=gpu File=$STATE/dev/nvidia[0-$gpu_last]" >>"$tmp/gres.conf"
+fi
 
 cat >"$tmp/slurmdbd.conf" <<EOF
 # Generated by tools/slurm-local/start.sh; edits are overwritten.
@@ -297,7 +367,9 @@ install_conf slurmdbd.conf 600 && dbd_changed=1 # slurmdbd refuses a readable fi
 
 if ((slurm_changed)); then
     # Daemons started with the old configuration must pick up the new one.
-    stop_pid slurmd "$RUN/slurmd.pid"
+    for pidfile in "$RUN"/slurmd-*.pid; do
+        stop_pid slurmd "$pidfile"
+    done
     stop_pid slurmctld "$RUN/slurmctld.pid"
 fi
 ((dbd_changed)) && stop_pid slurmdbd "$RUN/slurmdbd.pid"
@@ -380,39 +452,59 @@ if ! pid_of slurmctld "$RUN/slurmctld.pid" >/dev/null || ! ctld_ok 2>/dev/null; 
 fi
 
 # ------------------------------------------------------------------ slurmd
-node_state() { timeout 10 scontrol -o show node "$NODE" | sed -n 's/.* State=\([^ ]*\).*/\1/p'; }
-if ! pid_of slurmd "$RUN/slurmd.pid" >/dev/null; then
-    check_port slurmd 6818
-    say "starting slurmd"
-    timeout 60 /usr/sbin/slurmd -N "$NODE" </dev/null >>"$LOG/slurmd.log" 2>&1 ||
-        fail "slurmd failed to start" "$LOG/slurmd.log"
-fi
-started=$SECONDS
-deadline=$((SECONDS + 60))
-resumed_at=-100
-while :; do
-    st=$(node_state 2>/dev/null || true)
-    case $st in
-        *DRAIN* | *DOWN* | *FAIL*)
-            # Drained/down by an earlier bad registration or slurmd restart.
-            if ((SECONDS - resumed_at >= 5)); then
-                say "node state $st, resuming"
-                timeout 10 scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
-                resumed_at=$SECONDS
-            fi
-            ;;
-        IDLE* | MIXED* | ALLOCATED* | COMPLETING*)
-            [[ $st == *NOT_RESPONDING* ]] || break
-            ;;
-    esac
-    if ((SECONDS >= deadline)); then
-        timeout 10 scontrol show node "$NODE" >&2 || true
-        fail "node $NODE not usable (state '${st:-?}')" "$LOG/slurmd.log" "$LOG/slurmctld.log"
+# start_slurmd NODE [NAMESPACE]: localhost in this namespace; a namespace node in its
+# network namespace and a UTS namespace of its own whose hostname is the node's name.
+start_slurmd() {
+    local node=$1 ns=${2:-}
+    pid_of slurmd "$RUN/slurmd-$node.pid" >/dev/null && return 0
+    say "starting slurmd for $node${ns:+ in namespace $ns}"
+    if [[ -z $ns ]]; then
+        check_port slurmd 6818
+        timeout 60 /usr/sbin/slurmd -N "$node" </dev/null >>"$LOG/slurmd-$node.log" 2>&1 ||
+            fail "slurmd for $node failed to start" "$LOG/slurmd-$node.log"
+    else
+        timeout 60 nsenter --net="/run/netns/$ns" unshare --uts \
+            sh -c 'hostname "$1" && exec /usr/sbin/slurmd -N "$1"' slurmd "$node" \
+            </dev/null >>"$LOG/slurmd-$node.log" 2>&1 ||
+            fail "slurmd for $node failed to start" "$LOG/slurmd-$node.log"
     fi
-    if ((SECONDS - started >= 5)) && ! pid_of slurmd "$RUN/slurmd.pid" >/dev/null; then
-        fail "slurmd is not running (see log)" "$LOG/slurmd.log"
-    fi
-    sleep 0.5
+}
+node_state() { timeout 10 scontrol -o show node "$1" | sed -n 's/.* State=\([^ ]*\).*/\1/p'; }
+# wait_for_node NODE: until slurmctld has the node up, resuming it if an earlier bad
+# registration or slurmd restart left it drained or down.
+wait_for_node() {
+    local node=$1 st started=$SECONDS deadline=$((SECONDS + 60)) resumed_at=-100
+    while :; do
+        st=$(node_state "$node" 2>/dev/null || true)
+        case $st in
+            *DRAIN* | *DOWN* | *FAIL*)
+                if ((SECONDS - resumed_at >= 5)); then
+                    say "node $node state $st, resuming"
+                    timeout 10 scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
+                    resumed_at=$SECONDS
+                fi
+                ;;
+            IDLE* | MIXED* | ALLOCATED* | COMPLETING*)
+                [[ $st == *NOT_RESPONDING* ]] || return 0
+                ;;
+        esac
+        if ((SECONDS >= deadline)); then
+            timeout 10 scontrol show node "$node" >&2 || true
+            fail "node $node not usable (state '${st:-?}')" "$LOG/slurmd-$node.log" "$LOG/slurmctld.log"
+        fi
+        if ((SECONDS - started >= 5)) && ! pid_of slurmd "$RUN/slurmd-$node.pid" >/dev/null; then
+            fail "slurmd for $node is not running (see log)" "$LOG/slurmd-$node.log"
+        fi
+        sleep 0.5
+    done
+}
+start_slurmd "$NODE"
+for ((i = 1; i <= NETNS_NODES; i++)); do
+    start_slurmd "node$i" "accelbench-node$i"
+done
+wait_for_node "$NODE"
+for ((i = 1; i <= NETNS_NODES; i++)); do
+    wait_for_node "node$i"
 done
 
 # --------------------------------------------------------------- accounts
@@ -429,4 +521,6 @@ if [[ -z $(timeout 10 sacctmgr -n -P show assoc where cluster="$CLUSTER" account
 fi
 
 timeout 10 sinfo
-say "Slurm ready: cluster $CLUSTER, partitions $CPU_PART (default) and $GPU_PART, state in $STATE"
+multi=""
+((NETNS_NODES > 0)) && multi=", $MULTI_PART (node[1-$NETNS_NODES])"
+say "Slurm ready: cluster $CLUSTER, partitions $CPU_PART (default), $GPU_PART$multi, state in $STATE"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Stop the single-node Slurm started by start.sh, in reverse start order:
-#   slurmd -> slurmctld -> slurmdbd -> MariaDB -> munged
+# Stop the local Slurm started by start.sh, in reverse start order:
+#   slurmd (every node) -> slurmctld -> slurmdbd -> MariaDB -> munged
+# then remove what start.sh made for the namespace nodes: their network
+# namespaces, veth links, the bridge and the /etc/hosts lines.
 # Only the processes named by the pid files under the state directory are
 # stopped (a munged or MariaDB started by someone else is left alone). Each is
 # sent TERM and waited for (30 s, then KILL). Exits 0 if nothing runs.
@@ -49,9 +51,30 @@ stop_pid() {
 
 [[ $(id -u) -eq 0 ]] || { echo "[slurm-local] ERROR: must run as root" >&2; exit 1; }
 
-stop_pid slurmd "$RUN/slurmd.pid"
+for pidfile in "$RUN"/slurmd-*.pid; do
+    stop_pid slurmd "$pidfile"
+done
 stop_pid slurmctld "$RUN/slurmctld.pid"
 stop_pid slurmdbd "$RUN/slurmdbd.pid"
 stop_pid mariadbd "$STATE/mysql-run/mysqld.pid"
 stop_pid munged "$STATE/munge/munged.pid"
+
+# Namespace nodes. Deleting a namespace does not always delete the host end of its
+# veth pair, so the links go one by one.
+for ns in /run/netns/accelbench-node*; do
+    [[ -e $ns ]] || continue
+    say "removing network namespace ${ns##*/}"
+    ip netns delete "${ns##*/}"
+done
+for link in $(ip -o link show | sed -n 's/^[0-9]*: \(abv[0-9]*\)[@:].*/\1/p'); do
+    ip link delete "$link"
+done
+if ip link show abr0 >/dev/null 2>&1; then
+    say "removing bridge abr0"
+    ip link delete abr0
+fi
+if grep -q -- "# accelbench slurm-local" /etc/hosts; then
+    hosts=$(grep -v -- "# accelbench slurm-local" /etc/hosts)
+    printf '%s\n' "$hosts" >/etc/hosts
+fi
 say "Slurm stopped"
