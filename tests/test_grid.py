@@ -364,7 +364,7 @@ def test_the_grid_excludes_what_it_can_know_with_the_reason(config):
 
 
 def test_roofs_exist_only_for_devices_kernels_run_on():
-    for device in ("cuda2", "2x4cuda", "2x1cuda"):
-        with pytest.raises(grid.GridError, match="roofs bound kernels, which run on one GPU"):
+    for device in ("cuda2", "2x4cuda", "2x1cuda", "2x2cpu"):
+        with pytest.raises(grid.GridError, match="roofs bound kernels, which run on one node's"):
             grid.parse_roof({"device": device, "dtype": "float32"})
     assert grid.parse_roof({"device": "cuda1", "dtype": "float32"}).device == "cuda1"

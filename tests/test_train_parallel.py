@@ -55,16 +55,20 @@ def test_multi_node_device_round_trips():
     assert device == Device("cuda", 4, nodes=2)
     assert device.name == "2x4cuda" and device.gpus == 8 and device.is_gpu
     assert parse_device("cuda4").gpus == 4 and parse_device("cpu4").gpus == 0
+    cpus = parse_device("2x2cpu")
+    assert cpus == Device("cpu", 2, nodes=2)
+    assert (cpus.name, cpus.gpus, cpus.units, cpus.is_gpu) == ("2x2cpu", 0, 4, False)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("2x4cpu", "multi-node devices are GPU devices (NxKcuda); a CPU experiment runs on one"),
         ("1x4cuda", "the node count must be an integer >= 2; one node with 4 GPUs is cuda4"),
+        ("1x2cpu", "the node count must be an integer >= 2; one node with 2 CPU processes is cpu2"),
+        ("2x0cpu", "CPU processes per node must be a positive integer"),
         ("02x4cuda", "the node count must be an integer >= 2"),
         ("2x0cuda", "GPUs per node must be a positive integer"),
-        ("2x4gpu", "multi-node devices are GPU devices"),
+        ("2x4gpu", "the kind is cpu or cuda, not 'gpu'"),
         ("4cuda", "is malformed: expected cpuN"),
     ],
 )
@@ -90,6 +94,9 @@ def test_bad_multi_node_devices_say_what_is_wrong(text, message):
         ("resnet18", "cpu3", "ddp", 16, "batch 16 does not split evenly over 3 processes"),
         ("resnet18", "2x4cuda", "fsdp", 12, "batch 12 does not split evenly over 8 processes"),
         ("resnet18", "2x4cuda", "single", 16, "strategy 'single' uses one GPU; 2x4cuda asks for 8"),
+        ("fcn", "2x2cpu", "single", 16, "strategy 'single' runs one process on one node; 2x2cpu"),
+        ("fcn", "2x2cpu", "dp", 16, "DataParallel replicates the model across GPUs; a CPU"),
+        ("fcn", "2x2cpu", "ddp", 6, "batch 6 does not split evenly over 4 processes"),
     ],
 )
 def test_strategy_exclusions_give_the_reason(model, device, strategy, batch, reason):
@@ -107,6 +114,8 @@ def test_strategy_exclusions_give_the_reason(model, device, strategy, batch, rea
         ("resnet18", "cuda4", "pipeline", 1, 1),
         ("resnet18", "cuda4", "ddp", 4, 1),
         ("gcn", "2x4cuda", "fsdp", 8, 1),
+        ("fcn", "2x2cpu", "ddp", 4, 1),
+        ("fcn", "4x1cpu", "fsdp", 4, 1),
     ],
 )
 def test_allowed_cells_and_their_processes(model, device, strategy, processes, threads):

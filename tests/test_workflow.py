@@ -83,9 +83,10 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
         ),
         ("results/train/resnet18/cpu1/tf32/single/bs16.json", "tf32 is a CUDA tensor-core mode"),
         ("results/train/resnet18/cpu1/fp32/single/bs0.json", "batch size '0' must be a positive"),
-        ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one GPU"),
-        ("results/roofs/2x1cuda/float32.json", "2x1cuda asks for 2"),
-        ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one GPU"),
+        ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one node"),
+        ("results/roofs/2x1cuda/float32.json", "2x1cuda spans 2 nodes"),
+        ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one node"),
+        ("results/kernels/matmul/2x2cpu/numpy/float32/n64.json", "2x2cpu spans 2"),
     ],
 )
 def test_bad_target_names_the_wrong_part(workflow_dir, target, message):

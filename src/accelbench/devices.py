@@ -2,8 +2,9 @@
 
 A device string names where an experiment runs and how much of it: `cpuN` is
 the host CPU with N threads, `cudaK` is K CUDA GPUs in one job, `NxKcuda` is N
-nodes with K GPUs each (one process per GPU, launched as Slurm tasks). The same
-string decides the Slurm partition and resources, so it is parsed in one place.
+nodes with K GPUs each (one process per GPU) and `NxKcpu` N nodes with K CPU
+processes each, both launched as Slurm tasks. The same string decides the Slurm
+partition and resources, so it is parsed in one place.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import dataclass
 DEVICE_PATTERN = re.compile(r"^(?P<kind>cpu|cuda)(?P<count>[1-9][0-9]*)$")
 MULTI_NODE_PATTERN = re.compile(r"^(?P<nodes>[0-9]+)x(?P<count>[0-9]+)(?P<kind>[a-z]+)$")
 DEVICE_FORMS = (
-    "cpuN (N CPU threads, e.g. cpu4), cudaK (K GPUs, e.g. cuda1) "
-    "or NxKcuda (N >= 2 nodes with K GPUs each, e.g. 2x4cuda)"
+    "cpuN (N CPU threads, e.g. cpu4), cudaK (K GPUs, e.g. cuda1), "
+    "NxKcuda (N >= 2 nodes with K GPUs each, e.g. 2x4cuda) "
+    "or NxKcpu (N >= 2 nodes with K CPU processes each, e.g. 2x2cpu)"
 )
 
 
@@ -29,7 +31,7 @@ class DeviceError(ValueError):
 @dataclass(frozen=True)
 class Device:
     kind: str  # "cpu" or "cuda"
-    count: int  # CPU threads, or GPUs per node
+    count: int  # CPU threads (CPU processes per node on several nodes), or GPUs per node
     nodes: int = 1
 
     @property
@@ -47,12 +49,17 @@ class Device:
         """GPUs over all nodes (0 for a CPU device)."""
         return self.count * self.nodes if self.is_gpu else 0
 
+    @property
+    def units(self) -> int:
+        """GPUs, or CPU threads on one node and CPU processes on several, over all nodes."""
+        return self.count * self.nodes
+
     def __str__(self) -> str:
         return self.name
 
 
 def parse_device(text: str) -> Device:
-    """Parse `cpuN` / `cudaK` / `NxKcuda`; the error says what is wrong and the allowed forms."""
+    """Parse `cpuN` / `cudaK` / `NxKcuda` / `NxKcpu`; an error says what is wrong and the forms."""
     match = DEVICE_PATTERN.match(text)
     if match:
         return Device(kind=match["kind"], count=int(match["count"]))
@@ -60,17 +67,15 @@ def parse_device(text: str) -> Device:
     if not multi:
         raise DeviceError(f"device {text!r} is malformed: expected {DEVICE_FORMS}")
     nodes, count, kind = int(multi["nodes"]), int(multi["count"]), multi["kind"]
-    if kind != "cuda":
-        raise DeviceError(
-            f"device {text!r}: multi-node devices are GPU devices (NxKcuda); "
-            f"a CPU experiment runs on one node (cpuN)"
-        )
+    if kind not in ("cpu", "cuda"):
+        raise DeviceError(f"device {text!r}: the kind is cpu or cuda, not {kind!r}; {DEVICE_FORMS}")
+    what = "GPUs" if kind == "cuda" else "CPU processes"
     if count < 1 or str(count) != multi["count"]:
-        raise DeviceError(f"device {text!r}: GPUs per node must be a positive integer")
+        raise DeviceError(f"device {text!r}: {what} per node must be a positive integer")
     if nodes < 2 or str(nodes) != multi["nodes"]:
         raise DeviceError(
             f"device {text!r}: the node count must be an integer >= 2; "
-            f"one node with {count} GPUs is cuda{count}"
+            f"one node with {count} {what} is {kind}{count}"
         )
     return Device(kind=kind, count=count, nodes=nodes)
 

@@ -134,6 +134,8 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
             f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
             f"not on {exp.device}"
         )
+    if device.nodes > 1:
+        return f"kernels run on one node; {exp.device} spans {device.nodes}"
     if device.is_gpu and device.gpus != 1:
         return f"kernels run on one GPU; {exp.device} asks for {device.gpus}"
     spec = kernels()[exp.kernel]
@@ -244,10 +246,11 @@ def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
         dtype=_choice("dtype", wildcards["dtype"], KERNEL_DTYPES),
     )
     device = parse_device(exp.device)
-    if device.is_gpu and device.gpus != 1:
+    if device.nodes > 1 or (device.is_gpu and device.gpus != 1):
+        asks = f"spans {device.nodes} nodes" if device.nodes > 1 else f"asks for {device.gpus} GPUs"
         raise GridError(
-            f"{exp.path} is excluded from the grid: roofs bound kernels, which run on one GPU; "
-            f"{exp.device} asks for {device.gpus}"
+            f"{exp.path} is excluded from the grid: roofs bound kernels, which run on one "
+            f"node's CPU or on one GPU; {exp.device} {asks}"
         )
     return exp
 
@@ -323,6 +326,11 @@ class Grid:
     @property
     def paths(self) -> list[str]:
         return [exp.path for exp in self.experiments]
+
+    @property
+    def spans_nodes(self) -> bool:
+        """Whether an experiment runs on several nodes (NxKcpu, NxKcuda)."""
+        return any(parse_device(exp.device).nodes > 1 for exp in self.experiments)
 
 
 def expand(config: dict[str, Any]) -> Grid:

@@ -3,7 +3,8 @@
 - `single`: one process, one device (cpuN: N threads; cuda1).
 - `dp`: one process driving K GPUs with `nn.DataParallel` (cudaK, K >= 2).
 - `ddp`: one process per GPU (cudaK, NxKcuda; NCCL) or per CPU core (cpuN: N
-  processes with one thread each; gloo), `DistributedDataParallel`.
+  processes with one thread each, NxKcpu: K on each of N nodes; gloo),
+  `DistributedDataParallel`.
 - `fsdp`: the same processes, parameters sharded with FSDP2's `fully_shard`,
   block by block where the model declares its layers.
 - `pipeline`: one process, the layers split into K stages on K GPUs
@@ -28,9 +29,7 @@ COMPILABLE = ("single", "ddp")  # strategies torch.compile is applied with
 
 def process_count(strategy: str, device: Device) -> int:
     """Processes an experiment runs: one per GPU or CPU core for ddp/fsdp, else one."""
-    if strategy in DISTRIBUTED:
-        return device.gpus if device.is_gpu else device.count
-    return 1
+    return device.units if strategy in DISTRIBUTED else 1
 
 
 def threads_per_process(strategy: str, device: Device) -> int:
@@ -45,6 +44,11 @@ def exclusion(strategy: str, device: Device, batch: int, has_layers: bool) -> st
     if strategy == "single":
         if device.is_gpu and device.gpus != 1:
             return f"strategy 'single' uses one GPU; {device.name} asks for {device.gpus}"
+        if device.nodes > 1:
+            return (
+                f"strategy 'single' runs one process on one node; "
+                f"{device.name} spans {device.nodes}"
+            )
         return None
     if strategy in ("dp", "pipeline"):
         what = (
