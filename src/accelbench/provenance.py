@@ -30,16 +30,18 @@ LIBRARIES = (
     "pandas",
     "snakemake",
 )
+# Record key -> the variables that hold it, the first one set wins: in an srun task
+# started from a job script without the job's SLURM_JOB_NUM_NODES, the step's count.
 SLURM_VARIABLES = {
-    "job_id": "SLURM_JOB_ID",
-    "partition": "SLURM_JOB_PARTITION",
-    "node": "SLURMD_NODENAME",
-    "cpus_per_task": "SLURM_CPUS_PER_TASK",
-    "job_gpus": "SLURM_JOB_GPUS",
-    "ntasks": "SLURM_NTASKS",
-    "nodes": "SLURM_JOB_NUM_NODES",
-    "tasks_per_node": "SLURM_TASKS_PER_NODE",
-    "mem_per_node_mb": "SLURM_MEM_PER_NODE",
+    "job_id": ("SLURM_JOB_ID",),
+    "partition": ("SLURM_JOB_PARTITION",),
+    "node": ("SLURMD_NODENAME",),
+    "cpus_per_task": ("SLURM_CPUS_PER_TASK",),
+    "job_gpus": ("SLURM_JOB_GPUS",),
+    "ntasks": ("SLURM_NTASKS",),
+    "nodes": ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"),
+    "tasks_per_node": ("SLURM_TASKS_PER_NODE",),
+    "mem_per_node_mb": ("SLURM_MEM_PER_NODE",),
 }
 SLURM_INTEGERS = {"cpus_per_task", "ntasks", "nodes", "mem_per_node_mb"}
 
@@ -156,8 +158,8 @@ def slurm_context() -> dict[str, Any] | None:
     if "SLURM_JOB_ID" not in os.environ:
         return None
     context: dict[str, Any] = {}
-    for key, variable in SLURM_VARIABLES.items():
-        text = os.environ.get(variable)
+    for key, variables in SLURM_VARIABLES.items():
+        text = next((os.environ[name] for name in variables if name in os.environ), None)
         context[key] = int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
     line = _scontrol_job(os.environ["SLURM_JOB_ID"])
     context["allocation"] = parse_tres(line) if line is not None else None

@@ -17,6 +17,7 @@ import functools
 import math
 import os
 import resource
+import socket
 import time
 from dataclasses import asdict
 from typing import Any
@@ -116,6 +117,18 @@ def _combine_ranks(log: dict[str, Any], peak: int, device) -> tuple[dict[str, An
     return combined, int(peaks.item())
 
 
+def _rank_hosts(grouped: bool) -> list[str]:
+    """The host each process ran on, in rank order: where a multi-node run really ran."""
+    import torch.distributed as dist
+
+    host = socket.gethostname()
+    if not grouped:
+        return [host]
+    hosts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(hosts, host)
+    return hosts
+
+
 def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
     """This process's GPU: its local rank, or 0 where each task sees only its own GPU."""
     return rendezvous.local_rank if visible_gpu_count() > 1 else 0
@@ -152,6 +165,7 @@ def train_process(
     try:
         if grouped and device.is_gpu:
             gpus = distributed.check_distinct_gpus(place.device)
+        hosts = _rank_hosts(grouped)
         with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
             runs = []
             for gpu in place.devices:
@@ -177,6 +191,7 @@ def train_process(
         "parameters": session.parameters,
         "flops_per_sample": session.flops_per_sample,
         "processes": rendezvous.world_size,
+        "hosts": hosts,
         "threads": threads,
         "gpus": gpus,
         "options": session.options,
@@ -277,6 +292,7 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "data": result["data"],
         "data_note": result["data_note"],
         "launcher": result["launcher"],
+        "hosts": result["hosts"],
     }
     series = {"loss": {"unit": "loss", "values": losses}}
     measured = [value for run in result["runs"] for value in run["losses"][warmup:]]
@@ -316,6 +332,7 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "parameters": timing.value(result["parameters"], "count"),
         "flops_per_sample": timing.value(result["flops_per_sample"], "FLOP"),
         "processes": timing.value(result["processes"], "processes"),
+        "nodes": timing.value(len(set(result["hosts"])), "nodes"),
         "threads": timing.value(result["threads"], "threads"),
         "gpus": timing.value(result["gpus"], "GPUs"),
     }
