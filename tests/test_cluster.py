@@ -556,3 +556,48 @@ def test_cores_and_gpus_beyond_every_node_are_refused(config):
     many = cluster.JobShape("training jobs on cuda8 (single)", "train", "gpu", 16, 8, 1)
     with pytest.raises(cluster.SiteError, match="need 8 GPUs on one node.*at most 4"):
         cluster.check_limits(config, [many], limits)
+
+
+def test_srun_reports_name_the_task_that_ended():
+    assert supervise.task_end("srun: error: node2: task 2: Killed") == supervise.TaskEnd(
+        "node2", 2, "Killed"
+    )
+    assert supervise.task_end(
+        "srun: error: node1: tasks 0-1: Exited with exit code 1\n"
+    ) == supervise.TaskEnd("node1", 0, "Exited with exit code 1")
+    assert supervise.task_end("srun: launch/slurm: _step_signal: Terminating StepId=546.0") is None
+    assert supervise.task_end("slurmstepd-node1: error: *** STEP 546.0 CANCELLED ***") is None
+
+
+PEER_LOST = {"rank": 1, "status": "failed", "reason": "RuntimeError: Connection reset by peer"}
+
+
+def test_a_task_killed_without_a_word_is_the_cause_not_its_peers_lost_connection():
+    """What srun printed when task 2 of a two-node gloo step was killed (a real run)."""
+    ends = [
+        supervise.TaskEnd("node2", 2, "Killed"),
+        supervise.TaskEnd("node2", 3, "Terminated"),
+        supervise.TaskEnd("node1", 0, "Terminated"),
+    ]
+    reason, status = supervise.first_failure([PEER_LOST], ends)
+    assert reason.startswith(
+        "rank 2 on node2: Killed (as srun reports it; the task wrote no error of its own)"
+    )
+    assert status == "oom"
+
+
+def test_a_task_that_failed_first_is_named_in_its_own_words():
+    ends = [
+        supervise.TaskEnd("node1", 1, "Exited with exit code 1"),
+        supervise.TaskEnd("node1", 0, "Terminated"),
+    ]
+    assert supervise.first_failure([PEER_LOST], ends) == (
+        "rank 1: RuntimeError: Connection reset by peer",
+        "failed",
+    )
+    # Without srun's reports (another launcher): the lowest rank's note.
+    assert supervise.first_failure([PEER_LOST], []) == (
+        "rank 1: RuntimeError: Connection reset by peer",
+        "failed",
+    )
+    assert supervise.first_failure([], []) is None
