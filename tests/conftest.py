@@ -107,6 +107,34 @@ def slurm():
             f"no local Slurm with partitions medium and gpu (found {partitions or 'none'}); "
             "start one with `make slurm-up` (as root)"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(message)
+
+
+def missing(message: str) -> None:
+    """Skip a test whose local cluster is missing, except in CI (CI=true), where it fails."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+MULTINODE_PARTITION = "multinode"
+
+
+@pytest.fixture(scope="session")
+def two_nodes(slurm) -> list[str]:
+    """node1 and node2 of the local Slurm: each slurmd in its own network namespace, so a
+    job's tasks run on two hosts that reach each other only over their private bridge."""
+    done = subprocess.run(
+        ["sinfo", "--noheader", f"--partition={MULTINODE_PARTITION}", "--format=%n %t"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    nodes = dict(line.split() for line in done.stdout.splitlines() if line.strip())
+    usable = sorted(name for name, state in nodes.items() if state in ("idle", "mix", "alloc"))
+    if usable != ["node1", "node2"]:
+        missing(
+            f"no two-node partition {MULTINODE_PARTITION} with node1 and node2 up "
+            f"(found {nodes or 'none'}); start it with `make slurm-up` (as root)"
+        )
+    return usable
