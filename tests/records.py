@@ -199,3 +199,16 @@ GPU_TRAIN = [
     train_record("vgg11", "cuda1", "oom", reason=OOM),
     train_record("vgg11", "cuda2", "failed", reason=FAILED, strategy="ddp", batch=32),
 ]
+
+
+# fcn with DDP over nodes: one node of one and of two processes, then 2 and 4 such nodes.
+# Against one node with the same processes per node: efficiency 0.75 (2x1cpu, against
+# cpu1 single: one node cannot run DDP with one process), 0.9 (2x2cpu) and 0.8 (4x2cpu).
+NODE_TRAIN = [
+    train_record("fcn", "cpu1", samples=scaled(0.02, 1.0)),
+    train_record("fcn", "cpu2", samples=scaled(0.02, 0.6), strategy="ddp"),
+    train_record("fcn", "2x1cpu", samples=scaled(0.02, 1 / 1.5), strategy="ddp"),
+    train_record("fcn", "2x2cpu", samples=scaled(0.02, 0.6 / 1.8), strategy="ddp"),
+    train_record("fcn", "4x2cpu", samples=scaled(0.02, 0.6 / 3.2), strategy="ddp"),
+    train_record("fcn", "2x4cpu", "failed", reason=FAILED, strategy="ddp"),
+]

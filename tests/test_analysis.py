@@ -16,6 +16,7 @@ from records import (
     GPU_TRAIN,
     KERNELS,
     NO_GPU,
+    NODE_TRAIN,
     OOM,
     TRAIN,
     steps,
@@ -734,6 +735,57 @@ def test_multi_gpu_scaling_efficiency(gpu_frame, frame, tmp_path):
     assert texts(fig) == ["failed"]
     assert_saved(fig, tmp_path / "efficiency")
     assert texts(figures.scaling_efficiency(frame)) == ["no multi-GPU records"]
+
+
+@pytest.fixture
+def node_frame(tmp_path):
+    collected, problems = tidy.collect(write_records(tmp_path / "nodes", NODE_TRAIN))
+    assert problems == []
+    return collected
+
+
+def test_scaling_across_nodes_is_against_one_node_with_the_same_devices(node_frame):
+    cells, _ = ratios.node_scaling(node_frame)
+    cells = cells.set_index("device")
+    assert sorted(cells.index) == ["2x1cpu", "2x2cpu", "2x4cpu", "4x2cpu"]
+    assert cells.loc["2x1cpu", "efficiency_median"] == pytest.approx(0.75)
+    assert cells.loc["2x2cpu", "efficiency_median"] == pytest.approx(0.9)
+    assert cells.loc["4x2cpu", "efficiency_median"] == pytest.approx(0.8)
+    assert list(cells.loc[["2x2cpu", "4x2cpu"], "count"]) == [2, 4]  # nodes
+    assert list(cells.loc[["2x1cpu", "2x2cpu"], "per_node"]) == [1, 2]
+    assert cells.loc["2x4cpu", "status"] == "failed"
+    # Against one device, the same records scale over all their processes.
+    devices, _ = ratios.scaling(node_frame)
+    four = devices.set_index("device").loc["2x2cpu"]
+    assert (four["count"], four["nodes"]) == (4, 2)
+
+
+def test_node_scaling_table_and_figure(node_frame, frame, tmp_path):
+    table, footnotes = tables.node_scaling_table(node_frame)
+    assert list(table.columns) == ["2x1cpu", "2x2cpu", "2x4cpu", "4x2cpu"]
+    assert table.loc["fcn, ddp", "2x2cpu"].startswith("0.90")
+    assert table.loc["fcn, ddp", "2x4cpu"] == "failed (a)"
+    assert table.attrs["caption"].startswith("Scaling across nodes: throughput on N nodes")
+    assert footnotes[-1].startswith("Batch sizes are global mini-batches")
+    empty, footnotes = tables.node_scaling_table(frame)
+    assert empty.empty
+    assert footnotes == ["No train configuration was measured on more than one node."]
+
+    fig = figures.node_scaling_efficiency(node_frame)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "Efficiency over one node (%)" and ax.get_xlabel() == "Nodes"
+    assert list(ax.get_xticks()) == [1, 2, 4]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "ideal",
+        "fcn, ddp; 1 processes per node",
+        "fcn, ddp; 2 processes per node",
+        "fcn, ddp; 4 processes per node",
+    ]
+    medians = [list(container.lines[0].get_ydata()) for container in ax.containers]
+    assert medians == [pytest.approx([100, 75]), pytest.approx([100, 90, 80])]
+    assert texts(fig) == ["failed"]
+    assert_saved(fig, tmp_path / "nodes")
+    assert texts(figures.node_scaling_efficiency(frame)) == ["no multi-node records"]
 
 
 def test_precision_comparison(gpu_frame, frame, tmp_path):

@@ -17,7 +17,7 @@ from accelbench.analysis import figures, style, tidy
 from accelbench.results import make_record
 from accelbench.timing import rate_from_time, summarize, value
 
-from records import GPU_TRAIN, NO_GPU, provenance, scaled, write_records
+from records import GPU_TRAIN, NO_GPU, NODE_TRAIN, provenance, scaled, write_records
 
 PAGE = (7.0, 9.0)  # inches: full text width, a page less its caption
 UNIT = re.compile(r"[(\[].+[)\]]")
@@ -89,8 +89,9 @@ def kernel_records(devices):
 
 @pytest.fixture
 def mixed(tmp_path):
-    """CPU and GPU devices, thread counts, precisions, multi-GPU training, several kernels."""
-    records = [*GPU_TRAIN, *kernel_records(["cpu1", "cpu2", "cuda1"])]
+    """CPU and GPU devices, thread counts, precisions, multi-GPU and multi-node training,
+    several kernels."""
+    records = [*GPU_TRAIN, *NODE_TRAIN, *kernel_records(["cpu1", "cpu2", "cuda1"])]
     frame, problems = tidy.collect(write_records(tmp_path / "mixed", records))
     assert problems == []
     return frame

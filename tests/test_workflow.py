@@ -151,6 +151,20 @@ def test_lint_is_clean(workflow_dir):
     assert "Congratulations, your workflow is in a good condition!" in done.stdout + done.stderr
 
 
+def test_a_grid_with_multi_node_devices_asks_for_the_node_scaling_outputs(workflow_dir):
+    (workflow_dir / "config" / "nodes.yaml").write_text(
+        "train:\n  devices: [cpu2, 2x2cpu]\n  strategies: [ddp]\n"
+        "  batch_sizes: {fcn: [8], resnet18: []}\n"
+    )
+    done = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml", "config/nodes.yaml")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    planned = set(re.findall(r"results/\w+/train_node_scaling\.\w+", done.stdout))
+    assert planned == {
+        *(f"results/tables/train_node_scaling.{ext}" for ext in ("md", "tex", "csv", "html")),
+        *(f"results/figures/train_node_scaling.{ext}" for ext in ("pdf", "png")),
+    }
+
+
 def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     done = snakemake(
         workflow_dir,
@@ -203,6 +217,8 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     ):
         assert (results / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
         assert (results / "figures" / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+    # Nothing ran on several nodes: no node-scaling table or figure to fill.
+    assert not list(results.glob("*/train_node_scaling.*"))
     assert "| Status | ok (5) |" in (results / "provenance.md").read_text(encoding="utf-8")
     assert "baseline_device: cpu1" in (results / "config.yaml").read_text(encoding="utf-8")
 

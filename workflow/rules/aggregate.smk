@@ -38,6 +38,7 @@ rule tables:
         table_files("train_speedup", "Training"),
         table_files("train_precision", "Training"),
         table_files("train_scaling", "Training"),
+        for_multi_node(table_files("train_node_scaling", "Training")),
         table_files("kernel_time", "Kernels"),
         table_files("kernel_speedup", "Kernels"),
     log:
@@ -60,6 +61,7 @@ rule figures:
         figure_files("train_thread_scaling", "Training"),
         figure_files("train_precision", "Training"),
         figure_files("train_gpu_scaling", "Training"),
+        for_multi_node(figure_files("train_node_scaling", "Training")),
         figure_files("kernel_throughput", "Kernels"),
     log:
         "results/logs/figures.log",

@@ -169,6 +169,11 @@ def table_files(name, category):
     return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
 
 
+def for_multi_node(files):
+    """`files` where the grid has experiments on several nodes; else none (nothing to show)."""
+    return files if GRID.spans_nodes else []
+
+
 def figure_files(name, category):
     """Vector PDF of a figure, and its 300 dpi PNG as a report item."""
     png = report(

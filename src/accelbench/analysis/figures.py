@@ -1,6 +1,6 @@
 """Figures from the tidy table, one function each: training time per mini-batch by
 device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
-scaling efficiency, kernel throughput against size. `FIGURES` names the ones
+scaling efficiency, scaling across nodes, kernel throughput against size. `FIGURES` names the ones
 the workflow draws.
 
 The records hold summaries (median and its 95% CI), not raw samples, so bars
@@ -287,6 +287,7 @@ def speedup_heatmap(
         edgecolors="white",
         linewidth=0.5,
     )
+    marks = []  # (row, column, text, colour) of every cell
     for (label, device), cell in grid.iterrows():
         row, column = labels.index(label), devices.index(device)
         if cell["status"] == "ok" and math.isfinite(values[row, column]):
@@ -297,7 +298,17 @@ def speedup_heatmap(
         else:
             ax.add_patch(Rectangle((column, row), 1, 1, facecolor=style.NOT_RUN, edgecolor="white"))
             text, color = NOT_RUN_TEXT.get(cell["status"], tables.MISSING), "black"
-        ax.text(column + 0.5, row + 0.5, text, ha="center", va="center", color=color)
+        marks.append((row, column, text, color))
+    # Many devices at the widest width: the cells' text shrinks to fit its column.
+    column_width = (width - max(style.text_width(label, size) for label in labels) - 1.0) / len(
+        devices
+    )
+    widest = max(style.text_width(text, size) for _, _, text, _ in marks)
+    cell_size = size * min(1.0, 0.85 * column_width / widest)
+    for row, column, text, color in marks:
+        ax.text(
+            column + 0.5, row + 0.5, text, ha="center", va="center", color=color, size=cell_size
+        )
     ax.set_xticks(np.arange(len(devices)) + 0.5, devices)
     ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
     ax.set_xlim(0, len(devices))
@@ -395,8 +406,9 @@ def scaling_efficiency(
     count K, one line per row label (model and strategy); 100% is linear scaling."""
     style.apply()
     cells, _ = ratios.scaling(frame, experiment)
-    # Efficiency on one device is 100% by definition: the lines start at two.
-    cells = cells[(cells["kind"] == kind) & (cells["count"] > 1)]
+    # Efficiency on one device is 100% by definition: the lines start at two. Several
+    # nodes have a figure of their own (node_scaling_efficiency).
+    cells = cells[(cells["kind"] == kind) & (cells["count"] > 1) & (cells["nodes"] == 1)]
     counts = sorted(set(cells["count"].astype(int)))
     if not counts:
         what = "multi-GPU" if kind == "cuda" else "multi-thread"
@@ -411,6 +423,50 @@ def scaling_efficiency(
     ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
     handles = _lines(ax, cells, "efficiency_", palette)
     _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
+    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
+    ax.set_ylim(0, max(110.0, top * 1.05))
+    _legend(fig, [ideal, *handles], cells)
+    return fig
+
+
+def node_scaling_efficiency(
+    frame: pd.DataFrame, experiment: str = "train", width: float | None = None
+) -> Figure:
+    """Efficiency of N nodes against one node with the same devices, in percent, against
+    the node count: one line per configuration and devices per node, starting at 100% on
+    one node; the dashed line at 100% is linear scaling across nodes."""
+    style.apply()
+    cells, _ = ratios.node_scaling(frame, experiment)
+    if cells.empty:
+        return style.empty_figure("no multi-node records", width)
+    unit = {"cpu": "processes", "cuda": "GPUs"}
+    cells = cells.assign(
+        label=[
+            f"{label}; {per_node} {unit[kind]} per node"
+            for label, per_node, kind in cells[["label", "per_node", "kind"]].itertuples(False)
+        ]
+    )
+    # One node is each line's baseline: 100% by definition, where a cell was compared to it.
+    compared = cells[cells["status"] == "ok"].drop_duplicates("label")
+    one_node = compared.assign(
+        count=1,
+        status="ok",
+        busy=False,
+        efficiency_median=1.0,
+        efficiency_ci_low=1.0,
+        efficiency_ci_high=1.0,
+    )
+    cells = pd.concat([one_node, cells], ignore_index=True)
+    columns = [f"efficiency_{field}" for field in ("median", "ci_low", "ci_high")]
+    cells = cells.assign(**{column: cells[column].astype(float) * 100 for column in columns})
+    fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_ylabel("Efficiency over one node (%)")
+    labels = list(dict.fromkeys(cells["label"]))
+    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
+    ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "efficiency_", palette)
+    _count_axis(ax, sorted(set(cells["count"].astype(int))), "Nodes")
     top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
     ax.set_ylim(0, max(110.0, top * 1.05))
     _legend(fig, [ideal, *handles], cells)
@@ -544,6 +600,9 @@ FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
     "train_precision": lambda frame, baseline, width: precision_comparison(frame, width),
     "train_gpu_scaling": lambda frame, baseline, width: scaling_efficiency(
         frame, "train", "cuda", width
+    ),
+    "train_node_scaling": lambda frame, baseline, width: node_scaling_efficiency(
+        frame, "train", width
     ),
     "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
 }

@@ -16,6 +16,7 @@ reason naming the baseline.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -144,8 +145,9 @@ def _with_strategy(row: pd.Series, strategy: Any) -> pd.Series:
 
 
 def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
-    """Speedup and parallel efficiency of every record on K devices of a kind (cpuK, cudaK)
-    over the same configuration on one device of that kind.
+    """Speedup and parallel efficiency of every record on K devices of a kind (cpuK, cudaK,
+    and N nodes of them, NxKcuda and NxKcpu: N*K devices) over the same configuration on
+    one device of that kind.
 
     The baseline is the record with the same parameters on `<kind>1`, with the
     strategy "single" where the strategy is a parameter (DDP on cuda4 against
@@ -156,8 +158,39 @@ def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFram
     samples per step is still fair. A cell is labelled after the one-device
     configuration it is compared with (with its own strategy), so DDP on 2 and
     4 GPUs with a batch counted over all devices still make one line.
-    Returns (cells with columns kind, count, speedup*, efficiency*, constants).
+    Returns (cells with columns kind, count, nodes, speedup*, efficiency*, constants).
     """
+
+    def against_one_device(device: Device) -> tuple[str, int]:
+        return f"{device.kind}1", device.units
+
+    return _scaling(frame, experiment, against_one_device, (SINGLE_STRATEGY, None))
+
+
+def node_scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
+    """Speedup and efficiency of N nodes (NxKcpu, NxKcuda) over one node of the same K
+    devices (cpuK, cudaK): the same configuration, the same strategy where one node can
+    run it (else "single": ddp on cpu1 is one process), the same global batch or that
+    batch over N. Efficiency is the speedup over N: 1 is linear scaling across nodes.
+    Returns (cells with columns kind, count (nodes), per_node, speedup*, efficiency*,
+    constants); devices on one node have no cell.
+    """
+
+    def against_one_node(device: Device) -> tuple[str, int] | None:
+        return (f"{device.kind}{device.count}", device.nodes) if device.nodes > 1 else None
+
+    return _scaling(frame, experiment, against_one_node, (None, SINGLE_STRATEGY))
+
+
+def _scaling(
+    frame: pd.DataFrame,
+    experiment: str,
+    baseline_device: Callable[[Device], tuple[str, int] | None],
+    strategies: tuple[str | None, ...],
+) -> tuple[pd.DataFrame, list[str]]:
+    """Cells of every row against its baseline: `baseline_device(device)` gives the device
+    a row is compared with and the factor that makes the ideal speedup (None: no cell);
+    `strategies` the baseline strategies to try in order (None: the row's own)."""
     metric = RATE_METRIC[experiment]
     rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
@@ -166,28 +199,25 @@ def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFram
     if "strategy" in rows.columns:
         keys.append("strategy")
 
-    def key(row: pd.Series, kind: str, **changes: Any) -> tuple:
-        return (kind, *(changes.get(name, row[name]) for name in keys))
+    def key(row: pd.Series, device: str, **changes: Any) -> tuple:
+        return (device, *(changes.get(name, row[name]) for name in keys))
 
-    singles = {}
-    for _, row in rows.iterrows():
-        parsed = _device(row["device"])
-        if parsed is not None and parsed.count == 1:
-            singles[key(row, parsed.kind)] = row
+    by_key = {key(row, row["device"]): row for _, row in rows.iterrows()}
 
-    def baseline_of(row: pd.Series, kind: str, count: int) -> pd.Series | None:
-        """Same parameters on one device: strategy single first, then the same strategy;
-        the same batch first, then batch / K (a batch size counted over all devices)."""
-        strategies = [SINGLE_STRATEGY, row["strategy"]] if "strategy" in keys else [None]
+    def baseline_of(row: pd.Series, device: str, factor: int) -> pd.Series | None:
+        """Same parameters on the baseline device: the strategies in order; the same batch
+        first, then batch / factor (a batch size counted over all devices)."""
+        tried = [strategy or row["strategy"] for strategy in strategies]
+        candidates = list(dict.fromkeys(tried)) if "strategy" in keys else [None]
         batches = [row["batch"]] if "batch" in keys else [None]
-        if "batch" in keys and pd.notna(row["batch"]) and row["batch"] % count == 0:
-            batches.append(row["batch"] // count)
+        if "batch" in keys and pd.notna(row["batch"]) and row["batch"] % factor == 0:
+            batches.append(row["batch"] // factor)
         for batch in batches:
-            for strategy in strategies:
+            for strategy in candidates:
                 changes = {"strategy": strategy} if strategy is not None else {}
                 if batch is not None:
                     changes["batch"] = batch
-                found = singles.get(key(row, kind, **changes))
+                found = by_key.get(key(row, device, **changes))
                 if found is not None:
                     return found
         return None
@@ -195,21 +225,22 @@ def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFram
     cells = []
     for _, row in rows.iterrows():
         parsed = _device(row["device"])
-        if parsed is None:
+        against = baseline_device(parsed) if parsed is not None else None
+        if against is None:
             continue
-        base = baseline_of(row, parsed.kind, parsed.count)
-        base_device = f"{parsed.kind}1"
+        base_device, factor = against
+        base = baseline_of(row, base_device, factor)
         label = row["label"]
         if base is not None and "strategy" in keys:
-            # Named after the one-device configuration it scales (its batch size).
+            # Named after the configuration it scales (its batch size).
             label = tidy.row_label(_with_strategy(base, row["strategy"]), params)
         cell = _cell(label, row["device"], row, base, base_device, metric, rate)
         if base is not None and base.name == row.name and row["status"] == "ok":
             cell.update(median=1.0, ci_low=1.0, ci_high=1.0, ci_level=1.0)  # the baseline
-        cell.update(kind=parsed.kind, count=parsed.count)
+        cell.update(kind=parsed.kind, count=factor, nodes=parsed.nodes, per_node=parsed.count)
         cell.update(
             {
-                f"efficiency_{field}": cell[field] / parsed.count
+                f"efficiency_{field}": cell[field] / factor
                 for field in ("median", "ci_low", "ci_high")
             }
         )
@@ -218,6 +249,8 @@ def scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFram
         *CELL_COLUMNS,
         "kind",
         "count",
+        "nodes",
+        "per_node",
         "efficiency_median",
         "efficiency_ci_low",
         "efficiency_ci_high",

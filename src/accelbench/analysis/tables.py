@@ -524,6 +524,36 @@ def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Da
     return table, footnotes
 
 
+def node_scaling_table(
+    frame: pd.DataFrame, experiment: str = "train"
+) -> tuple[pd.DataFrame, list[str]]:
+    """Efficiency of N nodes over one node with the same devices: speedup over N."""
+    cells, constants = ratios.node_scaling(frame, experiment)
+    efficiency = cells.drop(columns=["median", "ci_low", "ci_high"]).rename(
+        columns=lambda name: name.removeprefix("efficiency_")
+    )
+    metric = ratios.RATE_METRIC[experiment]
+    caption = _caption(
+        f"Scaling across nodes: {metric} on N nodes (NxK) / (N × {metric} on one node "
+        f"with the same K devices), 1 = linear",
+        None,
+        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
+        constants,
+    )
+    empty = f"No {experiment} configuration was measured on more than one node."
+    devices = tidy.natural_devices(efficiency["device"])
+    table, footnotes = _ratio_table(
+        efficiency, experiment, caption, devices, empty, dict.fromkeys(devices, 1.0)
+    )
+    if not table.empty:
+        footnotes.append(
+            "Batch sizes are global mini-batches, split over every process of every node; "
+            "one node runs the same strategy with the same global mini-batch (else that "
+            "mini-batch / N), or 'single' where one node has one device."
+        )
+    return table, footnotes
+
+
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -841,4 +871,5 @@ TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]]
     "kernel_speedup": lambda frame, baseline: speedup_table(frame, "kernel", baseline),
     "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),
     "train_scaling": lambda frame, baseline: scaling_table(frame, "train"),
+    "train_node_scaling": lambda frame, baseline: node_scaling_table(frame, "train"),
 }

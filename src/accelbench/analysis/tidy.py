@@ -396,13 +396,14 @@ def write(
         partial.replace(path)
 
 
-def device_key(device: str) -> tuple[int, int, str]:
-    """Natural device order: CPUs before GPUs, then by count (cpu2 before cpu16)."""
+def device_key(device: str) -> tuple[int, int, int, str]:
+    """Natural device order: CPUs before GPUs, one node before several, then by count
+    (cpu2 before cpu16 before 2x1cpu)."""
     try:
         parsed = parse_device(device)
     except DeviceError:
-        return (2, 0, device)
-    return (int(parsed.is_gpu), parsed.count, device)
+        return (2, 0, 0, device)
+    return (int(parsed.is_gpu), parsed.nodes, parsed.count, device)
 
 
 def natural_devices(devices: Iterable[Any]) -> list[str]:
