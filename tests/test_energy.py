@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from accelbench import energy, experiment
+from accelbench.analysis import tables, tidy
 from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.results import RecordError, load_record, make_record
+
+from records import KERNELS, TRAIN, with_energy, write_records
 
 SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 3, "config_hash": "test"}
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
@@ -343,3 +348,69 @@ def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, 
     per_step = record["metrics"]["energy_per_step"]["median"]
     assert per_step == pytest.approx(2.0 / steps)
     assert record["metrics"]["energy_per_sample"]["median"] == pytest.approx(per_step / 8)
+
+
+# --- tidy table, tables ----------------------------------------------------------------
+
+
+@pytest.fixture
+def energy_frame(tmp_path):
+    records = with_energy([*TRAIN, *KERNELS], unreadable=("cpu2",))
+    short = copy.deepcopy(dict(records)["train/resnet18/cpu16/fp32/single/bs16"])
+    short["energy"] = {**short["energy"], "status": "too_short", "reason": "window 0.05 s"}
+    short["metrics"] = {k: v for k, v in short["metrics"].items() if "energy" not in k}
+    records = [(exp_id, short if exp_id == short["id"] else r) for exp_id, r in records]
+    frame, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    return frame
+
+
+def test_the_tidy_table_has_the_energy_its_method_and_why_not(energy_frame):
+    rows = energy_frame.set_index("id")
+    cpu1 = rows.loc["train/resnet18/cpu1/fp32/single/bs16"]
+    assert cpu1["energy_status"] == "ok"
+    assert cpu1["energy_method"] == "rapl powercap (package-0)"
+    assert cpu1["energy_baseline_w"] == 30.0
+    # 50 W over a step of 0.55 s, 16 samples a step.
+    assert cpu1["energy_per_sample_median"] == pytest.approx(50 * 0.55 / 16, rel=0.03)
+    assert energy_frame.attrs["units"]["energy_per_sample_median"] == "J"
+    cpu2 = rows.loc["train/resnet18/cpu2/fp32/single/bs16"]
+    assert cpu2["energy_status"] == "unavailable" and "Permission denied" in cpu2["energy_reason"]
+    assert pd.isna(cpu2["energy_per_sample_median"])
+    assert pd.isna(rows.loc["train/resnet18/cuda1/fp32/single/bs16", "energy_status"])
+
+
+def test_the_energy_table_sets_time_and_energy_side_by_side_and_says_why_not(energy_frame):
+    table, footnotes = tables.energy_table(energy_frame, "train")
+    assert list(table.columns) == [
+        "time per sample (ms)",
+        "energy per sample (J)",
+        "energy per sample above idle (J)",
+    ]
+    cpu1 = table.loc["resnet18, cpu1"]
+    assert cpu1["time per sample (ms)"].startswith("34.")  # 0.55 s / 16
+    assert cpu1["energy per sample (J)"].startswith("1.7")
+    assert cpu1["energy per sample above idle (J)"].startswith("0.6")  # 20 W of 50 above idle
+    assert table.loc["resnet18, cpu2", "energy per sample (J)"].startswith("n/a (")
+    assert table.loc["resnet18, cpu16", "energy per sample (J)"].startswith("too short (")
+    assert table.loc["vgg11, cuda1", "energy per sample (J)"].startswith("OOM (")
+    assert table.attrs["best"] == []  # time and energy are not compared with each other
+    notes = " ".join(footnotes)
+    assert "Energy measured with rapl powercap (package-0) [resnet18, cpu1;" in notes
+    assert "Permission denied" in notes and "too short: window 0.05 s" in notes
+    assert tables.ENERGY_NOTE in footnotes
+
+
+def test_an_energy_table_without_any_energy_says_so(tmp_path):
+    frame, _ = tidy.collect(write_records(tmp_path, KERNELS))
+    table, footnotes = tables.energy_table(frame, "kernel")
+    assert "No energy was measured in these kernel records (reasons below)." in footnotes
+    assert any("no energy section" in note for note in footnotes)
+    assert table.loc["matmul, torch, n=256, cpu1", "energy per call"].startswith("n/a (")
+    paths = tables.write_table(table, footnotes, tmp_path / "kernel_energy")
+    cells = pd.read_csv(paths[2])
+    assert set(cells["quantity"]) == {
+        "time per call (µs)",
+        "energy per call",
+        "energy per call above idle",
+    }
