@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import multiprocessing
 from pathlib import Path
 
 import pandas as pd
@@ -264,6 +265,7 @@ def test_a_probe_repeats_the_work_for_the_minimum_window(monkeypatch, tmp_path, 
     found = probe.section("call")
     assert found["windows"][0]["calls"] == 13  # ceil(0.05 / 0.004)
     assert found["windows"][0]["seconds"] == pytest.approx(0.052)
+    assert found["min_window_s"] == 0.05
 
 
 def record_with(found, measured=None):
@@ -414,3 +416,62 @@ def test_an_energy_table_without_any_energy_says_so(tmp_path):
         "energy per call",
         "energy per call above idle",
     }
+
+
+def _combine_in_rank(rank, store, sections, answers):
+    import torch.distributed as dist
+
+    from accelbench.train import loop
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        answers.put((rank, loop._combine_energy(sections[rank], "cpu")))
+    finally:
+        dist.destroy_process_group()
+
+
+def window_section(joules, seconds, idle):
+    return {
+        "status": "ok",
+        "reason": None,
+        "method": "nvml total-energy counter (GPU-0)",
+        "unit": "step",
+        "samples_per_unit": 32,
+        "counter_period_s": 0.1,
+        "baseline_w": idle,
+        "baseline_s": 1.0,
+        "windows": [{"joules": joules, "seconds": seconds, "calls": 10}],
+    }
+
+
+def combined_in_two_ranks(store: Path, sections) -> dict[int, dict]:
+    """Each rank's result of combining its section with the other's (gloo, forked)."""
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    ranks = [
+        context.Process(target=_combine_in_rank, args=(rank, store, sections, answers))
+        for rank in range(2)
+    ]
+    for process in ranks:
+        process.start()
+    combined = dict(answers.get(timeout=60) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=60)
+    return combined
+
+
+def test_the_processes_of_a_group_sum_their_gpus_energy(tmp_path):
+    sections = [window_section(300.0, 1.0, 60.0), window_section(320.0, 1.1, 62.0)]
+    combined = combined_in_two_ranks(tmp_path / "store", sections)
+    assert combined[0] == combined[1]
+    assert combined[0]["windows"] == [{"joules": 620.0, "seconds": 1.1, "calls": 10}]
+    assert combined[0]["baseline_w"] == 122.0
+    assert combined[0]["method"].endswith("in each of 2 processes, summed")
+
+
+def test_a_group_with_one_process_without_energy_has_none(tmp_path):
+    lost = energy.unavailable("NVML has no total-energy counter for GPU-1: Not Supported")
+    combined = combined_in_two_ranks(tmp_path / "store", [window_section(300.0, 1.0, 60.0), lost])
+    assert combined[1] == lost
+    assert combined[0]["status"] == "unavailable"
+    assert "another process of the group" in combined[0]["reason"]

@@ -387,9 +387,10 @@ class Probe:
         """The record's `energy` section of the windows so far."""
         if self.meter is None or not self.windows:
             return unavailable(self.reason or "no energy window was measured")
-        return section(
+        found = section(
             self.meter, self.windows, self.idle, unit=unit, samples_per_unit=samples_per_unit
         )
+        return {**found, "min_window_s": self.min_window_s}
 
 
 def unavailable(reason: str) -> dict[str, Any]:
