@@ -8,7 +8,11 @@ intervals are easy to check by hand.
 
 from __future__ import annotations
 
-from accelbench.results import make_record, write_record
+import copy
+
+from accelbench import energy
+from accelbench.devices import parse_device
+from accelbench.results import make_record, validate_record, write_record
 from accelbench.timing import rate_from_time, summarize, value
 
 NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
@@ -212,3 +216,59 @@ NODE_TRAIN = [
     train_record("fcn", "4x2cpu", samples=scaled(0.02, 0.6 / 3.2), strategy="ddp"),
     train_record("fcn", "2x4cpu", "failed", reason=FAILED, strategy="ddp"),
 ]
+
+
+NO_RAPL = (
+    "RAPL counter /sys/class/powercap/intel-rapl:0/energy_uj cannot be read: Permission denied"
+)
+
+
+def power_of(device: str) -> tuple[float, float]:
+    """(working, idle) watts of a made-up device: 300 W per GPU over 60 W idle, a CPU
+    package 40 W plus 10 W per thread over 30 W idle, on each node."""
+    parsed = parse_device(device)
+    if parsed.is_gpu:
+        return 300.0 * parsed.units, 60.0 * parsed.units
+    return (40.0 * parsed.nodes + 10.0 * parsed.units, 30.0 * parsed.nodes)
+
+
+def with_energy(records, unreadable=("cpu4",)):
+    """`records` with an energy section and metrics where they ran: three one-second windows
+    at the device's power (`power_of`), 2% apart; devices in `unreadable` say why not."""
+    changed = []
+    for exp_id, record in records:
+        record = copy.deepcopy(record)
+        params, metrics = record["params"], record["metrics"]
+        if record["status"] == "ok":
+            device = params["device"]
+            if device in unreadable:
+                record["energy"] = energy.unavailable(NO_RAPL)
+            else:
+                train = record["experiment"] == "train"
+                seconds = metrics["time_per_batch" if train else "time"]["median"]
+                watts, idle = power_of(device)
+                calls = max(1, round(1.0 / seconds))
+                record["energy"] = {
+                    "status": "ok",
+                    "reason": None,
+                    "method": "nvml total-energy counter (GPU-0)"
+                    if device.startswith("cuda")
+                    else "rapl powercap (package-0)",
+                    "unit": "step" if train else "call",
+                    "samples_per_unit": params["batch"] if train else None,
+                    "counter_period_s": energy.NVML_PERIOD_S,
+                    "baseline_w": idle,
+                    "baseline_s": 1.0,
+                    "windows": [
+                        {
+                            "joules": watts * calls * seconds * factor,
+                            "seconds": calls * seconds,
+                            "calls": calls,
+                        }
+                        for factor in (0.98, 1.0, 1.02)
+                    ],
+                }
+                metrics.update(energy.metrics(record["energy"]))
+        validate_record(record)
+        changed.append((exp_id, record))
+    return changed

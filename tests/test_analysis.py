@@ -79,7 +79,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-24:] == [
+    assert columns[-28:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -87,6 +87,10 @@ def test_collect_columns_dtypes_and_units(frame):
         "steal_cpus",
         "implementation",
         "timer",
+        "energy_status",
+        "energy_reason",
+        "energy_method",
+        "energy_baseline_w",
         "host",
         "cpu_model",
         "gpu",

@@ -17,7 +17,15 @@ from accelbench.analysis import figures, style, tidy
 from accelbench.results import make_record
 from accelbench.timing import rate_from_time, summarize, value
 
-from records import GPU_TRAIN, NO_GPU, NODE_TRAIN, provenance, scaled, write_records
+from records import (
+    GPU_TRAIN,
+    NO_GPU,
+    NODE_TRAIN,
+    provenance,
+    scaled,
+    with_energy,
+    write_records,
+)
 
 PAGE = (7.0, 9.0)  # inches: full text width, a page less its caption
 UNIT = re.compile(r"[(\[].+[)\]]")
@@ -90,8 +98,8 @@ def kernel_records(devices):
 @pytest.fixture
 def mixed(tmp_path):
     """CPU and GPU devices, thread counts, precisions, multi-GPU and multi-node training,
-    several kernels."""
-    records = [*GPU_TRAIN, *NODE_TRAIN, *kernel_records(["cpu1", "cpu2", "cuda1"])]
+    several kernels, their energy (but not on cpu4, where it could not be read)."""
+    records = with_energy([*GPU_TRAIN, *NODE_TRAIN, *kernel_records(["cpu1", "cpu2", "cuda1"])])
     frame, problems = tidy.collect(write_records(tmp_path / "mixed", records))
     assert problems == []
     return frame
@@ -248,6 +256,23 @@ def test_the_legend_stays_compact(mixed):
     (ax,) = fig.axes
     assert legend.height < 0.3 * fig.bbox.height
     assert ax.get_window_extent().height > 0.5 * fig.bbox.height
+
+
+def test_energy_is_drawn_against_time_per_sample_in_the_tables_units(mixed, cpu_only):
+    fig = figures.energy_against_time(mixed, "train")
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    assert set(panels) == {"fcn", "lstm", "resnet18", "vgg11"}
+    ax = panels["resnet18"]
+    assert ax.get_xlabel() == "Time per sample (µs)"
+    assert ax.get_ylabel() == "Energy per sample (mJ)"
+    assert ax.get_xscale() == "log"  # 0.4 ms per sample on a GPU to 31 ms on one thread
+    legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert "cpu4" not in legend  # its energy could not be read: no point
+    assert {"cpu1", "cuda1", "cuda4", "fp32", "bf16"} <= set(legend)
+    note = figures.energy_against_time(cpu_only, "train")
+    assert [text.get_text() for text in note.axes[0].texts] == [
+        "no energy measured in the train records"
+    ]
 
 
 def test_the_png_is_300_dpi(mixed, tmp_path):

@@ -121,7 +121,7 @@ def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, m
         (
             "kernls: {}\n",
             "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'kernels', 'train', "
-            "'contention', 'resources', 'slurm', 'cluster_analysis', 'report']",
+            "'contention', 'energy', 'resources', 'slurm', 'cluster_analysis', 'report']",
         ),
         ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
         (
@@ -207,11 +207,20 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert "No train records on a device other than cpu1." in (
         results / "tables" / "train_speedup.md"
     ).read_text(encoding="utf-8")
+    # Energy: measured where this machine lets a counter be read, else the reason.
+    for path in records[:4]:
+        found = json.loads(path.read_text())["energy"]
+        assert found["status"] == "ok" or found["reason"], path
+    assert "Time and energy per sample" in (results / "tables" / "train_energy.md").read_text(
+        encoding="utf-8"
+    )
     for stem in (
         "train_time_per_batch",
         "train_speedup",
         "train_gpu_scaling",
+        "train_energy",
         "kernel_throughput",
+        "kernel_energy",
         "roofline",
         "kernel_crossover",
     ):

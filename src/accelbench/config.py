@@ -160,6 +160,7 @@ def kernel_settings(config: dict[str, Any]) -> dict[str, Any]:
         "samples": kernels["samples"],
         "runs": kernels["runs"],
         "contention": dict(config.get("contention") or {}),
+        "energy": dict(config.get("energy") or {}),
         "naive_size_limit": kernels.get("naive_size_limit", {}),
     }
 
@@ -167,5 +168,5 @@ def kernel_settings(config: dict[str, Any]) -> dict[str, Any]:
 def roof_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The settings of every roof experiment: the kernels' timing, and the roof sizes."""
     settings = kernel_settings(config)
-    del settings["naive_size_limit"]
+    del settings["naive_size_limit"], settings["energy"]
     return {**settings, "roofs": config["kernels"]["roofs"]}

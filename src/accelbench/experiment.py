@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from accelbench import contention, provenance, timing
+from accelbench import contention, energy, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
@@ -109,7 +109,7 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
 
     The check is the worst run's; series and settled params are the first run's,
     with each metric's run medians added as a series; the raw samples of all runs
-    are kept, run by run.
+    are kept, run by run, and so are the energy windows.
     """
     first = outcomes[0]
     if len(outcomes) == 1:
@@ -128,6 +128,7 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
         series={**(first.series or {}), **timing.run_medians(per_run)},
         raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
         measured_by=first.measured_by,
+        energy=energy.combine_sections([outcome.energy for outcome in outcomes]),
     )
 
 
@@ -162,6 +163,10 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
         settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
         preload(exp.family)
+        if exp.family in ("kernel", "train"):
+            # The idle baseline, once for the job: each forked run inherits it.
+            device = parse_device(exp.device)
+            energy.Probe(device.is_gpu, range(device.count), settings).close()
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
@@ -222,7 +227,7 @@ def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
     params = {
         key: value
         for key, value in settings.items()
-        if key not in ("config_hash", "naive_size_limit", "roofs", "contention")
+        if key not in ("config_hash", "naive_size_limit", "roofs", "contention", "energy")
     }
     runs = int(settings.get("runs", 1))
     params["interval"] = timing.RERUN_INTERVAL if runs > 1 else timing.WITHIN_RUN_INTERVAL
@@ -285,12 +290,13 @@ def write_outcome(
             status=outcome.status,
             reason=outcome.reason,
             params={**_params(exp, settings), **outcome.params},
-            metrics=outcome.metrics,
+            metrics={**outcome.metrics, **energy.metrics(outcome.energy)},
             check=outcome.check,
             series=outcome.series,
             conditions=outcome.conditions,
             raw=outcome.raw,
             measured_by=outcome.measured_by,
+            energy=outcome.energy,
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

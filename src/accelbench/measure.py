@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench import timing
+from accelbench import energy, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import cpu_threads, parse_device
 from accelbench.grid import KernelExperiment
@@ -103,6 +103,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
 
     GPU backends are also timed copying their inputs in and their output out
     (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
+    After the timing, the kernel runs again in an energy window (accelbench.energy).
     """
     spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
     reason = backend.unavailable_reason(device)
@@ -123,6 +124,9 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         prepared = checked.prepared
         samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+        with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
+            sync = timing.synchronizer(backend.timer, device.is_gpu)
+            probe.window(prepared.run, float(np.median(samples)), sync)
         check = checked.recheck()  # the timed code must still be right
         if not check["passed"]:
             reason = "after timing: " + mismatch(check)
@@ -144,7 +148,14 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
-    return Outcome("ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by)
+    return Outcome(
+        "ok",
+        metrics=metrics,
+        check=check,
+        raw=raw,
+        measured_by=measured_by,
+        energy=probe.section("call"),
+    )
 
 
 def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):

@@ -31,6 +31,8 @@ class Outcome:
     raw: dict[str, Any] | None = None
     # What measured it: {"implementation": "module:variant", "timer": ...}.
     measured_by: dict[str, str] | None = None
+    # The energy of the measured work, the record's `energy` section (accelbench.energy).
+    energy: dict[str, Any] | None = None
 
 
 class RetryableFailure(RuntimeError):

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from accelbench.energy import validate_section as validate_energy
+
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
 STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
@@ -31,6 +33,9 @@ CONDITIONS_KEY = "conditions"
 RAW_KEY = "raw"
 # Optional: what measured it, {"implementation": "module:variant", "timer": str}.
 MEASURED_BY_KEY = "measured_by"
+# Optional: the energy of the measured work (accelbench.energy): "ok" with the method, the
+# idle baseline and each window, or "too_short"/"unavailable" with the reason.
+ENERGY_KEY = "energy"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -62,6 +67,7 @@ def make_record(
     conditions: dict[str, Any] | None = None,
     raw: dict[str, Any] | None = None,
     measured_by: dict[str, str] | None = None,
+    energy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -83,6 +89,8 @@ def make_record(
         record[RAW_KEY] = raw
     if measured_by:
         record[MEASURED_BY_KEY] = measured_by
+    if energy:
+        record[ENERGY_KEY] = energy
     validate_record(record)
     return record
 
@@ -130,6 +138,8 @@ def validate_record(record: Any, source: str = "record") -> None:
             f"{source}: {MEASURED_BY_KEY!r} must be an object with text "
             "'implementation' and 'timer'"
         )
+    if ENERGY_KEY in record and (problem := validate_energy(record[ENERGY_KEY])):
+        raise RecordError(f"{source}: {ENERGY_KEY!r} {problem}")
 
 
 def _validate_raw(raw: Any, source: str) -> None:

@@ -241,6 +241,24 @@ def value(amount: float, unit: str) -> dict[str, Any]:
     return {"unit": unit, "value": amount}
 
 
+def synchronizer(timer: str, on_gpu: bool) -> Callable[[], None]:
+    """What waits for the GPU work a backend's calls queued (nothing on the CPU, where
+    every call returns when it is done)."""
+    if not on_gpu:
+        return lambda: None
+    if timer == "cupy":
+        import cupy
+
+        return cupy.cuda.runtime.deviceSynchronize
+    if timer == "cuda-events":
+        from numba import cuda
+
+        return cuda.synchronize
+    import torch
+
+    return torch.cuda.synchronize
+
+
 def torch_timer_samples(
     fn: Callable[[], object], *, num_threads: int, min_run_time: float, samples: int, label: str
 ) -> list[float]:

@@ -39,8 +39,10 @@ rule tables:
         table_files("train_precision", "Training"),
         table_files("train_scaling", "Training"),
         for_multi_node(table_files("train_node_scaling", "Training")),
+        table_files("train_energy", "Training"),
         table_files("kernel_time", "Kernels"),
         table_files("kernel_speedup", "Kernels"),
+        table_files("kernel_energy", "Kernels"),
     log:
         "results/logs/tables.log",
     conda:
@@ -62,7 +64,9 @@ rule figures:
         figure_files("train_precision", "Training"),
         figure_files("train_gpu_scaling", "Training"),
         for_multi_node(figure_files("train_node_scaling", "Training")),
+        figure_files("train_energy", "Training"),
         figure_files("kernel_throughput", "Kernels"),
+        figure_files("kernel_energy", "Kernels"),
     log:
         "results/logs/figures.log",
     conda:

@@ -588,6 +588,87 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     return fig
 
 
+# What tells the points of an energy figure's panel apart besides the device.
+ENERGY_MARKERS = {"train": "precision", "kernel": "backend"}
+
+
+def _per_work(rows: pd.DataFrame, metric: str, divisor, unit: str | None):
+    """`rows` with the metric's median and interval divided by `divisor` (the batch size)
+    and put in the unit the tables print; returns (rows, unit)."""
+    columns = [f"{metric}_{field}" for field in ("median", "ci_low", "ci_high")]
+    rows = rows.assign(**{column: rows[column].astype(float) / divisor for column in columns})
+    shown, factor = tables.readable_unit(unit, list(rows[columns[0]]))
+    return _scaled(rows, metric, factor), shown
+
+
+def energy_against_time(
+    frame: pd.DataFrame, experiment: str = "train", width: float | None = None
+) -> Figure:
+    """Energy against time per sample (training) or per call (kernels), one panel per model
+    or kernel, colour the device, marker the precision (backend); error bars both ways are
+    the 95% intervals. Left is faster, low is cheaper in energy: a device that pays off in
+    time but not in energy sits left and up. Only measured energy is drawn."""
+    style.apply()
+    spec, marker = tables.ENERGY_SPECS[experiment], ENERGY_MARKERS[experiment]
+    time_metric, energy_metric = spec.time_metric, spec.energy_metric
+    rows, _ = tidy.experiment_rows(frame, experiment)
+    rows = _with_metric(_with_metric(rows, time_metric), energy_metric)
+    measured = _measured(_measured(rows, energy_metric), time_metric)
+    if measured.empty:
+        return style.empty_figure(f"no energy measured in the {experiment} records", width)
+    units = frame.attrs.get("units", {})
+    divisor = measured["batch"].astype(float) if spec.per_batch else 1.0
+    measured, time_unit = _per_work(
+        measured, time_metric, divisor, units.get(f"{time_metric}_median")
+    )
+    measured, energy_unit = _per_work(
+        measured, energy_metric, 1.0, units.get(f"{energy_metric}_median")
+    )
+    primary = tidy.PRIMARY[experiment]
+    panels = sorted(set(measured[primary]))
+    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
+    width, nrows, ncols, height = style.panel_grid(len(panels), width)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    devices = tidy.natural_devices(measured["device"])
+    palette = dict(zip(devices, style.colors(len(devices)), strict=True))
+    kinds = tidy.ordered(marker, measured[marker])
+    markers = {kind: style.MARKERS[i % len(style.MARKERS)] for i, kind in enumerate(kinds)}
+    for ax, panel in zip(axes, panels, strict=False):
+        here = measured[measured[primary] == panel]
+        for (device, kind), group in here.groupby(["device", marker], sort=False):
+            x = group[f"{time_metric}_median"].to_numpy(float)
+            y = group[f"{energy_metric}_median"].to_numpy(float)
+            ax.errorbar(
+                x,
+                y,
+                xerr=_yerr(group, time_metric),
+                yerr=_yerr(group, energy_metric),
+                color=palette[device],
+                marker=markers[kind],
+                linestyle="none",
+                elinewidth=0.6,
+            )
+            hollow_busy(ax, x, y, group, palette[device], markers[kind])
+        for scale, metric in ((ax.set_xscale, time_metric), (ax.set_yscale, energy_metric)):
+            if _spans_decades(here[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float)):
+                scale("log")
+        ax.set_xlabel(f"Time per {spec.work} ({time_unit})")
+        ax.set_ylabel(f"Energy per {spec.work} ({energy_unit})")
+        ax.set_title(panel)
+    for ax in axes[len(panels) :]:
+        ax.remove()
+    handles = [
+        Line2D([], [], color=palette[device], marker="o", ls="none", label=device)
+        for device in devices
+    ]
+    handles += [
+        Line2D([], [], color="black", marker=markers[kind], ls="none", label=kind) for kind in kinds
+    ]
+    _legend(fig, handles, measured)
+    return fig
+
+
 # Every figure the workflow draws, by file name: draw(frame, baseline device, width).
 FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
     "train_time_per_batch": lambda frame, baseline, width: time_per_batch_by_device(frame, width),
@@ -605,4 +686,6 @@ FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
         frame, "train", width
     ),
     "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
+    "train_energy": lambda frame, baseline, width: energy_against_time(frame, "train", width),
+    "kernel_energy": lambda frame, baseline, width: energy_against_time(frame, "kernel", width),
 }

@@ -77,9 +77,11 @@ BOLD_NOTE = (
 # Statuses whose cell shows a bare dash: nothing was measured there.
 DASH_STATUSES = ("missing", ratios.NO_BASELINE)
 # What a cell that holds no number shows, and how its footnote names the cause.
-CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING}
-NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline"}
+CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING, "too_short": "too short"}
+NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline", "too_short": "too short"}
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+ENERGY_UNITS = (("J", 1.0), ("mJ", 1e-3), ("µJ", 1e-6), ("nJ", 1e-9))
+READABLE_UNITS = {"s": TIME_UNITS, "J": ENERGY_UNITS}
 
 
 @dataclass(frozen=True)
@@ -147,17 +149,18 @@ def _marker(index: int) -> str:
 
 
 def readable_unit(unit: str | None, medians: list[float]) -> tuple[str | None, float]:
-    """(unit, seconds per unit) for a table of times: the largest of s, ms, µs, ns in which
-    the middle one of the medians is at least 1, so most numbers read without exponents
-    or leading zeros. Other units are kept as they are (factor 1)."""
+    """(unit, base units per unit) for a table of times or energies: the largest of s, ms,
+    µs, ns (J, mJ, µJ, nJ) in which the middle one of the medians is at least 1, so most
+    numbers read without exponents or leading zeros. Other units are kept as they are
+    (factor 1)."""
     finite = sorted(value for value in medians if math.isfinite(value) and value > 0)
-    if unit != "s" or not finite:
+    if unit not in READABLE_UNITS or not finite:
         return unit, 1.0
     middle = finite[(len(finite) - 1) // 2]
-    for name, factor in TIME_UNITS:
+    for name, factor in READABLE_UNITS[unit]:
         if middle >= factor:
             return name, factor
-    return TIME_UNITS[-1]
+    return READABLE_UNITS[unit][-1]
 
 
 def _blank_cell(row: str, column: str, unit: str | None) -> dict[str, Any]:
@@ -269,16 +272,19 @@ def _render(
     factor: float = 1.0,
     empty: str = "No records.",
     ideal: dict[str, float] | None = None,
+    best: bool = True,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Display strings, bold cells, blocks and footnotes for a grid of cells (numbers /
     `factor`); a table without rows gets the footnote `empty`, saying why it has none.
-    A cell above its column's `ideal` value is marked."""
+    A cell above its column's `ideal` value is marked. Without `best` (columns of different
+    quantities) no cell is set in bold."""
     ideal = ideal or {}
     by_place = {(cell["row"], cell["column"]): cell for cell in cells}
     exponents = {}
     for label in labels:
         row_cells = [by_place[label, column] for column in columns]
-        _mark_best(row_cells, higher_is_better)
+        if best:
+            _mark_best(row_cells, higher_is_better)
         exponents[label] = shared_exponent([cell["median"] / factor for cell in row_cells])
     filled = {
         label: [
@@ -355,7 +361,9 @@ def _render(
     legend = []
     if any(cell["status"] == "missing" for cell in displayed):
         legend.append(MISSING_NOTE)
-    if any(sum(math.isfinite(by_place[row, c]["median"]) for c in columns) > 1 for row in labels):
+    if best and any(
+        sum(math.isfinite(by_place[row, c]["median"]) for c in columns) > 1 for row in labels
+    ):
         legend.append(BOLD_NOTE)
     text.attrs = {
         "caption": caption,
@@ -552,6 +560,108 @@ def node_scaling_table(
             "mini-batch / N), or 'single' where one node has one device."
         )
     return table, footnotes
+
+
+@dataclass(frozen=True)
+class EnergySpec:
+    """The columns of an energy table: time and energy per unit of work, side by side."""
+
+    work: str  # "sample" or "call"
+    time_metric: str
+    per_batch: bool  # the time is per mini-batch: divided by the batch size
+    energy_metric: str
+
+
+ENERGY_SPECS = {
+    "train": EnergySpec("sample", "time_per_batch", True, "energy_per_sample"),
+    "kernel": EnergySpec("call", "time", False, "energy_per_call"),
+}
+ENERGY_NOTE = (
+    "Energy: the devices' energy counters read around a window of repeated work after the "
+    "timing (NVML's total-energy counter on GPUs, RAPL on CPUs); above idle: less the idle "
+    "power, measured once per job, over the window. A cell without energy says why: "
+    "n/a where no counter could be read, too short where the window spanned too few "
+    "counter updates. Nothing is estimated."
+)
+TRAIN_ENERGY_NOTE = (
+    "Time per sample: time per mini-batch / batch size (the step, batch loading excluded); "
+    "the energy window's steps each load their batch."
+)
+
+
+def _quantity_cells(rows: pd.DataFrame, metric: str, scale: pd.Series, energy: bool):
+    """Long-form cells of one quantity: the record's status where it did not run, the
+    energy status (with its reason) where it ran without energy, else the numbers / scale."""
+    fields = ("median", "ci_low", "ci_high", "ci_level")
+    found = pd.DataFrame(
+        {
+            "label": rows["label"],
+            "status": rows["status"],
+            "reason": rows["reason"],
+            "busy": rows.get("busy", False),
+            **{
+                field: rows.get(f"{metric}_{field}", pd.Series(math.nan, index=rows.index))
+                / (scale if field != "ci_level" else 1.0)
+                for field in fields
+            },
+        }
+    )
+    if energy:
+        missing = (found["status"] == "ok") & ~found["median"].astype(float).notna()
+        status = rows.get("energy_status", pd.Series(None, index=rows.index, dtype="object"))
+        reason = rows.get("energy_reason", pd.Series(None, index=rows.index, dtype="object"))
+        found.loc[missing, "status"] = (
+            status[missing].fillna("unavailable").replace("ok", "unavailable")
+        )
+        found.loc[missing, "reason"] = reason[missing].fillna(
+            "the record has no energy section (measured without it)"
+        )
+    return found
+
+
+def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
+    """Time and energy per unit of work side by side, one row per configuration and device:
+    time per sample, energy per sample and the same above idle (training), or the same per
+    call (kernels), so whether a GPU pays off can be read in joules as well as seconds."""
+    spec = ENERGY_SPECS[experiment]
+    rows, constants = tidy.experiment_rows(frame, experiment, across="quantity")
+    labels = list(dict.fromkeys(rows["label"]))
+    units = frame.attrs.get("units", {})
+    batch = rows["batch"].astype(float) if spec.per_batch else pd.Series(1.0, index=rows.index)
+    one = pd.Series(1.0, index=rows.index)
+    quantities = [
+        (f"time per {spec.work}", spec.time_metric, batch, False),
+        (f"energy per {spec.work}", spec.energy_metric, one, True),
+        (f"energy per {spec.work} above idle", f"{spec.energy_metric}_above_idle", one, True),
+    ]
+    cells, columns = [], []
+    for name, metric, scale, is_energy in quantities:
+        found = _quantity_cells(rows, metric, scale, is_energy)
+        unit, factor = readable_unit(units.get(f"{metric}_median"), list(found["median"]))
+        found[["median", "ci_low", "ci_high"]] = found[["median", "ci_low", "ci_high"]] / factor
+        column = f"{name} ({unit})" if unit else name
+        columns.append(column)
+        cells.append(_grid(found.assign(quantity=column), labels, [column], "quantity", unit))
+    status = rows.get("energy_status", pd.Series(None, index=rows.index, dtype="object"))
+    measured = rows[status == "ok"]
+    footnotes = [
+        f"Energy measured with {method} [{'; '.join(group['label'])}]"
+        for method, group in measured.groupby("energy_method", sort=True)
+    ]
+    if labels and measured.empty:
+        footnotes.append(f"No energy was measured in these {experiment} records (reasons below).")
+    table, notes = _render(
+        [cell for part in cells for cell in part],
+        labels,
+        columns if labels else [],
+        row_header=SPECS[experiment].row_header,
+        column_header="quantity",
+        caption=_caption(f"Time and energy per {spec.work}", None, interval_name(rows), constants),
+        empty=f"No {experiment} records.",
+        best=False,
+    )
+    extra = [ENERGY_NOTE, *([TRAIN_ENERGY_NOTE] if spec.per_batch else [])] if labels else []
+    return table, [*footnotes, *notes, *extra]
 
 
 _LATEX_SPECIAL = {
@@ -872,4 +982,6 @@ TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]]
     "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),
     "train_scaling": lambda frame, baseline: scaling_table(frame, "train"),
     "train_node_scaling": lambda frame, baseline: node_scaling_table(frame, "train"),
+    "train_energy": lambda frame, baseline: energy_table(frame, "train"),
+    "kernel_energy": lambda frame, baseline: energy_table(frame, "kernel"),
 }

@@ -47,6 +47,10 @@ CHECK_COLUMNS = ("check_passed", "check_relative_error")
 CONDITION_COLUMNS = ("busy", "other_cpus", "steal_cpus")
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
+# How its energy was measured (record "energy"): ok, too_short or unavailable, why not,
+# the counters read and the idle baseline; null for a record without energy. The energy
+# itself is in metric columns (energy_per_call_median, energy_per_sample_median, ...).
+ENERGY_COLUMNS = ("energy_status", "energy_reason", "energy_method", "energy_baseline_w")
 PROVENANCE_COLUMNS = (
     "host",
     "cpu_model",
@@ -150,6 +154,8 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     row.update({column: conditions.get(column) for column in CONDITION_COLUMNS})
     measured_by = record.get("measured_by") or {}
     row.update({column: measured_by.get(column) for column in MEASURED_BY_COLUMNS})
+    energy = record.get("energy") or {}
+    row.update({column: energy.get(column.removeprefix("energy_")) for column in ENERGY_COLUMNS})
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
         row[f"{library}{VERSION_SUFFIX}"] = version
@@ -231,6 +237,7 @@ def _column_order(
         *CHECK_COLUMNS,
         *CONDITION_COLUMNS,
         *MEASURED_BY_COLUMNS,
+        *ENERGY_COLUMNS,
         *PROVENANCE_COLUMNS,
         *sorted(versions),
     ]

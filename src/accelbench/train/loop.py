@@ -18,11 +18,12 @@ import math
 import os
 import resource
 import socket
+import statistics
 import time
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import doctor, timing
+from accelbench import doctor, energy, timing
 from accelbench.devices import (
     Device,
     cpu_threads,
@@ -129,6 +130,82 @@ def _rank_hosts(grouped: bool) -> list[str]:
     return hosts
 
 
+def energy_probe(device: Device, place, settings: TrainSettings) -> energy.Probe:
+    """This process's energy meter: its own GPUs; on the CPU, the packages, unless several
+    processes share them (their energy could not be told apart)."""
+    gpus = [unit.index or 0 for unit in place.devices if unit.type == "cuda"]
+    declined = None
+    if place.world_size > 1 and not device.is_gpu:
+        declined = (
+            f"not measured: the {place.world_size} processes share the CPU packages, "
+            "whose energy counters cannot tell them apart"
+        )
+    return energy.Probe(device.is_gpu, gpus, {"energy": settings.energy}, declined=declined)
+
+
+def energy_window(session, probe: energy.Probe, step_times: list[float]) -> None:
+    """Training steps (each loading its batch) for at least the energy window, after the
+    timed steps. In a group every process runs the same number of steps (planned from
+    the same combined step times), and all measure or none does."""
+    import torch
+    import torch.distributed as dist
+
+    if session.placement.world_size > 1:
+        reads = torch.tensor([float(probe.reads)], device=session.placement.device)
+        dist.all_reduce(reads, op=dist.ReduceOp.MIN)
+        if not reads.item():
+            if probe.reads:
+                probe.decline("another process of the group cannot read its energy counter")
+            return
+    elif not probe.reads:
+        return
+
+    def step():
+        inputs, targets = session.move(session.source.next())
+        session.train_step(inputs, targets)
+
+    probe.window(step, statistics.median(step_times), session.synchronize)
+
+
+def _combine_energy(found: dict[str, Any], device) -> dict[str, Any]:
+    """Across processes: each window's energy summed (every process read its own GPUs),
+    its length the longest; the idle baselines summed too."""
+    import torch
+    import torch.distributed as dist
+
+    measured = torch.tensor([float(found["status"] != "unavailable")], device=device)
+    dist.all_reduce(measured, op=dist.ReduceOp.MIN)
+    if found["status"] == "unavailable":
+        return found
+    if not measured.item():
+        return energy.unavailable("another process of the group lost its energy counter")
+    windows = found["windows"]
+    energies = torch.tensor(
+        [
+            [w["joules"] for w in windows] + [found["baseline_w"]],
+            [w["seconds"] for w in windows] + [0.0],
+        ],
+        dtype=torch.float64,
+        device=device,
+    )
+    seconds = energies[1].clone()
+    dist.all_reduce(energies, op=dist.ReduceOp.SUM)
+    dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+    world = dist.get_world_size()
+    combined = [
+        {**window, "joules": float(joules), "seconds": float(length)}
+        for window, joules, length in zip(
+            windows, energies[0].tolist(), seconds.tolist(), strict=False
+        )
+    ]
+    return {
+        **found,
+        "method": f"{found['method']} in each of {world} processes, summed",
+        "baseline_w": float(energies[0, -1]),
+        "windows": combined,
+    }
+
+
 def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
     """This process's GPU: its local rank, or 0 where each task sees only its own GPU."""
     return rendezvous.local_rank if visible_gpu_count() > 1 else 0
@@ -172,14 +249,19 @@ def train_process(
                 if gpu.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(gpu)
             # Independent runs: each builds its model, optimiser and data afresh.
-            for _ in range(settings.runs):
-                session = sessions.build(exp, settings, device, place)
-                log = run_steps(session, settings.warmup_steps, settings.steps)
-                memory_name, peak = _peak_memory(place)
-                if grouped:
-                    log, peak = _combine_ranks(log, peak, place.device)
-                runs.append({**log, "losses": log["losses"].tolist()})
-            state = _full_state(session.model) if keep_state else None
+            with energy_probe(device, place, settings) as probe:
+                for _ in range(settings.runs):
+                    session = sessions.build(exp, settings, device, place)
+                    log = run_steps(session, settings.warmup_steps, settings.steps)
+                    memory_name, peak = _peak_memory(place)
+                    if grouped:
+                        log, peak = _combine_ranks(log, peak, place.device)
+                    runs.append({**log, "losses": log["losses"].tolist()})
+                    state = _full_state(session.model) if keep_state else None
+                    energy_window(session, probe, log["step_times"][settings.warmup_steps :])
+                used = probe.section("step", exp.batch)
+            if grouped:
+                used = _combine_energy(used, place.device)
     finally:
         if grouped:
             dist.destroy_process_group()
@@ -198,6 +280,7 @@ def train_process(
         "data": session.data,
         "data_note": session.data_note,
         "launcher": rendezvous.launcher,
+        "energy": used,
     }
     if keep_state:
         result["state"] = state
@@ -337,5 +420,11 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "gpus": timing.value(result["gpus"], "GPUs"),
     }
     return Outcome(
-        "ok", metrics=metrics, params=params, series=series, raw=raw, measured_by=measured_by
+        "ok",
+        metrics=metrics,
+        params=params,
+        series=series,
+        raw=raw,
+        measured_by=measured_by,
+        energy=result.get("energy"),
     )

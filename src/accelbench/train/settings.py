@@ -30,6 +30,7 @@ class TrainSettings:
     pipeline_microbatches: int = 4
     compile: str = "off"  # torch.compile backend, or "off"
     channels_last: bool = False
+    energy: Mapping[str, Any] = field(default_factory=dict)  # the config's energy keys
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> TrainSettings:
@@ -58,6 +59,7 @@ def for_model(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         "warmup_steps": train.get("warmup_steps", defaults.warmup_steps),
         "runs": train.get("runs", defaults.runs),
         "contention": dict(config.get("contention") or {}),
+        "energy": dict(config.get("energy") or {}),
         "image_size": train.get("image_size", defaults.image_size),
         "model_options": dict(train.get("model_options", {}).get(model, {})),
         "data_dir": train.get("data_dir") or None,

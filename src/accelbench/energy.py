@@ -1,0 +1,502 @@
+"""Energy of a measured window: NVML's total-energy counter on NVIDIA GPUs, RAPL on CPUs.
+
+Both are cumulative counters read at the start and at the end of a window;
+the difference is the energy the devices used in it. Nothing is estimated: a
+device whose counter cannot be read gets a record section that says
+"unavailable" and why.
+
+- NVML (`nvmlDeviceGetTotalEnergyConsumption`, package nvidia-ml-py): millijoules
+  since the driver was loaded, per GPU, for every GPU the job uses (CUDA's
+  device order mapped to NVML's through CUDA_VISIBLE_DEVICES). The counter is
+  updated only every 20-100 ms, so a reading may be that old: a window shorter
+  than MIN_PERIODS updates is flagged "too_short" and its numbers are not
+  reported as measurements.
+- RAPL (`/sys/class/powercap/intel-rapl:*`): microjoules of each package and its
+  DRAM where the kernel exposes them (AMD's packages appear there too, without
+  DRAM); a counter wraps at its `max_energy_range_uj`. Since Linux 5.10 only
+  root may read `energy_uj`. The package is the whole socket, shared with
+  whatever else runs on it, which the contention guard watches.
+
+The energy window is separate from the timing: after the timed samples, the
+same work is repeated for at least `min_window_s` (planned from the median
+time of one call), so the timing is untouched and the window spans enough
+counter updates. An idle baseline (power with nothing running) is measured
+once per process and meter; "above idle" energy subtracts it over the window.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from accelbench import timing
+
+NVML_METHOD = "nvml total-energy counter"
+RAPL_METHOD = "rapl powercap"
+POWERCAP = Path("/sys/class/powercap")
+# Worst-case update periods: NVML's counter every 20-100 ms, RAPL's about every 1 ms.
+NVML_PERIOD_S = 0.1
+RAPL_PERIOD_S = 0.001
+NVML_RANGE = 2**64  # an unsigned 64-bit count of millijoules: it does not wrap in practice
+# A window (or the baseline) must span this many counter updates: a reading may be one
+# update old at either end, so the energy is then within about 2 / MIN_PERIODS.
+MIN_PERIODS = 10
+MAX_CALLS = 1_000_000
+STATUSES = ("ok", "too_short", "unavailable")
+# Defaults of the config's `energy` keys (per device kind where a mapping).
+DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "min_window_s": {"cpu": 0.2, "cuda": 1.0},
+    "baseline_s": {"cpu": 0.5, "cuda": 1.0},
+}
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The wall clock windows are timed with and the sleep of the idle baseline."""
+
+    now: Callable[[], float] = time.perf_counter
+    sleep: Callable[[float], None] = time.sleep
+
+
+CLOCK = Clock()
+
+
+class EnergyUnavailable(RuntimeError):
+    """No energy counter can be read here; the message says why (it goes into the record)."""
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One cumulative energy counter: how to read it, its wrap range and its unit in joules."""
+
+    name: str
+    read: Callable[[], int]
+    wraps_at: int
+    joules_per_count: float
+
+
+@dataclass
+class Meter:
+    """Counters read together; `method` names them as the record does."""
+
+    method: str
+    counters: list[Counter]
+    period_s: float
+    close: Callable[[], None] = lambda: None
+
+    def read(self) -> list[int]:
+        try:
+            return [counter.read() for counter in self.counters]
+        except Exception as err:  # a counter that stopped answering (NVMLError, OSError)
+            raise EnergyUnavailable(
+                f"reading the energy counters failed: {type(err).__name__}: {err}"
+            ) from err
+
+    def joules(self, before: Sequence[int], after: Sequence[int]) -> float:
+        """Energy between two readings, each counter's wrap undone (at most one per window)."""
+        total = 0.0
+        for counter, start, end in zip(self.counters, before, after, strict=True):
+            delta = end - start
+            if delta < 0:
+                delta += counter.wraps_at
+            total += delta * counter.joules_per_count
+        return total
+
+    @property
+    def min_seconds(self) -> float:
+        return MIN_PERIODS * self.period_s
+
+
+def settings_of(settings: dict[str, Any]) -> dict[str, Any]:
+    """The `energy` settings of an experiment, defaults filled in."""
+    given = settings.get("energy") or {}
+    filled = {**DEFAULTS, **given}
+    for key in ("min_window_s", "baseline_s"):
+        filled[key] = {**DEFAULTS[key], **given.get(key, {})}
+    return filled
+
+
+def _read_int(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+def rapl_meter(root: Path = POWERCAP, read: Callable[[Path], int] = _read_int) -> Meter:
+    """The package and DRAM counters of every CPU package under `root` (sysfs powercap).
+
+    Core and uncore zones lie inside their package and psys covers the platform,
+    so they are left out: adding them would count energy twice.
+    """
+    if not root.is_dir():
+        raise EnergyUnavailable(f"no RAPL powercap interface here ({root} does not exist)")
+    zones = [path for path in sorted(root.glob("intel-rapl:*")) if (path / "name").is_file()]
+    chosen = []
+    for zone in zones:
+        name = (zone / "name").read_text().strip()
+        parent = zone.parent / zone.name.rsplit(":", 1)[0] if zone.name.count(":") == 2 else None
+        if parent is None and name.startswith("package"):
+            chosen.append((name, zone))
+        elif parent is not None and name == "dram":
+            package = (parent / "name").read_text().strip() if (parent / "name").is_file() else ""
+            chosen.append((f"{package} dram".strip(), zone))
+    if not chosen:
+        raise EnergyUnavailable(f"no RAPL package zone under {root}")
+    counters = []
+    for name, zone in chosen:
+        try:
+            read(zone / "energy_uj")
+            wraps_at = read(zone / "max_energy_range_uj")
+        except OSError as err:
+            hint = (
+                " (only root may read RAPL counters since Linux 5.10)"
+                if isinstance(err, PermissionError)
+                else ""
+            )
+            raise EnergyUnavailable(
+                f"RAPL counter {zone / 'energy_uj'} cannot be read: {err.strerror or err}{hint}"
+            ) from None
+        counters.append(Counter(name, lambda path=zone / "energy_uj": read(path), wraps_at, 1e-6))
+    names = ", ".join(counter.name for counter in counters)
+    return Meter(f"{RAPL_METHOD} ({names})", counters, RAPL_PERIOD_S)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _nvml_handles(nvml, gpus: Sequence[int], visible: str | None, order: str | None) -> list:
+    """Handles of the GPUs CUDA numbers `gpus` (0, 1, ...) in this process.
+
+    CUDA_VISIBLE_DEVICES names them by UUID or by index; an index is NVML's index
+    when CUDA orders by PCI bus (CUDA_DEVICE_ORDER=PCI_BUS_ID), or when all GPUs
+    are alike (CUDA's default order, fastest first, then ties by PCI bus).
+    """
+    total = nvml.nvmlDeviceGetCount()
+    names = visible.split(",") if visible is not None else [str(i) for i in range(total)]
+    names = [name.strip() for name in names if name.strip()]
+    if not gpus or max(gpus) >= len(names):
+        raise EnergyUnavailable(
+            f"CUDA devices {list(gpus)} used, but CUDA_VISIBLE_DEVICES={visible!r} "
+            f"and NVML finds {total} GPU(s)"
+        )
+    handles = []
+    for name in (names[index] for index in gpus):
+        if name.startswith(("GPU-", "MIG-")):
+            handles.append(nvml.nvmlDeviceGetHandleByUUID(name))
+            continue
+        if order != "PCI_BUS_ID":
+            models = {
+                _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+                for i in range(total)
+            }
+            if len(models) > 1:
+                raise EnergyUnavailable(
+                    f"CUDA's device order is not NVML's on a node with different GPUs "
+                    f"({', '.join(sorted(models))}); set CUDA_DEVICE_ORDER=PCI_BUS_ID"
+                )
+        handles.append(nvml.nvmlDeviceGetHandleByIndex(int(name)))
+    return handles
+
+
+def nvml_meter(
+    gpus: Sequence[int],
+    nvml=None,
+    visible: str | None = None,
+    order: str | None = None,
+) -> Meter:
+    """The total-energy counters of the CUDA devices `gpus` of this process, through NVML.
+
+    `visible` and `order` default to CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
+    """
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if order is None:
+        order = os.environ.get("CUDA_DEVICE_ORDER")
+    try:
+        nvml = nvml or importlib.import_module("pynvml")
+    except ImportError as err:
+        raise EnergyUnavailable(f"nvidia-ml-py is not installed ({err})") from None
+    try:
+        nvml.nvmlInit()
+    except Exception as err:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        raise EnergyUnavailable(f"NVML cannot start: {err}") from None
+    try:
+        counters = []
+        for handle in _nvml_handles(nvml, gpus, visible, order):
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+            try:
+                nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            except Exception as err:  # NVMLError_NotSupported before Volta, on MIG, ...
+                raise EnergyUnavailable(
+                    f"NVML has no total-energy counter for {uuid}: {err}"
+                ) from None
+            counters.append(
+                Counter(
+                    uuid,
+                    lambda handle=handle: nvml.nvmlDeviceGetTotalEnergyConsumption(handle),
+                    NVML_RANGE,
+                    1e-3,
+                )
+            )
+    except EnergyUnavailable:
+        nvml.nvmlShutdown()
+        raise
+    except Exception as err:  # an NVMLError looking a GPU up
+        nvml.nvmlShutdown()
+        raise EnergyUnavailable(f"NVML cannot find the job's GPUs: {err}") from None
+    names = ", ".join(counter.name for counter in counters)
+    return Meter(f"{NVML_METHOD} ({names})", counters, NVML_PERIOD_S, close=nvml.nvmlShutdown)
+
+
+def open_meter(is_gpu: bool, gpus: Sequence[int], nvml=None, powercap: Path = POWERCAP) -> Meter:
+    """The meter of an experiment's devices: NVML over its GPUs (CUDA indices), else RAPL
+    over the CPU packages."""
+    return nvml_meter(gpus, nvml) if is_gpu else rapl_meter(powercap)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    watts: float
+    seconds: float
+
+
+# Idle power per meter method, measured once per process (a forked run inherits it).
+BASELINES: dict[str, Baseline] = {}
+
+
+def baseline(meter: Meter, seconds: float) -> Baseline:
+    """The devices' power with nothing running, over at least MIN_PERIODS counter updates;
+    measured on the first call for this meter and remembered."""
+    if meter.method not in BASELINES:
+        seconds = max(seconds, meter.min_seconds)
+        before, started = meter.read(), CLOCK.now()
+        CLOCK.sleep(seconds)
+        after, elapsed = meter.read(), CLOCK.now() - started
+        BASELINES[meter.method] = Baseline(meter.joules(before, after) / elapsed, elapsed)
+    return BASELINES[meter.method]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One energy window: joules over seconds for `calls` repetitions of the work."""
+
+    joules: float
+    seconds: float
+    calls: int
+
+
+def planned_calls(min_window_s: float, seconds_per_call: float) -> int:
+    """Repetitions that last at least `min_window_s` at the timed median per call."""
+    if not seconds_per_call > 0 or not math.isfinite(seconds_per_call):
+        return 1
+    return max(1, min(MAX_CALLS, math.ceil(min_window_s / seconds_per_call)))
+
+
+def measure_window(
+    meter: Meter,
+    work: Callable[[], object],
+    calls: int,
+    synchronize: Callable[[], None] = lambda: None,
+) -> Window:
+    """Run `work` `calls` times between two readings of the meter, devices synchronised."""
+    synchronize()
+    before, started = meter.read(), CLOCK.now()
+    for _ in range(calls):
+        work()
+    synchronize()
+    seconds = CLOCK.now() - started
+    return Window(meter.joules(before, meter.read()), seconds, calls)
+
+
+class Probe:
+    """The energy of one experiment's windows: its meter opened once, the idle baseline
+    measured once, then one window after each run's timing. Without a meter (or with
+    energy off) every window is skipped at once and the section says why."""
+
+    def __init__(
+        self,
+        is_gpu: bool,
+        gpus: Sequence[int],
+        settings: dict[str, Any],
+        *,
+        declined: str | None = None,
+    ) -> None:
+        config = settings_of(settings)
+        kind = "cuda" if is_gpu else "cpu"
+        self.min_window_s = float(config["min_window_s"][kind])
+        self.baseline_s = float(config["baseline_s"][kind])
+        self.meter: Meter | None = None
+        self.reason: str | None = None
+        self.windows: list[Window] = []
+        if declined or not config["enabled"]:
+            self.reason = declined or "not measured: energy.enabled is false in the config"
+            return
+        try:
+            self.meter = open_meter(is_gpu, gpus)
+            # Before any work: a device that just worked draws more than at rest for a while.
+            self.idle = baseline(self.meter, self.baseline_s)
+        except EnergyUnavailable as err:
+            self._lost(err)
+
+    def _lost(self, err: EnergyUnavailable) -> None:
+        self.close()
+        self.meter = None
+        self.reason = str(err)
+
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.meter is not None:
+            self.meter.close()
+
+    @property
+    def reads(self) -> bool:
+        """Whether this probe has a meter to read."""
+        return self.meter is not None
+
+    def decline(self, reason: str) -> None:
+        """Measure no more windows (e.g. another process of the group cannot)."""
+        self._lost(EnergyUnavailable(reason))
+
+    def window(
+        self,
+        work: Callable[[], object],
+        seconds_per_call: float,
+        synchronize: Callable[[], None] = lambda: None,
+    ) -> None:
+        """One window of `work` repeated for at least min_window_s (none without a meter)."""
+        if self.meter is None:
+            return
+        calls = planned_calls(self.min_window_s, seconds_per_call)
+        try:
+            self.windows.append(measure_window(self.meter, work, calls, synchronize))
+        except EnergyUnavailable as err:
+            self._lost(err)
+
+    def section(self, unit: str, samples_per_unit: int | None = None) -> dict[str, Any]:
+        """The record's `energy` section of the windows so far."""
+        if self.meter is None or not self.windows:
+            return unavailable(self.reason or "no energy window was measured")
+        found = section(
+            self.meter, self.windows, self.idle, unit=unit, samples_per_unit=samples_per_unit
+        )
+        return {**found, "min_window_s": self.min_window_s}
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    """The record section of energy that could not be measured."""
+    return {"status": "unavailable", "reason": reason}
+
+
+def section(
+    meter: Meter,
+    windows: list[Window],
+    idle: Baseline,
+    *,
+    unit: str,
+    samples_per_unit: int | None = None,
+) -> dict[str, Any]:
+    """The record's `energy` section: the method, the baseline and every window, with the
+    status "too_short" (and the reason) if any window spans too few counter updates."""
+    short = [window.seconds for window in windows if window.seconds < meter.min_seconds]
+    reason = None
+    if short:
+        reason = (
+            f"an energy window lasted {min(short):.3g} s, under {MIN_PERIODS} updates of the "
+            f"counter ({meter.period_s:g} s each): its energy is not a measurement; "
+            "raise energy.min_window_s"
+        )
+    return {
+        "status": "too_short" if short else "ok",
+        "reason": reason,
+        "method": meter.method,
+        "unit": unit,
+        "samples_per_unit": samples_per_unit,
+        "counter_period_s": meter.period_s,
+        "baseline_w": idle.watts,
+        "baseline_s": idle.seconds,
+        "windows": [asdict(window) for window in windows],
+    }
+
+
+def combine_sections(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The energy of R runs as one section: every run's windows; the first run's method and
+    baseline; not ok (with its reason) if any run was not."""
+    present = [found for found in sections if found]
+    if not present:
+        return None
+    worst = next((found for found in present if found["status"] != "ok"), None)
+    if worst is not None and worst["status"] == "unavailable":
+        return worst
+    combined = {**present[0], "windows": [w for found in present for w in found["windows"]]}
+    if worst is not None:
+        combined["status"], combined["reason"] = worst["status"], worst["reason"]
+    return combined
+
+
+def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Energy metrics of a section that is ok: per call (or step) and per sample, gross and
+    above idle, and the mean power; each window is one sample, so R windows give the
+    interval a rerun is expected to land in (timing.across_runs)."""
+    if not energy or energy["status"] != "ok":
+        return {}
+    unit, samples = energy["unit"], energy.get("samples_per_unit")
+    per_window: list[dict[str, dict[str, Any]]] = []
+    for window in energy["windows"]:
+        gross = window["joules"] / window["calls"]
+        above = (window["joules"] - energy["baseline_w"] * window["seconds"]) / window["calls"]
+        values = {
+            f"energy_per_{unit}": gross,
+            f"energy_per_{unit}_above_idle": above,
+            "mean_power": window["joules"] / window["seconds"],
+        }
+        if samples:
+            values["energy_per_sample"] = gross / samples
+            values["energy_per_sample_above_idle"] = above / samples
+        per_window.append(
+            {
+                name: timing.summarize([number], "W" if name == "mean_power" else "J")
+                for name, number in values.items()
+            }
+        )
+    return timing.combine_metrics(per_window)
+
+
+def validate_section(energy: Any) -> str | None:
+    """What is wrong with a record's `energy` section, or None."""
+    if not isinstance(energy, dict) or energy.get("status") not in STATUSES:
+        return f"must be an object with a status, one of {list(STATUSES)}"
+    if energy["status"] != "ok" and not isinstance(energy.get("reason"), str):
+        return f"status {energy['status']!r} needs a text 'reason'"
+    if energy["status"] == "unavailable":
+        return None
+    if not isinstance(energy.get("method"), str) or energy.get("unit") not in ("call", "step"):
+        return "needs a text 'method' and a 'unit' (call or step)"
+    numbers = ("baseline_w", "baseline_s", "counter_period_s")
+    if not all(_is_number(energy.get(key)) for key in numbers):
+        return f"needs numbers {list(numbers)}"
+    windows = energy.get("windows")
+    if not isinstance(windows, list) or not windows:
+        return "needs a list of 'windows'"
+    for window in windows:
+        if not isinstance(window, dict) or not all(
+            _is_number(window.get(key)) for key in ("joules", "seconds", "calls")
+        ):
+            return "each window needs numbers 'joules', 'seconds' and 'calls'"
+        if window["calls"] < 1 or window["seconds"] <= 0:
+            return "each window needs calls >= 1 and seconds > 0"
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

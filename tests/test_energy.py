@@ -1,0 +1,477 @@
+"""Energy of measured windows: NVML and RAPL meters (faked here), the record's section."""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from accelbench import energy, experiment
+from accelbench.analysis import tables, tidy
+from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.results import RecordError, load_record, make_record
+
+from records import KERNELS, TRAIN, with_energy, write_records
+
+SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 3, "config_hash": "test"}
+SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
+
+
+class FakeNvml:
+    """The calls of nvidia-ml-py the meter makes; each GPU's energy counter (mJ) answers
+    with the next value of its injected sequence."""
+
+    def __init__(self, counters, names=None):
+        self.counters = {index: iter(values) for index, values in enumerate(counters)}
+        self.names = names or ["NVIDIA H100"] * len(counters)
+        self.started = 0
+
+    def nvmlInit(self):
+        self.started += 1
+
+    def nvmlShutdown(self):
+        self.started -= 1
+
+    def nvmlDeviceGetCount(self):
+        return len(self.counters)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return int(uuid.removeprefix("GPU-"))
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetName(self, handle):
+        return self.names[handle]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        value = next(self.counters[handle])
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+class FakeClock:
+    """A clock that moves when slept on, and by `tick` each time it is read."""
+
+    def __init__(self):
+        self.time = 100.0
+        self.tick = 0.0
+
+    def now(self):
+        self.time += self.tick
+        return self.time
+
+    def sleep(self, seconds):
+        self.time += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(energy, "CLOCK", energy.Clock(fake.now, fake.sleep))
+    monkeypatch.setattr(energy, "BASELINES", {})
+    return fake
+
+
+def powercap(root: Path, zones: dict[str, tuple[str, int | None, int]]) -> Path:
+    """A powercap tree: zone folder -> (name, energy_uj or None for no file, max range)."""
+    for zone, (name, count, wraps_at) in zones.items():
+        folder = root / zone
+        folder.mkdir(parents=True)
+        (folder / "name").write_text(name + "\n")
+        if count is not None:
+            (folder / "energy_uj").write_text(f"{count}\n")
+        (folder / "max_energy_range_uj").write_text(f"{wraps_at}\n")
+    return root
+
+
+def set_count(root: Path, zone: str, count: int) -> None:
+    (root / zone / "energy_uj").write_text(f"{count}\n")
+
+
+# --- NVML ------------------------------------------------------------------------------
+
+
+def test_nvml_energy_is_the_counter_difference_summed_over_the_jobs_gpus(clock):
+    # First value of each sequence: the check that the counter exists.
+    nvml = FakeNvml([[0, 1_000, 3_500], [0, 10_000, 10_250]])
+    meter = energy.nvml_meter([0, 1], nvml, visible=None)
+    before = meter.read()
+    assert meter.joules(before, meter.read()) == pytest.approx(2.5 + 0.25)
+    assert meter.method == "nvml total-energy counter (GPU-0, GPU-1)"
+    meter.close()
+    assert nvml.started == 0
+
+
+def test_nvml_follows_cuda_visible_devices_by_index_and_by_uuid():
+    nvml = FakeNvml([[0], [0], [0], [0]])
+    assert energy.nvml_meter([0], nvml, visible="2,3").method.endswith("(GPU-2)")
+    assert energy.nvml_meter([1], nvml, visible="GPU-1,GPU-3").method.endswith("(GPU-3)")
+
+
+def test_nvml_refuses_an_index_it_cannot_map_on_a_node_of_different_gpus():
+    nvml = FakeNvml([[0], [0]], names=["NVIDIA A100", "NVIDIA T4"])
+    with pytest.raises(energy.EnergyUnavailable, match="CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+        energy.nvml_meter([0], nvml, visible="1")
+    meter = energy.nvml_meter([0], nvml, visible="1", order="PCI_BUS_ID")
+    assert meter.method.endswith("(GPU-1)")
+
+
+def test_a_gpu_without_the_counter_is_unavailable_with_the_reason():
+    nvml = FakeNvml([[RuntimeError("Not Supported")]])
+    with pytest.raises(energy.EnergyUnavailable, match="no total-energy counter for GPU-0"):
+        energy.nvml_meter([0], nvml)
+    assert nvml.started == 0
+
+
+def test_a_window_shorter_than_ten_counter_updates_is_too_short_and_has_no_metrics(clock):
+    nvml = FakeNvml([[0, 0, 5_000, 5_000, 5_040]])
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 0.1)  # stretched to 10 updates of 0.1 s
+    assert idle.seconds == pytest.approx(1.0) and idle.watts == pytest.approx(5.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(0.01), 5)
+    assert window == energy.Window(joules=0.04, seconds=pytest.approx(0.05), calls=5)
+    found = energy.section(meter, [window], idle, unit="call")
+    assert found["status"] == "too_short"
+    assert "0.05 s, under 10 updates" in found["reason"]
+    assert energy.metrics(found) == {}
+
+
+def test_energy_per_step_and_per_sample_gross_and_above_idle(clock):
+    # Idle 50 W; a window of 4 steps over 2 s using 300 J: 75 J/step, 25 above idle.
+    nvml = FakeNvml([[0, 0, 50_000, 50_000, 350_000]])
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 1.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(0.5), 4)
+    found = energy.section(meter, [window], idle, unit="step", samples_per_unit=25)
+    assert found["status"] == "ok"
+    measured = energy.metrics(found)
+    assert measured["energy_per_step"]["median"] == pytest.approx(75.0)
+    assert measured["energy_per_step_above_idle"]["median"] == pytest.approx(50.0)
+    assert measured["energy_per_sample"]["median"] == pytest.approx(3.0)
+    assert measured["energy_per_sample_above_idle"]["median"] == pytest.approx(2.0)
+    assert measured["mean_power"]["median"] == pytest.approx(150.0)
+    assert measured["energy_per_step"]["unit"] == "J"
+
+
+def test_the_windows_of_several_runs_give_an_interval_across_runs(clock):
+    nvml = FakeNvml([[0, 0, 0, 0, 100_000, 100_000, 210_000, 210_000, 300_000]])
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 1.0)
+    runs = []
+    for _ in range(3):
+        window = energy.measure_window(meter, lambda: clock.sleep(1.0), 1)
+        runs.append(energy.section(meter, [window], idle, unit="call"))
+    combined = energy.combine_sections(runs)
+    measured = energy.metrics(combined)["energy_per_call"]
+    assert [w["joules"] for w in combined["windows"]] == [100.0, 110.0, 90.0]
+    assert measured["runs"] == 3 and measured["median"] == pytest.approx(100.0)
+    assert measured["ci_low"] < 90.0 < 110.0 < measured["ci_high"]
+
+
+def test_one_run_without_a_meter_makes_the_combined_energy_unavailable():
+    found = {"status": "ok", "windows": [{"joules": 1.0, "seconds": 1.0, "calls": 1}]}
+    lost = energy.unavailable("reading the energy counters failed: NVMLError: GPU is lost")
+    assert energy.combine_sections([found, lost]) == lost
+    assert energy.combine_sections([None, None]) is None
+
+
+# --- RAPL ------------------------------------------------------------------------------
+
+
+def test_rapl_reads_packages_and_dram_but_not_their_inner_zones(tmp_path, clock):
+    root = powercap(
+        tmp_path,
+        {
+            "intel-rapl:0": ("package-0", 1_000_000, 2**32),
+            "intel-rapl:0:0": ("core", 500, 2**32),
+            "intel-rapl:0:1": ("dram", 2_000_000, 2**32),
+            "intel-rapl:1": ("psys", 7, 2**32),
+        },
+    )
+    meter = energy.rapl_meter(root)
+    assert meter.method == "rapl powercap (package-0, package-0 dram)"
+    before = meter.read()
+    set_count(root, "intel-rapl:0", 4_000_000)
+    set_count(root, "intel-rapl:0:1", 2_500_000)
+    assert meter.joules(before, meter.read()) == pytest.approx(3.5)
+
+
+def test_rapl_undoes_a_counter_wrap_at_its_max_range(tmp_path):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 999_000_000, 1_000_000_000)})
+    meter = energy.rapl_meter(root)
+    before = meter.read()
+    set_count(root, "intel-rapl:0", 1_000_000)  # wrapped: 1 J before the top, 1 J after
+    assert meter.joules(before, meter.read()) == pytest.approx(2.0)
+
+
+def test_rapl_without_powercap_is_unavailable_with_the_reason(tmp_path):
+    with pytest.raises(energy.EnergyUnavailable, match="no RAPL powercap interface here"):
+        energy.rapl_meter(tmp_path / "absent")
+
+
+def test_rapl_without_an_energy_file_is_unavailable_with_the_reason(tmp_path):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", None, 2**32)})
+    with pytest.raises(energy.EnergyUnavailable, match="energy_uj cannot be read"):
+        energy.rapl_meter(root)
+
+
+def test_rapl_readable_by_root_only_says_so(tmp_path):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 5, 2**32)})
+
+    def refuse(path: Path) -> int:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    with pytest.raises(energy.EnergyUnavailable, match="only root may read RAPL counters"):
+        energy.rapl_meter(root, read=refuse)
+
+
+# --- the probe and the record ----------------------------------------------------------
+
+
+def test_a_probe_without_a_meter_skips_its_windows_and_says_why(monkeypatch):
+    def absent(is_gpu, gpus, nvml=None, powercap=energy.POWERCAP):
+        raise energy.EnergyUnavailable("no RAPL powercap interface here")
+
+    monkeypatch.setattr(energy, "open_meter", absent)
+    calls = []
+    with energy.Probe(False, [], {}) as probe:
+        probe.window(lambda: calls.append(1), 1e-3)
+    assert calls == []
+    assert probe.section("call") == {
+        "status": "unavailable",
+        "reason": "no RAPL powercap interface here",
+    }
+
+
+def test_energy_off_in_the_config_is_recorded_as_not_measured():
+    probe = energy.Probe(True, [0], {"energy": {"enabled": False}})
+    assert "energy.enabled is false" in probe.section("call")["reason"]
+
+
+def test_a_probe_repeats_the_work_for_the_minimum_window(monkeypatch, tmp_path, clock):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 0, 2**32)})
+    monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: energy.rapl_meter(root))
+    settings = {"energy": {"min_window_s": {"cpu": 0.05}}}
+    with energy.Probe(False, [], settings) as probe:
+        probe.window(lambda: clock.sleep(0.004), 0.004)
+    found = probe.section("call")
+    assert found["windows"][0]["calls"] == 13  # ceil(0.05 / 0.004)
+    assert found["windows"][0]["seconds"] == pytest.approx(0.052)
+    assert found["min_window_s"] == 0.05
+
+
+def record_with(found, measured=None):
+    return make_record(
+        experiment="kernel",
+        experiment_id="kernel/saxpy/cpu1/numpy/float64/n1000",
+        status="ok",
+        params={},
+        metrics={"time": {"unit": "s", "value": 1.0}, **(measured or {})},
+        provenance={},
+        energy=found,
+    )
+
+
+def test_the_record_keeps_a_valid_energy_section_and_refuses_a_broken_one(clock):
+    nvml = FakeNvml([[0, 0, 10_000, 10_000, 30_000]])
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 1.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(1.0), 10)
+    found = energy.section(meter, [window], idle, unit="call")
+    record = record_with(found, energy.metrics(found))
+    assert record["energy"]["method"] == "nvml total-energy counter (GPU-0)"
+    assert record["metrics"]["energy_per_call"]["median"] == pytest.approx(2.0)
+    for broken, message in [
+        ({"status": "estimated"}, "status, one of"),
+        ({"status": "unavailable"}, "needs a text 'reason'"),
+        ({**found, "windows": []}, "list of 'windows'"),
+        ({**found, "windows": [{"joules": 1.0, "seconds": 0.0, "calls": 1}]}, "seconds > 0"),
+        ({**found, "baseline_w": "idle"}, "needs numbers"),
+    ]:
+        with pytest.raises(RecordError, match=message):
+            record_with(broken)
+
+
+# --- experiments -----------------------------------------------------------------------
+
+
+def test_a_cpu_kernel_on_this_machine_records_its_energy_or_why_not(tmp_path):
+    output = tmp_path / "saxpy.json"
+    experiment.run(SAXPY, SETTINGS, str(output))
+    record = load_record(output)
+    found = record["energy"]
+    if found["status"] == "unavailable":
+        assert found["reason"]
+        assert not any(name.startswith("energy_") for name in record["metrics"])
+    else:  # a machine whose RAPL counters this process may read
+        assert found["method"].startswith("rapl powercap (")
+        assert record["metrics"]["energy_per_call"]["unit"] == "J"
+
+
+def test_a_kernel_measured_with_nvml_records_energy_per_call(monkeypatch, tmp_path, clock):
+    # The GPU's counter rises 1 J per reading; the clock moves 1 ms per reading besides the
+    # baseline's sleep, so every window is too short for the counter: recorded as such.
+    clock.tick = 1e-3
+    nvml = FakeNvml([iter(range(0, 10**9, 1000))])
+    monkeypatch.setattr(
+        energy, "open_meter", lambda is_gpu, gpus: energy.nvml_meter(gpus, nvml, visible="0")
+    )
+    output = tmp_path / "saxpy.json"
+    experiment.run(SAXPY, {**SETTINGS, "runs": 2}, str(output))
+    found = load_record(output)["energy"]
+    assert found["method"] == "nvml total-energy counter (GPU-0)"
+    assert found["baseline_s"] == pytest.approx(1.0, abs=0.01)
+    assert len(found["windows"]) == 2 and found["status"] == "too_short"
+    assert nvml.started == 0
+
+
+def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, clock):
+    root = powercap(tmp_path / "powercap", {"intel-rapl:0": ("package-0", 0, 2**40)})
+    meter = energy.rapl_meter(root)
+    counted = iter(range(0, 10**12, 2_000_000))  # 2 J more at every reading
+    meter.counters[0] = energy.Counter("package-0", lambda: next(counted), 2**40, 1e-6)
+    clock.tick = 0.02  # a window lasts 20 ms on this clock: 20 updates of RAPL's counter
+    monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
+    settings = {"seed": 0, "steps": 2, "warmup_steps": 1, "runs": 1, "config_hash": "t"}
+    output = tmp_path / "fcn.json"
+    experiment.run(exp, settings, str(output))
+    record = load_record(output)
+    assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "step"
+    steps = record["energy"]["windows"][0]["calls"]
+    per_step = record["metrics"]["energy_per_step"]["median"]
+    assert per_step == pytest.approx(2.0 / steps)
+    assert record["metrics"]["energy_per_sample"]["median"] == pytest.approx(per_step / 8)
+
+
+# --- tidy table, tables ----------------------------------------------------------------
+
+
+@pytest.fixture
+def energy_frame(tmp_path):
+    records = with_energy([*TRAIN, *KERNELS], unreadable=("cpu2",))
+    short = copy.deepcopy(dict(records)["train/resnet18/cpu16/fp32/single/bs16"])
+    short["energy"] = {**short["energy"], "status": "too_short", "reason": "window 0.05 s"}
+    short["metrics"] = {k: v for k, v in short["metrics"].items() if "energy" not in k}
+    records = [(exp_id, short if exp_id == short["id"] else r) for exp_id, r in records]
+    frame, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    return frame
+
+
+def test_the_tidy_table_has_the_energy_its_method_and_why_not(energy_frame):
+    rows = energy_frame.set_index("id")
+    cpu1 = rows.loc["train/resnet18/cpu1/fp32/single/bs16"]
+    assert cpu1["energy_status"] == "ok"
+    assert cpu1["energy_method"] == "rapl powercap (package-0)"
+    assert cpu1["energy_baseline_w"] == 30.0
+    # 50 W over a step of 0.55 s, 16 samples a step.
+    assert cpu1["energy_per_sample_median"] == pytest.approx(50 * 0.55 / 16, rel=0.03)
+    assert energy_frame.attrs["units"]["energy_per_sample_median"] == "J"
+    cpu2 = rows.loc["train/resnet18/cpu2/fp32/single/bs16"]
+    assert cpu2["energy_status"] == "unavailable" and "Permission denied" in cpu2["energy_reason"]
+    assert pd.isna(cpu2["energy_per_sample_median"])
+    assert pd.isna(rows.loc["train/resnet18/cuda1/fp32/single/bs16", "energy_status"])
+
+
+def test_the_energy_table_sets_time_and_energy_side_by_side_and_says_why_not(energy_frame):
+    table, footnotes = tables.energy_table(energy_frame, "train")
+    assert list(table.columns) == [
+        "time per sample (ms)",
+        "energy per sample (J)",
+        "energy per sample above idle (J)",
+    ]
+    cpu1 = table.loc["resnet18, cpu1"]
+    assert cpu1["time per sample (ms)"].startswith("34.")  # 0.55 s / 16
+    assert cpu1["energy per sample (J)"].startswith("1.7")
+    assert cpu1["energy per sample above idle (J)"].startswith("0.6")  # 20 W of 50 above idle
+    assert table.loc["resnet18, cpu2", "energy per sample (J)"].startswith("n/a (")
+    assert table.loc["resnet18, cpu16", "energy per sample (J)"].startswith("too short (")
+    assert table.loc["vgg11, cuda1", "energy per sample (J)"].startswith("OOM (")
+    assert table.attrs["best"] == []  # time and energy are not compared with each other
+    notes = " ".join(footnotes)
+    assert "Energy measured with rapl powercap (package-0) [resnet18, cpu1;" in notes
+    assert "Permission denied" in notes and "too short: window 0.05 s" in notes
+    assert tables.ENERGY_NOTE in footnotes
+
+
+def test_an_energy_table_without_any_energy_says_so(tmp_path):
+    frame, _ = tidy.collect(write_records(tmp_path, KERNELS))
+    table, footnotes = tables.energy_table(frame, "kernel")
+    assert "No energy was measured in these kernel records (reasons below)." in footnotes
+    assert any("no energy section" in note for note in footnotes)
+    assert table.loc["matmul, torch, n=256, cpu1", "energy per call"].startswith("n/a (")
+    paths = tables.write_table(table, footnotes, tmp_path / "kernel_energy")
+    cells = pd.read_csv(paths[2])
+    assert set(cells["quantity"]) == {
+        "time per call (µs)",
+        "energy per call",
+        "energy per call above idle",
+    }
+
+
+def _combine_in_rank(rank, store, sections, answers):
+    import torch.distributed as dist
+
+    from accelbench.train import loop
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        answers.put((rank, loop._combine_energy(sections[rank], "cpu")))
+    finally:
+        dist.destroy_process_group()
+
+
+def window_section(joules, seconds, idle):
+    return {
+        "status": "ok",
+        "reason": None,
+        "method": "nvml total-energy counter (GPU-0)",
+        "unit": "step",
+        "samples_per_unit": 32,
+        "counter_period_s": 0.1,
+        "baseline_w": idle,
+        "baseline_s": 1.0,
+        "windows": [{"joules": joules, "seconds": seconds, "calls": 10}],
+    }
+
+
+def combined_in_two_ranks(store: Path, sections) -> dict[int, dict]:
+    """Each rank's result of combining its section with the other's (gloo, forked)."""
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    ranks = [
+        context.Process(target=_combine_in_rank, args=(rank, store, sections, answers))
+        for rank in range(2)
+    ]
+    for process in ranks:
+        process.start()
+    combined = dict(answers.get(timeout=60) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=60)
+    return combined
+
+
+def test_the_processes_of_a_group_sum_their_gpus_energy(tmp_path):
+    sections = [window_section(300.0, 1.0, 60.0), window_section(320.0, 1.1, 62.0)]
+    combined = combined_in_two_ranks(tmp_path / "store", sections)
+    assert combined[0] == combined[1]
+    assert combined[0]["windows"] == [{"joules": 620.0, "seconds": 1.1, "calls": 10}]
+    assert combined[0]["baseline_w"] == 122.0
+    assert combined[0]["method"].endswith("in each of 2 processes, summed")
+
+
+def test_a_group_with_one_process_without_energy_has_none(tmp_path):
+    lost = energy.unavailable("NVML has no total-energy counter for GPU-1: Not Supported")
+    combined = combined_in_two_ranks(tmp_path / "store", [window_section(300.0, 1.0, 60.0), lost])
+    assert combined[1] == lost
+    assert combined[0]["status"] == "unavailable"
+    assert "another process of the group" in combined[0]["reason"]
