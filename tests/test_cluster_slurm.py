@@ -64,11 +64,13 @@ def sbatch_test_only(config, partition, gpus=0):
 
 
 def test_site_check_reads_the_local_cluster(slurm):
-    """Untyped GPUs (Gres gpu:2), no node features; root's accounts may use QOS normal."""
+    """Untyped GPUs (Gres gpu:2), no node features, in every partition (the two namespace
+    nodes' too); root's accounts may use QOS normal."""
     nodes = cluster.slurm_partition_nodes()
     assert nodes == {
         "medium": cluster.PartitionNodes(has_gpus=True),
         "gpu": cluster.PartitionNodes(has_gpus=True),
+        "multinode": cluster.PartitionNodes(has_gpus=True),
     }
     assert cluster.slurm_associations() == {"accelbench": ["normal"], "root": ["normal"]}
 
