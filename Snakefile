@@ -66,4 +66,5 @@ rule all:
         rules.figures.output,
         CLUSTER_TARGETS,
         rules.provenance.output,
-        rules.roofline.output,
+        rules.roofline.output if fills("roofline") else [],
+        rules.kernel_crossover.output if fills("kernel_crossover") else [],

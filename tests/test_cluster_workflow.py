@@ -61,10 +61,15 @@ def write_config(workflow_dir, name, text):
     return f"config/{name}"
 
 
-def test_default_target_has_the_offload_analysis_and_no_sacct(workflow_dir):
-    jobs = plan(workflow_dir)
-    assert jobs["offload_break_even"] == 1
+def test_default_target_has_the_offload_analysis_where_kernels_run_on_a_gpu_and_no_sacct(
+    workflow_dir,
+):
+    jobs = plan(workflow_dir, config=write_config(workflow_dir, "gpu.yaml", RECORDS_CONFIG))
+    assert jobs["offload_break_even"] == jobs["kernel_crossover"] == 1
     assert "queue_wait" not in jobs and "sacct_query" not in jobs
+    # The tiny grid's kernels run on a CPU only: nothing to offload, no crossover.
+    jobs = plan(workflow_dir)
+    assert "offload_break_even" not in jobs and "kernel_crossover" not in jobs
 
 
 def test_queue_wait_on_demand_queries_sacct(workflow_dir):

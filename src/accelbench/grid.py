@@ -327,11 +327,6 @@ class Grid:
     def paths(self) -> list[str]:
         return [exp.path for exp in self.experiments]
 
-    @property
-    def spans_nodes(self) -> bool:
-        """Whether an experiment runs on several nodes (NxKcpu, NxKcuda)."""
-        return any(parse_device(exp.device).nodes > 1 for exp in self.experiments)
-
 
 def expand(config: dict[str, Any]) -> Grid:
     """Every experiment the config asks for, split into runnable and excluded-with-reason."""

@@ -1,6 +1,7 @@
 # Records -> tidy table -> comparison tables, figures and provenance. Cheap, so they
 # run where Snakemake runs (the login node on a cluster), never as Slurm jobs. The
-# files a rule declares choose what its script builds (by file name).
+# files a rule declares choose what its script builds (by file name): the tables and
+# figures the grid can fill (accelbench.analysis.fillable).
 
 
 localrules:
@@ -34,15 +35,16 @@ rule tables:
     input:
         rules.tidy.output.parquet,
     output:
-        table_files("train_time_per_batch", "Training"),
-        table_files("train_speedup", "Training"),
-        table_files("train_precision", "Training"),
-        table_files("train_scaling", "Training"),
-        for_multi_node(table_files("train_node_scaling", "Training")),
-        table_files("train_energy", "Training"),
-        table_files("kernel_time", "Kernels"),
-        table_files("kernel_speedup", "Kernels"),
-        table_files("kernel_energy", "Kernels"),
+        tables_to_fill(
+            "Training",
+            "train_time_per_batch",
+            "train_speedup",
+            "train_precision",
+            "train_scaling",
+            "train_node_scaling",
+            "train_energy",
+        ),
+        tables_to_fill("Kernels", "kernel_time", "kernel_speedup", "kernel_energy"),
     log:
         "results/logs/tables.log",
     conda:
@@ -58,15 +60,17 @@ rule figures:
     input:
         rules.tidy.output.parquet,
     output:
-        figure_files("train_time_per_batch", "Training"),
-        figure_files("train_speedup", "Training"),
-        figure_files("train_thread_scaling", "Training"),
-        figure_files("train_precision", "Training"),
-        figure_files("train_gpu_scaling", "Training"),
-        for_multi_node(figure_files("train_node_scaling", "Training")),
-        figure_files("train_energy", "Training"),
-        figure_files("kernel_throughput", "Kernels"),
-        figure_files("kernel_energy", "Kernels"),
+        figures_to_fill(
+            "Training",
+            "train_time_per_batch",
+            "train_speedup",
+            "train_thread_scaling",
+            "train_precision",
+            "train_gpu_scaling",
+            "train_node_scaling",
+            "train_energy",
+        ),
+        figures_to_fill("Kernels", "kernel_throughput", "kernel_energy"),
     log:
         "results/logs/figures.log",
     conda:

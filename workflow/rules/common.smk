@@ -11,12 +11,13 @@ from snakemake.settings.types import DeploymentMethod
 
 from accelbench import cluster, fork_server, grid, group_errors, interrupts, results, run_profile
 from accelbench import config as accelbench_config
-from accelbench.analysis import tidy
+from accelbench.analysis import fillable, tidy
 from accelbench.devices import parse_device
 from accelbench.train import datasets, settings
 
 accelbench_config.check_values(config)
 GRID = grid.expand(config)
+PLANNED = fillable.Planned.of(GRID)
 
 
 wildcard_constraints:
@@ -169,9 +170,14 @@ def table_files(name, category):
     return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
 
 
-def for_multi_node(files):
-    """`files` where the grid has experiments on several nodes; else none (nothing to show)."""
-    return files if GRID.spans_nodes else []
+def fills(name):
+    """Whether the grid plans what output `name` shows (else it has nothing to show)."""
+    return fillable.fills(name, PLANNED, config["report"]["baseline_device"])
+
+
+def tables_to_fill(category, *names):
+    """The files of each table in `names` the grid fills."""
+    return [file for name in filter(fills, names) for file in table_files(name, category)]
 
 
 def figure_files(name, category):
@@ -183,3 +189,8 @@ def figure_files(name, category):
         subcategory="Figures",
     )
     return [f"results/figures/{name}.pdf", png]
+
+
+def figures_to_fill(category, *names):
+    """The files of each figure in `names` the grid fills."""
+    return [file for name in filter(fills, names) for file in figure_files(name, category)]

@@ -3,25 +3,19 @@
 
 localrules:
     roofline,
+    kernel_crossover,
 
 
 rule roofline:
-    """Percent of the measured roof per kernel, CPU/GPU crossovers, roofline figures."""
+    """Percent of the measured roof per kernel, roofline figure."""
     input:
         rules.tidy.output.parquet,
     output:
         percent="results/tables/kernel_roof_percent.csv",
-        crossovers="results/tables/kernel_crossovers.csv",
         roofline_pdf="results/figures/roofline.pdf",
         roofline_png=report(
             "results/figures/roofline.png",
             caption="../report/roofline.rst",
-            category="Kernels",
-        ),
-        crossover_pdf="results/figures/kernel_crossover.pdf",
-        crossover_png=report(
-            "results/figures/kernel_crossover.png",
-            caption="../report/kernel_crossover.rst",
             category="Kernels",
         ),
     log:
@@ -30,3 +24,23 @@ rule roofline:
         CONDA_ENV
     script:
         "../../scripts/roofline.py"
+
+
+rule kernel_crossover:
+    """Sizes from which the GPU beats the CPU, per kernel: table and figure."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        crossovers="results/tables/kernel_crossovers.csv",
+        crossover_pdf="results/figures/kernel_crossover.pdf",
+        crossover_png=report(
+            "results/figures/kernel_crossover.png",
+            caption="../report/kernel_crossover.rst",
+            category="Kernels",
+        ),
+    log:
+        "results/logs/kernel_crossover.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../../scripts/kernel_crossover.py"

@@ -1,0 +1,16 @@
+"""Rule entry point: tidy table -> CPU/GPU crossover sizes per kernel, table and figure."""
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from accelbench.analysis import roofline, style
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+frame = pd.read_parquet(snakemake.input[0])
+pd.concat(
+    [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
+).to_csv(snakemake.output.crossovers, index=False)
+style.save(roofline.crossover_figure(frame), Path(snakemake.output.crossover_pdf).with_suffix(""))

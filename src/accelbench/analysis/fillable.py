@@ -1,0 +1,93 @@
+"""Which tables and figures a grid can fill: the default target asks for those only.
+
+Decided from the planned grid before anything runs, so that a CPU-only grid asks
+for no GPU-scaling figure, no CPU/GPU crossover and no offload break-even: an
+output with nothing to show is not made. A planned cell can still fail to run;
+the outputs that are made mark such cells. Energy outputs are asked for wherever
+their family runs: whether a counter can be read is known only where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from accelbench.devices import Device, parse_device
+from accelbench.grid import Grid
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a grid plans, as the outputs need it: devices per family, precisions, kernels
+    per device kind, whether roofs are measured."""
+
+    train_devices: frozenset[str]
+    precisions: frozenset[str]
+    kernel_devices: frozenset[str]
+    kernel_kinds: dict[str, frozenset[str]]  # kernel -> device kinds it runs on
+    roofs: bool
+
+    @classmethod
+    def of(cls, grid: Grid) -> Planned:
+        train = [exp for exp in grid.experiments if exp.family == "train"]
+        kernels = [exp for exp in grid.experiments if exp.family == "kernel"]
+        kinds: dict[str, set[str]] = {}
+        for exp in kernels:
+            kinds.setdefault(exp.kernel, set()).add(parse_device(exp.device).kind)
+        return cls(
+            train_devices=frozenset(exp.device for exp in train),
+            precisions=frozenset(exp.precision for exp in train),
+            kernel_devices=frozenset(exp.device for exp in kernels),
+            kernel_kinds={kernel: frozenset(found) for kernel, found in kinds.items()},
+            roofs=any(exp.family == "roof" for exp in grid.experiments),
+        )
+
+    def scales(self, kind: str, nodes: Callable[[Device], bool]) -> bool:
+        """Some training device of `kind` with more than one unit (and `nodes`) has the
+        one-unit device it is compared with (`kind`1) in the grid."""
+        parsed = [parse_device(name) for name in self.train_devices]
+        return f"{kind}1" in self.train_devices and any(
+            device.kind == kind and device.units > 1 and nodes(device) for device in parsed
+        )
+
+    @property
+    def kernels_on_cpu_and_gpu(self) -> bool:
+        return any({"cpu", "cuda"} <= kinds for kinds in self.kernel_kinds.values())
+
+
+def _one_node(device: Device) -> bool:
+    return device.nodes == 1
+
+
+def _besides(devices: frozenset[str], baseline: str) -> bool:
+    return baseline in devices and len(devices) > 1
+
+
+# Output name (a table's or figure's file stem) -> whether the planned grid fills it.
+NEEDS: dict[str, Callable[[Planned, str], bool]] = {
+    "train_time_per_batch": lambda plan, baseline: bool(plan.train_devices),
+    "train_energy": lambda plan, baseline: bool(plan.train_devices),
+    "train_speedup": lambda plan, baseline: _besides(plan.train_devices, baseline),
+    "train_precision": lambda plan, baseline: len(plan.precisions) > 1,
+    "train_scaling": lambda plan, baseline: any(
+        plan.scales(kind, lambda device: True) for kind in ("cpu", "cuda")
+    ),
+    "train_thread_scaling": lambda plan, baseline: plan.scales("cpu", _one_node),
+    "train_gpu_scaling": lambda plan, baseline: plan.scales("cuda", _one_node),
+    "train_node_scaling": lambda plan, baseline: any(
+        parse_device(name).nodes > 1 for name in plan.train_devices
+    ),
+    "kernel_time": lambda plan, baseline: bool(plan.kernel_devices),
+    "kernel_throughput": lambda plan, baseline: bool(plan.kernel_devices),
+    "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),
+    "kernel_speedup": lambda plan, baseline: _besides(plan.kernel_devices, baseline),
+    "roofline": lambda plan, baseline: bool(plan.kernel_devices) and plan.roofs,
+    "kernel_crossover": lambda plan, baseline: plan.kernels_on_cpu_and_gpu,
+    "offload_break_even": lambda plan, baseline: plan.kernels_on_cpu_and_gpu,
+}
+
+
+def fills(name: str, plan: Planned, baseline: str) -> bool:
+    """Whether the planned grid has what output `name` shows (`baseline`: the speedups'
+    device); a name no output has is an error."""
+    return NEEDS[name](plan, baseline)

@@ -1,0 +1,55 @@
+"""The default target asks only for the tables and figures its grid can fill."""
+
+from __future__ import annotations
+
+from accelbench import config as accelbench_config
+from accelbench import grid
+from accelbench.analysis import figures, fillable, tables
+
+from conftest import REPO_ROOT
+
+
+def filled(*configfiles: str) -> set[str]:
+    config = accelbench_config.load([REPO_ROOT / "config" / name for name in configfiles])
+    plan = fillable.Planned.of(grid.expand(config))
+    baseline = config["report"]["baseline_device"]
+    return {name for name in fillable.NEEDS if fillable.fills(name, plan, baseline)}
+
+
+def test_every_table_and_figure_says_what_it_needs():
+    made_by_rules = {"roofline", "kernel_crossover", "offload_break_even"}
+    assert set(tables.TABLES) | set(figures.FIGURES) | made_by_rules == set(fillable.NEEDS)
+
+
+def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
+    assert filled() == {
+        "train_time_per_batch",
+        "train_energy",
+        "train_speedup",  # cpu2 against cpu1
+        "train_scaling",
+        "train_thread_scaling",
+        "kernel_time",
+        "kernel_throughput",
+        "kernel_energy",
+        "kernel_speedup",
+        "roofline",
+    }
+
+
+def test_the_cluster_grid_asks_for_the_gpu_outputs_too():
+    found = filled("cluster.yaml")
+    assert {"train_gpu_scaling", "kernel_crossover", "offload_break_even"} <= found
+    assert "train_node_scaling" not in found  # no NxK devices in it
+
+
+def test_multi_node_devices_ask_for_the_node_scaling(tmp_path):
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "train:\n  devices: [cpu2, 2x2cpu]\n  strategies: [ddp]\n"
+        "  batch_sizes: {fcn: [8], resnet18: [], lstm: []}\n"
+    )
+    config = accelbench_config.load([nodes])
+    plan = fillable.Planned.of(grid.expand(config))
+    assert fillable.fills("train_node_scaling", plan, "cpu1")
+    assert fillable.fills("train_scaling", plan, "cpu1") is False  # no cpu1 to scale from
+    assert not fillable.fills("train_speedup", plan, "cpu1")  # no baseline device
