@@ -1,6 +1,6 @@
 """Every figure, rendered on fixed records, checked for what a reader sees: no text over
-other text, labelled axes with units, no empty axes, a size that fits a page, and a
-small note instead of empty axes when there is nothing to draw."""
+other text or over a plotted point, labelled axes with units, no empty axes, a size that
+fits a page, and a small note instead of empty axes when there is nothing to draw."""
 
 from __future__ import annotations
 
@@ -166,6 +166,25 @@ def overlaps(fig):
     ]
 
 
+def covered_points(fig):
+    """(text, axes title) of every note inside an axes that sits on a plotted marker."""
+    renderer = rendered(fig)
+    covered = []
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in ax.texts]
+        # Points, not the caps of error bars (markers _ and |).
+        markers = [
+            line for line in ax.lines if line.get_marker() not in (None, "None", "", " ", "_", "|")
+        ]
+        for line in markers:
+            points = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+            shown = ax.transData.transform(points[np.isfinite(points).all(axis=1)])
+            for name, box in boxes:
+                if name and any(box.contains(x, y) for x, y in shown):
+                    covered.append((name, ax.get_title()))
+    return covered
+
+
 def has_data(ax):
     return bool(ax.lines or ax.collections or ax.patches or ax.images)
 
@@ -178,6 +197,9 @@ def numeric(labels):
 
 def layout_problems(name, fig):
     problems = [f"{name}: {first!r} overlaps {second!r}" for first, second in overlaps(fig)]
+    problems += [
+        f"{name}: {text!r} covers a point in {title!r}" for text, title in covered_points(fig)
+    ]
     width, height = fig.get_size_inches()
     if width > PAGE[0] + 1e-6 or height > PAGE[1] + 1e-6:
         problems.append(f"{name}: {width:.2f} x {height:.2f} in is larger than a page")

@@ -242,15 +242,14 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
         ax.plot(x, np.minimum(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
-        # The ceilings' values in the lower right corner, which a roofline leaves empty
-        # (compute-bound work far below its roof); beside the lines they met the title.
-        ceilings = [
-            f"GEMM {roof.peak_gflops:.3g} {gflops_unit}",
-            f"memory {roof.memory_bandwidth:.3g} GB/s",
+        # The ceilings' values and the note on points above them go under the panel's
+        # title: inside the axes any corner can hold a measured point.
+        title = [
+            f"{roof.device}, {roof.dtype}",
+            f"GEMM {roof.peak_gflops:.3g} {gflops_unit}, memory {roof.memory_bandwidth:.3g} GB/s",
         ]
         if np.isfinite(roof.h2d_bandwidth):
-            ceilings.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s")
-        ax.text(0.97, 0.04, "\n".join(ceilings), transform=ax.transAxes, ha="right", va="bottom")
+            title.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s (dashed)")
         if np.isfinite(roof.h2d_bandwidth):
             ax.plot(x, np.minimum(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
         here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
@@ -280,17 +279,10 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
                 )
         above = int(largest["above_roof"].fillna(False).astype(bool).sum()) if len(largest) else 0
         if above:
-            ax.text(
-                0.02,
-                0.98,
-                f"{above} above the roof (circled)",
-                transform=ax.transAxes,
-                ha="left",
-                va="top",
-            )
+            title.append(f"{above} above the roof (circled)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{roof.device}, {roof.dtype}")
+        ax.set_title("\n".join(title))
         ax.set_xlabel(
             f"Arithmetic intensity ({_label_unit(frame, 'arithmetic_intensity', 'flop/byte')})"
         )
