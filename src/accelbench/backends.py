@@ -7,6 +7,7 @@ backend that is not present yields a clear reason, which becomes an
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,5 +80,38 @@ BACKENDS: dict[str, Backend] = {
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
         Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
         Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
+    )
+}
+
+
+def _library_reason(module: str, label: str, extra: str | None = None) -> Callable:
+    """Why a data science library cannot run on a device: not installed (with the extra that
+    installs it), or, for a GPU library, no usable CUDA device."""
+    install = f" (optional extra {extra}; see README, RAPIDS)" if extra else ""
+
+    def reason(device: Device) -> str | None:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            return f"{label} is not installed{install}: {err}"
+        except Exception as err:  # a RAPIDS library that finds no CUDA driver fails to import
+            return f"{label} cannot load here: {type(err).__name__}: {err}"
+        return cuda_unavailable_reason(device) if device.is_gpu else None
+
+    return reason
+
+
+RAPIDS_EXTRA = "rapids-cuda13 or rapids-cuda12, as the CUDA stack"
+# The libraries of the data science workloads (accelbench.datasci): CPU ones in the
+# default requirements, the RAPIDS ones an optional extra matched to the CUDA stack.
+DATASCI_BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend("pandas", ("cpu",), "torch", _library_reason("pandas", "pandas")),
+        Backend("sklearn", ("cpu",), "torch", _library_reason("sklearn", "scikit-learn")),
+        Backend("networkx", ("cpu",), "torch", _library_reason("networkx", "networkx")),
+        Backend("cudf", ("cuda",), "cupy", _library_reason("cudf", "cuDF", RAPIDS_EXTRA)),
+        Backend("cuml", ("cuda",), "cupy", _library_reason("cuml", "cuML", RAPIDS_EXTRA)),
+        Backend("cugraph", ("cuda",), "cupy", _library_reason("cugraph", "cuGraph", RAPIDS_EXTRA)),
     )
 }

@@ -1,0 +1,51 @@
+"""Inner join of n rows with a table of n/10 keys (a fact table and its dimension).
+
+Every row finds its key once, so the result has n rows; its row order is not
+specified, so the check sorts by row id and then wants pandas' result exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from accelbench.datasci import (
+    WorkloadSpec,
+    cudf_library,
+    frame_error,
+    implementations,
+    pandas_library,
+)
+
+
+def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    keys = max(1, n // 10)
+    facts = pd.DataFrame(
+        {"id": np.arange(n), "key": rng.integers(0, keys, n), "x": rng.uniform(0, 1, n)}
+    )
+    dimension = pd.DataFrame({"key": rng.permutation(keys), "y": rng.uniform(0, 1, keys)})
+    return facts, dimension
+
+
+def compute(df, facts, dimension):
+    return facts.merge(dimension, on="key", how="inner")
+
+
+def reference(facts: pd.DataFrame, dimension: pd.DataFrame) -> pd.DataFrame:
+    return compute(pd, facts, dimension)
+
+
+SPEC = WorkloadSpec(
+    name="join",
+    description="inner join of n rows with n/10 keys",
+    item="rows",
+    make_inputs=make_inputs,
+    reference=reference,
+    error=frame_error(by="id"),
+    tolerance=lambda n: 0.0,
+    error_measure="identical to pandas after sorting by row id (0: equal; inf: any value differs)",
+    reference_name="pandas",
+    implementations=implementations(
+        ("pandas", pandas_library, compute), ("cudf", cudf_library, compute)
+    ),
+)
