@@ -43,6 +43,7 @@ rule tables:
         table_files("kernel_time", "Kernels"),
         table_files("kernel_speedup", "Kernels"),
         table_files("kernel_energy", "Kernels"),
+        table_files("datasci_time", "Data science"),
     log:
         "results/logs/tables.log",
     conda:
@@ -67,6 +68,7 @@ rule figures:
         figure_files("train_energy", "Training"),
         figure_files("kernel_throughput", "Kernels"),
         figure_files("kernel_energy", "Kernels"),
+        figure_files("datasci_throughput", "Data science"),
     log:
         "results/logs/figures.log",
     conda:
