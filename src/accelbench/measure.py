@@ -144,10 +144,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     metrics["first_call_time"] = timing.value(checked.first_call, "s")
     metrics["threads"] = timing.value(threads, "threads")
     if transfers:
-        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
-        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
-        raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
-        raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+        end_to_end = _add_transfers(metrics, raw, transfers)
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome(
@@ -210,13 +207,10 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
     }
     raw = {"time": timing.raw_samples("s", [samples])}
     if transfers:
-        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
-        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+        end_to_end = _add_transfers(metrics, raw, transfers)
         metrics["end_to_end_item_throughput"] = timing.rate_from_time(
             end_to_end, work, THROUGHPUT_UNIT
         )
-        raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
-        raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
     return Outcome(
         "ok",
         metrics=metrics,
@@ -225,6 +219,16 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         measured_by=measured_by,
         params={"item": spec.item},
     )
+
+
+def _add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
+    """Add transfer_time and end_to_end_time (statistics and raw samples); returns the
+    end-to-end statistics."""
+    metrics["transfer_time"] = timing.summarize(transfers[0], "s")
+    metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+    raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
+    raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+    return end_to_end
 
 
 def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):

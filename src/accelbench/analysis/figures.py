@@ -176,6 +176,14 @@ def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palett
     return _fit_labels(ax, labels)
 
 
+def _panel_figure(count: int, width: float | None) -> tuple[Figure, np.ndarray]:
+    """A figure of `count` panels in as many rows as the width needs, and its axes in order."""
+    width = width or (style.SINGLE_COLUMN if count == 1 else style.DOUBLE_COLUMN)
+    width, nrows, ncols, height = style.panel_grid(count, width)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
+    return fig, fig.subplots(nrows, ncols, squeeze=False).flatten()
+
+
 def _fit_labels(ax, labels: list[str]) -> float:
     """Category tick labels that fit side by side under `ax`: as they are, else one setting
     per line (labels list settings separated by commas), else turned upright. Returns the
@@ -507,6 +515,27 @@ def _size_axis(ax, sizes: list[int]) -> None:
     ax.set_xlabel("Problem size n")
 
 
+def _looks(values: list[str]) -> dict[str, tuple[str, str]]:
+    """Marker and line style of each value, in order."""
+    return {
+        value: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
+        for i, value in enumerate(values)
+    }
+
+
+def _series_legend(fig: Figure, palette: dict, looks: dict, busy: bool) -> None:
+    """Legend of throughput panels: a colour per backend, a marker and line style per value
+    of the other parameter, and the hollow-marker entry where a point was busy."""
+    handles = [Line2D([], [], color=color, label=backend) for backend, color in palette.items()]
+    handles += [
+        Line2D([], [], color="black", marker=marker, linestyle=linestyle, label=value)
+        for value, (marker, linestyle) in looks.items()
+    ]
+    if busy:
+        handles.append(busy_handle())
+    style.legend(fig, handles)
+
+
 def _throughput_panel(
     ax, panel: pd.DataFrame, metric: str, series: list, looks: dict, by: str = "dtype"
 ) -> None:
@@ -553,10 +582,7 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     ]
     if not panels:
         return style.empty_figure("no kernel records", width)
-    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(panels), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    fig, axes = _panel_figure(len(panels), width)
     backends = sorted(set(rows["backend"].dropna()))
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
@@ -575,25 +601,8 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
         ax.set_title(device if single_kernel else f"{kernel}, {device}")
     for ax in axes[len(panels) :]:
         ax.remove()
-    handles = [Line2D([], [], color=palette[backend], label=backend) for backend in backends]
-    handles += [
-        Line2D(
-            [], [], color="black", marker=looks[dtype][0], linestyle=looks[dtype][1], label=dtype
-        )
-        for dtype in dtypes
-    ]
-    if busy:
-        handles.append(busy_handle())
-    style.legend(fig, handles)
+    _series_legend(fig, palette, looks, busy)
     return fig
-
-
-def _looks(values: list[str]) -> dict[str, tuple[str, str]]:
-    """Marker and line style of each value, in order."""
-    return {
-        value: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
-        for i, value in enumerate(values)
-    }
 
 
 def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
@@ -604,10 +613,7 @@ def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) 
     names = sorted(set(rows.get("workload", [])))
     if not names:
         return style.empty_figure("no data science records", width)
-    width = width or (style.SINGLE_COLUMN if len(names) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(names), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    fig, axes = _panel_figure(len(names), width)
     backends = sorted(set(rows["backend"].dropna()))
     devices = tidy.natural_devices(rows["device"])
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
@@ -624,14 +630,7 @@ def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) 
         ax.set_title(name)
     for ax in axes[len(names) :]:
         ax.remove()
-    handles = [Line2D([], [], color=palette[backend], label=backend) for backend in backends]
-    handles += [
-        Line2D([], [], color="black", marker=looks[d][0], linestyle=looks[d][1], label=d)
-        for d in devices
-    ]
-    if busy:
-        handles.append(busy_handle())
-    style.legend(fig, handles)
+    _series_legend(fig, palette, looks, busy)
     return fig
 
 
@@ -673,10 +672,7 @@ def energy_against_time(
     )
     primary = tidy.PRIMARY[experiment]
     panels = sorted(set(measured[primary]))
-    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(panels), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    fig, axes = _panel_figure(len(panels), width)
     devices = tidy.natural_devices(measured["device"])
     palette = dict(zip(devices, style.colors(len(devices)), strict=True))
     kinds = tidy.ordered(marker, measured[marker])

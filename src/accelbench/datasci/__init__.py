@@ -329,3 +329,140 @@ def vertex_values(frame, column: str, nodes: int, missing: float = np.nan) -> np
     values = np.full(nodes, missing, dtype=np.float64)
     values[np.asarray(frame["vertex"], dtype=np.int64)] = np.asarray(frame[column], np.float64)
     return values
+
+
+# ---- one constructor per kind ---------------------------------------------------------
+
+IDENTICAL = "identical to pandas (0: equal; inf: any value differs)"
+Tolerance = float | Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of workload: what n counts and the CPU and GPU libraries, (backend, maker)."""
+
+    item: str
+    reference_name: str
+    cpu: tuple[str, Callable[[], Library]]
+    gpu: tuple[str, Callable[[], Library]]
+
+    def spec(
+        self,
+        name: str,
+        description: str,
+        make_inputs: Callable,
+        reference: Callable[..., Any],
+        code: tuple[Compute, Compute],
+        check: tuple[Callable[[Any, Any], float], Tolerance, str],
+    ) -> WorkloadSpec:
+        """The workload, its CPU and GPU `code` and its `check` (error, tolerance, measure)."""
+        error, tolerance, error_measure = check
+        return WorkloadSpec(
+            name=name,
+            description=description,
+            item=self.item,
+            make_inputs=make_inputs,
+            reference=reference,
+            error=error,
+            tolerance=tolerance if callable(tolerance) else lambda n: tolerance,
+            error_measure=error_measure,
+            reference_name=self.reference_name,
+            implementations=implementations((*self.cpu, code[0]), (*self.gpu, code[1])),
+        )
+
+
+DATAFRAMES = Kind("rows", "pandas", ("pandas", pandas_library), ("cudf", cudf_library))
+CLASSICAL_ML = Kind("samples", "scikit-learn", ("sklearn", sklearn_library), ("cuml", cuml_library))
+GRAPHS = Kind("nodes", "networkx", ("networkx", networkx_library), ("cugraph", cugraph_library))
+
+
+def dataframe_workload(
+    name: str,
+    description: str,
+    make_inputs: Callable,
+    compute: Compute,
+    *,
+    error: Callable[[Any, Any], float] | None = None,
+    tolerance: Tolerance = 0.0,
+    error_measure: str = IDENTICAL,
+) -> WorkloadSpec:
+    """A dataframe workload: `compute(df, *frames)` on pandas and on cuDF, pandas the reference."""
+
+    def reference(*frames):
+        return compute(pandas_library().api, *frames)
+
+    check = (error or frame_error(), tolerance, error_measure)
+    return DATAFRAMES.spec(name, description, make_inputs, reference, (compute, compute), check)
+
+
+def ml_workload(
+    name: str,
+    description: str,
+    make_inputs: Callable,
+    compute: Compute,
+    *,
+    error: Callable[[Any, Any], float],
+    tolerance: Tolerance,
+    error_measure: str,
+) -> WorkloadSpec:
+    """A classical ML workload: `compute(estimators, *arrays)` returns a dict of arrays, on
+    scikit-learn and on cuML, scikit-learn the reference."""
+
+    def reference(*arrays):
+        library = sklearn_library()
+        return library.to_host(compute(library.api, *arrays))
+
+    check = (error, tolerance, error_measure)
+    return CLASSICAL_ML.spec(name, description, make_inputs, reference, (compute, compute), check)
+
+
+def graph_workload(
+    name: str,
+    description: str,
+    on_networkx: Compute,
+    on_cugraph: Compute,
+    *,
+    error: Callable[[Any, Any], float],
+    tolerance: Tolerance,
+    error_measure: str,
+) -> WorkloadSpec:
+    """A graph workload on `random_graph(n)`: `on_networkx(nx, graph)` returns a vector per
+    node, `on_cugraph(cugraph, graph)` cuGraph's frame of it; networkx the reference."""
+
+    def make_inputs(rng: np.random.Generator, n: int) -> tuple[EdgeList]:
+        return (random_graph(rng, n),)
+
+    def reference(edges: EdgeList):
+        return on_networkx(networkx_library().api, networkx_graph(edges))
+
+    check = (error, tolerance, error_measure)
+    return GRAPHS.spec(name, description, make_inputs, reference, (on_networkx, on_cugraph), check)
+
+
+def coefficient_error(result, reference) -> float:
+    """Normwise relative error of the coefficients and intercept together."""
+    if result is POISONED:
+        return math.inf
+
+    def joined(found):
+        return {"coefficients": np.append(found["coefficients"], found["intercept"])}
+
+    return vector_error("coefficients")(joined(result), joined(reference))
+
+
+def graph_error(column: str, measure: Callable[[np.ndarray, np.ndarray], float]):
+    """`measure(result, reference)` of per-node vectors; a cuGraph frame is read by vertex,
+    its unreached vertices (the largest int32) as -1, like networkx's."""
+
+    def error(result, reference: np.ndarray) -> float:
+        if result is POISONED:
+            return math.inf
+        if not isinstance(result, np.ndarray):
+            result = vertex_values(result, column, len(reference))
+            result[result > len(reference)] = -1.0
+        if result.shape != reference.shape:
+            return math.inf
+        found = float(measure(result, reference))
+        return found if math.isfinite(found) else math.inf
+
+    return error

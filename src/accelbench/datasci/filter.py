@@ -10,18 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cudf_library,
-    frame_error,
-    implementations,
-    pandas_library,
-)
+from accelbench.datasci import dataframe_workload, frame_error
 
 
 def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame]:
-    values = rng.uniform(0, 1, (3, n))
-    return (pd.DataFrame({"id": np.arange(n), "x": values[0], "y": values[1], "z": values[2]}),)
+    x, y, z = rng.uniform(0, 1, (3, n))
+    return (pd.DataFrame({"id": np.arange(n), "x": x, "y": y, "z": z}),)
 
 
 def compute(df, frame):
@@ -29,21 +23,12 @@ def compute(df, frame):
     return kept.assign(w=kept["x"] * kept["y"] + kept["z"])
 
 
-def reference(frame: pd.DataFrame) -> pd.DataFrame:
-    return compute(pd, frame)
-
-
-SPEC = WorkloadSpec(
-    name="filter",
-    description="filter of n rows on two conditions, then x * y + z",
-    item="rows",
-    make_inputs=make_inputs,
-    reference=reference,
+SPEC = dataframe_workload(
+    "filter",
+    "filter of n rows on two conditions, then x * y + z",
+    make_inputs,
+    compute,
     error=frame_error(by="id"),
-    tolerance=lambda n: 4 * float(np.finfo(np.float64).eps),
+    tolerance=4 * float(np.finfo(np.float64).eps),
     error_measure="normwise relative error of the float columns; rows identical to pandas",
-    reference_name="pandas",
-    implementations=implementations(
-        ("pandas", pandas_library, compute), ("cudf", cudf_library, compute)
-    ),
 )

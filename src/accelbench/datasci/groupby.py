@@ -9,26 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cudf_library,
-    frame_error,
-    implementations,
-    pandas_library,
-)
+from accelbench.datasci import dataframe_workload
 
 
 def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame]:
     keys = max(1, n // 100)
-    return (
-        pd.DataFrame(
-            {
-                "key": rng.integers(0, keys, n),
-                "a": rng.integers(0, 1000, n),
-                "b": rng.integers(-1000, 1000, n),
-            }
-        ),
-    )
+    columns = {"key": (0, keys), "a": (0, 1000), "b": (-1000, 1000)}
+    return (pd.DataFrame({name: rng.integers(*bounds, n) for name, bounds in columns.items()}),)
 
 
 def compute(df, frame):
@@ -37,21 +24,6 @@ def compute(df, frame):
     return grouped.reset_index()
 
 
-def reference(frame: pd.DataFrame) -> pd.DataFrame:
-    return compute(pd, frame)
-
-
-SPEC = WorkloadSpec(
-    name="groupby",
-    description="group-by of n rows on n/100 keys: sum, count and max",
-    item="rows",
-    make_inputs=make_inputs,
-    reference=reference,
-    error=frame_error(),
-    tolerance=lambda n: 0.0,
-    error_measure="identical to pandas (0: equal; inf: any value differs)",
-    reference_name="pandas",
-    implementations=implementations(
-        ("pandas", pandas_library, compute), ("cudf", cudf_library, compute)
-    ),
+SPEC = dataframe_workload(
+    "groupby", "group-by of n rows on n/100 keys: sum, count and max", make_inputs, compute
 )

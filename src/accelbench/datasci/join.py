@@ -9,13 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cudf_library,
-    frame_error,
-    implementations,
-    pandas_library,
-)
+from accelbench.datasci import dataframe_workload, frame_error
 
 
 def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -31,21 +25,11 @@ def compute(df, facts, dimension):
     return facts.merge(dimension, on="key", how="inner")
 
 
-def reference(facts: pd.DataFrame, dimension: pd.DataFrame) -> pd.DataFrame:
-    return compute(pd, facts, dimension)
-
-
-SPEC = WorkloadSpec(
-    name="join",
-    description="inner join of n rows with n/10 keys",
-    item="rows",
-    make_inputs=make_inputs,
-    reference=reference,
+SPEC = dataframe_workload(
+    "join",
+    "inner join of n rows with n/10 keys",
+    make_inputs,
+    compute,
     error=frame_error(by="id"),
-    tolerance=lambda n: 0.0,
-    error_measure="identical to pandas after sorting by row id (0: equal; inf: any value differs)",
-    reference_name="pandas",
-    implementations=implementations(
-        ("pandas", pandas_library, compute), ("cudf", cudf_library, compute)
-    ),
+    error_measure="identical to pandas after sorting by row id (0: equal; inf: any differs)",
 )

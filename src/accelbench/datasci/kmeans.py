@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cuml_library,
-    implementations,
-    sklearn_library,
-    vector_error,
-)
+from accelbench.datasci import ml_workload, vector_error
 
 CLUSTERS = 8
 FEATURES = 8
@@ -34,21 +28,12 @@ def compute(ml, samples, initial):
     return {"inertia": [model.inertia_]}
 
 
-def reference(samples: np.ndarray, initial: np.ndarray) -> dict[str, np.ndarray]:
-    return sklearn_library().to_host(compute(sklearn_library().api, samples, initial))
-
-
-SPEC = WorkloadSpec(
-    name="kmeans",
-    description="k-means of n samples, 8 features, 8 clusters, given initial centres",
-    item="samples",
-    make_inputs=make_inputs,
-    reference=reference,
+SPEC = ml_workload(
+    "kmeans",
+    "k-means of n samples, 8 features, 8 clusters, given initial centres",
+    make_inputs,
+    compute,
     error=vector_error("inertia"),
-    tolerance=lambda n: 1e-2,
+    tolerance=1e-2,
     error_measure="relative difference of the inertia",
-    reference_name="scikit-learn",
-    implementations=implementations(
-        ("sklearn", sklearn_library, compute), ("cuml", cuml_library, compute)
-    ),
 )

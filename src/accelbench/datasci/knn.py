@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cuml_library,
-    implementations,
-    sklearn_library,
-    vector_error,
-)
+from accelbench.datasci import ml_workload, vector_error
 
 FEATURES = 8
 NEIGHBOURS = 8
@@ -24,9 +18,8 @@ QUERIES = 256
 
 
 def make_inputs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    return rng.standard_normal((max(n, NEIGHBOURS), FEATURES)), rng.standard_normal(
-        (QUERIES, FEATURES)
-    )
+    samples = rng.standard_normal((max(n, NEIGHBOURS), FEATURES))
+    return samples, rng.standard_normal((QUERIES, FEATURES))
 
 
 def compute(ml, samples, queries):
@@ -36,21 +29,12 @@ def compute(ml, samples, queries):
     return {"distances": distances}
 
 
-def reference(samples: np.ndarray, queries: np.ndarray) -> dict[str, np.ndarray]:
-    return sklearn_library().to_host(compute(sklearn_library().api, samples, queries))
-
-
-SPEC = WorkloadSpec(
-    name="knn",
-    description="8 nearest neighbours among n samples of 256 queries",
-    item="samples",
-    make_inputs=make_inputs,
-    reference=reference,
+SPEC = ml_workload(
+    "knn",
+    "8 nearest neighbours among n samples of 256 queries",
+    make_inputs,
+    compute,
     error=vector_error("distances"),
-    tolerance=lambda n: 1e-6,
+    tolerance=1e-6,
     error_measure="normwise relative error of the neighbour distances",
-    reference_name="scikit-learn",
-    implementations=implementations(
-        ("sklearn", sklearn_library, compute), ("cuml", cuml_library, compute)
-    ),
 )

@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cuml_library,
-    implementations,
-    sklearn_library,
-    vector_error,
-)
+from accelbench.datasci import coefficient_error, ml_workload
 
 FEATURES = 8
 
@@ -32,31 +26,12 @@ def compute(ml, features, targets):
     return {"coefficients": model.coef_, "intercept": [model.intercept_]}
 
 
-def host_coefficients(result) -> dict[str, np.ndarray]:
-    return {"coefficients": np.append(result["coefficients"], result["intercept"])}
-
-
-def reference(features: np.ndarray, targets: np.ndarray) -> dict[str, np.ndarray]:
-    return sklearn_library().to_host(compute(sklearn_library().api, features, targets))
-
-
-def error(result, wanted) -> float:
-    if result is None:
-        return float("inf")
-    return vector_error("coefficients")(host_coefficients(result), host_coefficients(wanted))
-
-
-SPEC = WorkloadSpec(
-    name="linreg",
-    description="linear regression of n samples on 8 features",
-    item="samples",
-    make_inputs=make_inputs,
-    reference=reference,
-    error=error,
-    tolerance=lambda n: 1e-6,
+SPEC = ml_workload(
+    "linreg",
+    "linear regression of n samples on 8 features",
+    make_inputs,
+    compute,
+    error=coefficient_error,
+    tolerance=1e-6,
     error_measure="normwise relative error of coefficients and intercept",
-    reference_name="scikit-learn",
-    implementations=implementations(
-        ("sklearn", sklearn_library, compute), ("cuml", cuml_library, compute)
-    ),
 )

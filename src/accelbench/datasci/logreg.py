@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cuml_library,
-    implementations,
-    sklearn_library,
-)
-from accelbench.datasci.linreg import FEATURES, error
+from accelbench.datasci import coefficient_error, ml_workload
+
+FEATURES = 8
 
 
 def make_inputs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,21 +28,12 @@ def compute(ml, features, labels):
     return {"coefficients": model.coef_, "intercept": model.intercept_}
 
 
-def reference(features: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-    return sklearn_library().to_host(compute(sklearn_library().api, features, labels))
-
-
-SPEC = WorkloadSpec(
-    name="logreg",
-    description="logistic regression of n samples on 8 features",
-    item="samples",
-    make_inputs=make_inputs,
-    reference=reference,
-    error=error,
-    tolerance=lambda n: 1e-3,
+SPEC = ml_workload(
+    "logreg",
+    "logistic regression of n samples on 8 features",
+    make_inputs,
+    compute,
+    error=coefficient_error,
+    tolerance=1e-3,
     error_measure="normwise relative error of coefficients and intercept",
-    reference_name="scikit-learn",
-    implementations=implementations(
-        ("sklearn", sklearn_library, compute), ("cuml", cuml_library, compute)
-    ),
 )

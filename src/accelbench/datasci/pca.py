@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelbench.datasci import (
-    WorkloadSpec,
-    cuml_library,
-    implementations,
-    sklearn_library,
-    vector_error,
-)
+from accelbench.datasci import ml_workload, vector_error
 
 FEATURES = 16
 COMPONENTS = 4
@@ -33,21 +27,12 @@ def compute(ml, samples):
     return {"explained_variance_ratio": model.explained_variance_ratio_}
 
 
-def reference(samples: np.ndarray) -> dict[str, np.ndarray]:
-    return sklearn_library().to_host(compute(sklearn_library().api, samples))
-
-
-SPEC = WorkloadSpec(
-    name="pca",
-    description="PCA of n samples, 16 features, to 4 components",
-    item="samples",
-    make_inputs=make_inputs,
-    reference=reference,
+SPEC = ml_workload(
+    "pca",
+    "PCA of n samples, 16 features, to 4 components",
+    make_inputs,
+    compute,
     error=vector_error("explained_variance_ratio"),
-    tolerance=lambda n: 1e-6,
+    tolerance=1e-6,
     error_measure="normwise relative error of the explained-variance ratios",
-    reference_name="scikit-learn",
-    implementations=implementations(
-        ("sklearn", sklearn_library, compute), ("cuml", cuml_library, compute)
-    ),
 )
