@@ -16,6 +16,7 @@ timed `run` holds no transfer; `upload` and `download` are timed apart.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -141,10 +142,25 @@ def implementations(*backends: tuple[str, Callable[[], Library], Compute]) -> di
 # ---- the libraries ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class StoredFrame:
+    """A frame written to a Parquet file in a folder of its own, removed with this object
+    (or at exit): the input of a workload that reads files, which stays where it is."""
+
+    folder: tempfile.TemporaryDirectory
+    path: str
+
+
+def _resident_frame(to_device: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A library's `to_device` for frames; a stored file is read where it lies."""
+    return lambda value: value if isinstance(value, StoredFrame) else to_device(value)
+
+
 def pandas_library() -> Library:
     import pandas
 
-    return Library("pandas", pandas, lambda frame: frame.copy(), lambda result: result)
+    copy = _resident_frame(lambda frame: frame.copy())
+    return Library("pandas", pandas, copy, lambda result: result)
 
 
 def cudf_library() -> Library:
@@ -154,7 +170,7 @@ def cudf_library() -> Library:
     return Library(
         "cudf",
         cudf,
-        cudf.DataFrame.from_pandas,
+        _resident_frame(cudf.DataFrame.from_pandas),
         lambda result: result.to_pandas(),
         on_device=True,
         sync=cupy.cuda.runtime.deviceSynchronize,
