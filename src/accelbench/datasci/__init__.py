@@ -189,7 +189,11 @@ class Estimators:
 
 
 def _host_arrays(result: dict[str, Any], asnumpy: Callable[[Any], np.ndarray]) -> dict[str, Any]:
-    return {key: np.asarray(asnumpy(value), dtype=np.float64) for key, value in result.items()}
+    """A fit's results as float64 vectors (a scalar such as the inertia as one element)."""
+    return {
+        key: np.atleast_1d(np.asarray(asnumpy(value), dtype=np.float64))
+        for key, value in result.items()
+    }
 
 
 def sklearn_library() -> Library:

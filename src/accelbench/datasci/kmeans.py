@@ -25,7 +25,7 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarra
 def compute(ml, samples, initial):
     model = ml.KMeans(n_clusters=CLUSTERS, init=initial, n_init=1, max_iter=300, tol=1e-4)
     model.fit(samples)
-    return {"inertia": [model.inertia_]}
+    return {"inertia": model.inertia_}
 
 
 SPEC = ml_workload(

@@ -23,7 +23,7 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarra
 def compute(ml, features, targets):
     model = ml.LinearRegression()
     model.fit(features, targets)
-    return {"coefficients": model.coef_, "intercept": [model.intercept_]}
+    return {"coefficients": model.coef_, "intercept": model.intercept_}
 
 
 SPEC = ml_workload(
