@@ -55,7 +55,7 @@ def cpu_backend(spec) -> str:
 
 def test_the_three_kinds_of_workload_are_registered():
     assert {"groupby", "join", "sort", "filter", "parquet_read"} <= set(WORKLOADS)
-    assert {"kmeans", "pca", "linreg", "logreg", "knn"} <= set(WORKLOADS)
+    assert {"kmeans", "pca", "linreg", "logreg", "knn", "random_forest"} <= set(WORKLOADS)
     assert {"pagerank", "bfs"} <= set(WORKLOADS)
     for spec in WORKLOADS.values():
         assert len(spec.implementations) == 2, spec.name

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import joblib
 import numpy as np
 
 from accelbench import energy, timing
@@ -175,7 +176,8 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         "implementation": f"{spec.implementations[exp.backend].__module__}:{exp.backend}",
         "timer": timing.TIMERS[backend.timer],
     }
-    with cpu_threads(device) as threads:
+    # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
+    with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
         inputs = spec.make_inputs(np.random.default_rng(settings["seed"]), exp.size)
         reference = spec.reference(*inputs)
         tolerance = spec.tolerance(exp.size)

@@ -186,6 +186,7 @@ class Estimators:
     LinearRegression: Any
     LogisticRegression: Any
     NearestNeighbors: Any
+    RandomForestClassifier: Any
 
 
 def _host_arrays(result: dict[str, Any], asnumpy: Callable[[Any], np.ndarray]) -> dict[str, Any]:
@@ -199,10 +200,13 @@ def _host_arrays(result: dict[str, Any], asnumpy: Callable[[Any], np.ndarray]) -
 def sklearn_library() -> Library:
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
+    from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.neighbors import NearestNeighbors
 
-    api = Estimators(KMeans, PCA, LinearRegression, LogisticRegression, NearestNeighbors)
+    api = Estimators(
+        KMeans, PCA, LinearRegression, LogisticRegression, NearestNeighbors, RandomForestClassifier
+    )
     return Library("sklearn", api, np.array, lambda result: _host_arrays(result, np.asarray))
 
 
@@ -216,6 +220,7 @@ def cuml_library() -> Library:
         cuml.LinearRegression,
         cuml.LogisticRegression,
         cuml.neighbors.NearestNeighbors,
+        cuml.ensemble.RandomForestClassifier,
     )
 
     def asnumpy(value):
