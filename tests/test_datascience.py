@@ -30,7 +30,8 @@ from conftest import snakemake
 from records import datasci_records, write_records
 
 WORKLOADS = workloads()
-CPU_LIBRARIES = ("pandas", "sklearn", "networkx")
+REFERENCE_LIBRARIES = ("pandas", "sklearn", "networkx")
+CPU_LIBRARIES = (*REFERENCE_LIBRARIES, "polars")
 TINY = 300
 SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 1}
 
@@ -49,8 +50,17 @@ def checked(spec, prepared, size=TINY, reference=None):
 
 
 def cpu_backend(spec) -> str:
-    (backend,) = [name for name in spec.implementations if name in CPU_LIBRARIES]
+    """The library the reference comes from."""
+    (backend,) = [name for name in spec.implementations if name in REFERENCE_LIBRARIES]
     return backend
+
+
+CPU_CELLS = [
+    (name, backend)
+    for name, spec in WORKLOADS.items()
+    for backend in spec.implementations
+    if backend in CPU_LIBRARIES
+]
 
 
 def test_the_three_kinds_of_workload_are_registered():
@@ -58,14 +68,15 @@ def test_the_three_kinds_of_workload_are_registered():
     assert {"kmeans", "pca", "linreg", "logreg", "knn", "random_forest"} <= set(WORKLOADS)
     assert {"pagerank", "bfs"} <= set(WORKLOADS)
     for spec in WORKLOADS.values():
-        assert len(spec.implementations) == 2, spec.name
-        assert {"cudf", "cuml", "cugraph"} & set(spec.implementations), spec.name
+        assert len({"cudf", "cuml", "cugraph"} & set(spec.implementations)) == 1, spec.name
+        dataframes = spec.item == "rows"
+        assert ("polars" in spec.implementations) == dataframes, spec.name
 
 
-@pytest.mark.parametrize("name", list(WORKLOADS))
-def test_every_cpu_library_passes_its_check(name):
+@pytest.mark.parametrize(("name", "backend"), CPU_CELLS)
+def test_every_cpu_library_passes_its_check(name, backend):
     spec = WORKLOADS[name]
-    prepare = spec.implementations[cpu_backend(spec)]
+    prepare = spec.implementations[backend]
     check = checked(spec, lambda inputs: prepare(inputs, None))
     assert check["passed"], check
     assert check["reference"] == spec.reference_name
@@ -147,6 +158,21 @@ def test_a_rapids_library_is_unavailable_here_with_the_reason(backend):
     outcome = measure_datasci(exp, SETTINGS)
     assert outcome.status == "unavailable"
     assert "rapids-cuda13" in outcome.reason or "CUDA device" in outcome.reason
+
+
+def test_polars_runs_on_the_devices_threads_or_says_why_not():
+    import polars  # its pool is sized now (earlier tests may have imported it already)
+
+    pool = polars.thread_pool_size()
+    exp = grid.DatasciExperiment("sort", f"cpu{pool}", "polars", 2000)
+    outcome = measure_datasci(exp, SETTINGS)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.measured_by["implementation"] == "accelbench.datasci.sort:polars"
+    # The pool cannot be resized: another thread count is refused, saying why.
+    other = grid.DatasciExperiment("sort", f"cpu{pool + 1}", "polars", 2000)
+    refused = measure_datasci(other, SETTINGS)
+    assert refused.status == "unavailable"
+    assert f"thread pool has {pool} threads, cpu{pool + 1} needs {pool + 1}" in refused.reason
 
 
 def test_a_cpu_workload_is_measured_with_time_throughput_and_its_check():

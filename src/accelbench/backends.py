@@ -8,6 +8,8 @@ backend that is not present yields a clear reason, which becomes an
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -101,6 +103,23 @@ def _library_reason(module: str, label: str, extra: str | None = None) -> Callab
     return reason
 
 
+def _polars_reason(device: Device) -> str | None:
+    """polars sizes its thread pool once, from POLARS_MAX_THREADS when it is first imported:
+    set here for the device, and checked, since a pool of another size cannot be resized."""
+    if "polars" not in sys.modules:
+        os.environ["POLARS_MAX_THREADS"] = str(device.count)
+    try:
+        import polars
+    except ModuleNotFoundError as err:
+        return f"polars is not installed: {err}"
+    if polars.thread_pool_size() != device.count:
+        return (
+            f"polars' thread pool has {polars.thread_pool_size()} threads, {device.name} needs "
+            f"{device.count}: polars was imported before the measurement chose its threads"
+        )
+    return None
+
+
 RAPIDS_EXTRA = "rapids-cuda13 or rapids-cuda12, as the CUDA stack"
 # The libraries of the data science workloads (accelbench.datasci): CPU ones in the
 # default requirements, the RAPIDS ones an optional extra matched to the CUDA stack.
@@ -108,6 +127,7 @@ DATASCI_BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
         Backend("pandas", ("cpu",), "torch", _library_reason("pandas", "pandas")),
+        Backend("polars", ("cpu",), "torch", _polars_reason),
         Backend("sklearn", ("cpu",), "torch", _library_reason("sklearn", "scikit-learn")),
         Backend("networkx", ("cpu",), "torch", _library_reason("networkx", "networkx")),
         Backend("cudf", ("cuda",), "cupy", _library_reason("cudf", "cuDF", RAPIDS_EXTRA)),

@@ -163,6 +163,19 @@ def pandas_library() -> Library:
     return Library("pandas", pandas, copy, lambda result: result)
 
 
+def polars_library() -> Library:
+    """polars on the CPU, its inputs converted from pandas before timing (Arrow memory) and
+    its results back to pandas for the check."""
+    import polars
+
+    return Library(
+        "polars",
+        polars,
+        _resident_frame(polars.from_pandas),
+        lambda result: result.to_pandas(),
+    )
+
+
 def cudf_library() -> Library:
     import cudf
     import cupy
@@ -379,8 +392,10 @@ class Kind:
         reference: Callable[..., Any],
         code: tuple[Compute, Compute],
         check: tuple[Callable[[Any, Any], float], Tolerance, str],
+        more: tuple[tuple[str, Callable[[], Library], Compute], ...] = (),
     ) -> WorkloadSpec:
-        """The workload, its CPU and GPU `code` and its `check` (error, tolerance, measure)."""
+        """The workload, its CPU and GPU `code`, its `check` (error, tolerance, measure) and
+        `more` backends as (name, library maker, code)."""
         error, tolerance, error_measure = check
         return WorkloadSpec(
             name=name,
@@ -392,7 +407,7 @@ class Kind:
             tolerance=tolerance if callable(tolerance) else lambda n: tolerance,
             error_measure=error_measure,
             reference_name=self.reference_name,
-            implementations=implementations((*self.cpu, code[0]), (*self.gpu, code[1])),
+            implementations=implementations((*self.cpu, code[0]), (*self.gpu, code[1]), *more),
         )
 
 
@@ -407,17 +422,22 @@ def dataframe_workload(
     make_inputs: Callable,
     compute: Compute,
     *,
+    on_polars: Compute,
     error: Callable[[Any, Any], float] | None = None,
     tolerance: Tolerance = 0.0,
     error_measure: str = IDENTICAL,
 ) -> WorkloadSpec:
-    """A dataframe workload: `compute(df, *frames)` on pandas and on cuDF, pandas the reference."""
+    """A dataframe workload: `compute(df, *frames)` on pandas and on cuDF, pandas the
+    reference, and `on_polars(pl, *frames)` in polars' own API."""
 
     def reference(*frames):
         return compute(pandas_library().api, *frames)
 
     check = (error or frame_error(), tolerance, error_measure)
-    return DATAFRAMES.spec(name, description, make_inputs, reference, (compute, compute), check)
+    polars = (("polars", polars_library, on_polars),)
+    return DATAFRAMES.spec(
+        name, description, make_inputs, reference, (compute, compute), check, more=polars
+    )
 
 
 def ml_workload(

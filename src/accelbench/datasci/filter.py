@@ -18,6 +18,11 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame]:
     return (pd.DataFrame({"id": np.arange(n), "x": x, "y": y, "z": z}),)
 
 
+def on_polars(pl, frame):
+    kept = frame.filter((pl.col("x") > 0.5) & (pl.col("y") < 0.5))
+    return kept.with_columns(w=pl.col("x") * pl.col("y") + pl.col("z"))
+
+
 def compute(df, frame):
     kept = frame[(frame["x"] > 0.5) & (frame["y"] < 0.5)]
     return kept.assign(w=kept["x"] * kept["y"] + kept["z"])
@@ -28,6 +33,7 @@ SPEC = dataframe_workload(
     "filter of n rows on two conditions, then x * y + z",
     make_inputs,
     compute,
+    on_polars=on_polars,
     error=frame_error(by="id"),
     tolerance=4 * float(np.finfo(np.float64).eps),
     error_measure="normwise relative error of the float columns; rows identical to pandas",

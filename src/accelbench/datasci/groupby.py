@@ -18,6 +18,13 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame]:
     return (pd.DataFrame({name: rng.integers(*bounds, n) for name, bounds in columns.items()}),)
 
 
+def on_polars(pl, frame):
+    grouped = frame.group_by("key").agg(
+        pl.col("a").sum().alias("a_sum"), pl.len().alias("rows"), pl.col("b").max().alias("b_max")
+    )
+    return grouped.sort("key")
+
+
 def compute(df, frame):
     grouped = frame.groupby("key", sort=True).agg({"a": ["sum", "count"], "b": "max"})
     grouped.columns = ["a_sum", "rows", "b_max"]
@@ -25,5 +32,9 @@ def compute(df, frame):
 
 
 SPEC = dataframe_workload(
-    "groupby", "group-by of n rows on n/100 keys: sum, count and max", make_inputs, compute
+    "groupby",
+    "group-by of n rows on n/100 keys: sum, count and max",
+    make_inputs,
+    compute,
+    on_polars=on_polars,
 )

@@ -21,6 +21,10 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame, pd.Data
     return facts, dimension
 
 
+def on_polars(pl, facts, dimension):
+    return facts.join(dimension, on="key", how="inner")
+
+
 def compute(df, facts, dimension):
     return facts.merge(dimension, on="key", how="inner")
 
@@ -30,6 +34,7 @@ SPEC = dataframe_workload(
     "inner join of n rows with n/10 keys",
     make_inputs,
     compute,
+    on_polars=on_polars,
     error=frame_error(by="id"),
     error_measure="identical to pandas after sorting by row id (0: equal; inf: any differs)",
 )

@@ -34,10 +34,18 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[StoredFrame]:
     return (StoredFrame(folder, path),)
 
 
+def on_polars(pl, stored: StoredFrame):
+    return pl.read_parquet(stored.path)
+
+
 def compute(df, stored: StoredFrame):
     return df.read_parquet(stored.path)
 
 
 SPEC = dataframe_workload(
-    "parquet_read", "read of a Parquet file of n rows, 5 columns", make_inputs, compute
+    "parquet_read",
+    "read of a Parquet file of n rows, 5 columns",
+    make_inputs,
+    compute,
+    on_polars=on_polars,
 )

@@ -17,10 +17,18 @@ def make_inputs(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame]:
     return (pd.DataFrame({"id": np.arange(n), "key": keys, "x": values}),)
 
 
+def on_polars(pl, frame):
+    return frame.sort(["key", "x"])
+
+
 def compute(df, frame):
     return frame.sort_values(["key", "x"]).reset_index(drop=True)
 
 
 SPEC = dataframe_workload(
-    "sort", "sort of n rows by an integer key and a float column", make_inputs, compute
+    "sort",
+    "sort of n rows by an integer key and a float column",
+    make_inputs,
+    compute,
+    on_polars=on_polars,
 )
