@@ -37,6 +37,7 @@ CONDA_ENV = f"../../envs/accelbench-cuda{config['cuda_stack']}.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
+include: "workflow/rules/datasci.smk"
 include: "workflow/rules/roofs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"

@@ -17,6 +17,8 @@ logging.captureWarnings(True)
 wildcards = dict(snakemake.wildcards.items())
 if "kernel" in wildcards:
     exp = grid.parse_kernel(wildcards)
+elif "workload" in wildcards:
+    exp = grid.parse_datasci(wildcards)
 elif "model" in wildcards:
     exp = grid.parse_train(wildcards, snakemake.config["train"])
 else:

@@ -37,6 +37,9 @@ kernels:
   min_run_time: 0.02
   samples: 5
   runs: 2
+# No data science cells (tests/test_datascience.py runs its own).
+datasci:
+  devices: []
 train:
   devices: [cpu1]
   precisions: [fp32]

@@ -272,3 +272,58 @@ def with_energy(records, unreadable=("cpu4",)):
         validate_record(record)
         changed.append((exp_id, record))
     return changed
+
+
+DATASCI_ITEMS = {"groupby": "rows", "kmeans": "samples", "pagerank": "nodes"}
+DATASCI_LIBRARIES = {
+    "groupby": ("pandas", "cudf"),
+    "kmeans": ("sklearn", "cuml"),
+    "pagerank": ("networkx", "cugraph"),
+}
+
+
+def datasci_record(workload, device, size, seconds=None, status="ok", transfer=None):
+    """A data science record: the CPU library on a CPU, the GPU library on a GPU (with its
+    transfer time, which `transfer` sets), or a cell that could not run."""
+    backend = DATASCI_LIBRARIES[workload][device.startswith("cuda")]
+    exp_id = f"datasci/{workload}/{device}/{backend}/n{size}"
+    params = {"workload": workload, "device": device, "backend": backend, "size": size}
+    params |= {"seed": 0, "min_run_time": 0.1, "samples": 10, "item": DATASCI_ITEMS[workload]}
+    metrics = check = None
+    if status == "ok":
+        time = summarize(scaled(seconds, 1.0, spread=0.05), "s")
+        metrics = {"time": time, "item_throughput": rate_from_time(time, size, "items/s")}
+        if transfer is not None:
+            end_to_end = summarize(scaled(seconds + transfer, 1.0, spread=0.05), "s")
+            metrics["transfer_time"] = summarize(scaled(transfer, 1.0, spread=0.05), "s")
+            metrics["end_to_end_time"] = end_to_end
+            metrics["end_to_end_item_throughput"] = rate_from_time(end_to_end, size, "items/s")
+        check = {"passed": True, "relative_error": 0.0, "tolerance": 0.0, "reference": "pandas"}
+    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
+    return exp_id, make_record(
+        experiment="datasci",
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(gpus),
+        metrics=metrics,
+        check=check,
+        reason=None if status == "ok" else NO_GPU,
+    )
+
+
+def datasci_records(devices):
+    """Three workloads from 1e3 to 1e6; the GPU pays from about 1e5 (copies included)."""
+    records = []
+    for workload, cost in zip(DATASCI_LIBRARIES, (1e-8, 5e-7, 2e-6), strict=True):
+        for device in devices:
+            gpu = device.startswith("cuda")
+            for size in (1_000, 10_000, 100_000, 1_000_000):
+                if gpu:
+                    seconds, transfer = 2e-4 + cost * size / 50, 1e-4 + 1e-9 * size
+                else:
+                    seconds, transfer = cost * size, None
+                records.append(datasci_record(workload, device, size, seconds, transfer=transfer))
+    if any(device.startswith("cuda") for device in devices):
+        records.append(datasci_record("groupby", "cuda1", 10_000_000, status="unavailable"))
+    return records

@@ -1,6 +1,6 @@
 """Every aggregation works on any subset of the experiment families, including none.
 
-A grid of training only, of kernels only, or with nothing left after its
+A grid of training only, of kernels only, of data science only, or with nothing left after its
 exclusions must still give its tables, figures and summaries (empty ones that
 say so), never a KeyError on a column that no record had.
 """
@@ -19,9 +19,14 @@ from accelbench.analysis import (
     tidy,
 )
 
-from records import KERNELS, TRAIN, write_records
+from records import KERNELS, TRAIN, datasci_records, write_records
 
-SUBSETS = {"none": [], "train only": TRAIN, "kernels only": KERNELS}
+SUBSETS = {
+    "none": [],
+    "train only": TRAIN,
+    "kernels only": KERNELS,
+    "data science only": datasci_records(["cpu2", "cuda1"]),
+}
 
 
 @pytest.fixture(params=list(SUBSETS), ids=list(SUBSETS))

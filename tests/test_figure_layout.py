@@ -21,6 +21,7 @@ from records import (
     GPU_TRAIN,
     NO_GPU,
     NODE_TRAIN,
+    datasci_records,
     provenance,
     scaled,
     with_energy,
@@ -98,8 +99,10 @@ def kernel_records(devices):
 @pytest.fixture
 def mixed(tmp_path):
     """CPU and GPU devices, thread counts, precisions, multi-GPU and multi-node training,
-    several kernels, their energy (but not on cpu4, where it could not be read)."""
+    several kernels, their energy (but not on cpu4, where it could not be read), data
+    science workloads on a CPU and a GPU."""
     records = with_energy([*GPU_TRAIN, *NODE_TRAIN, *kernel_records(["cpu1", "cpu2", "cuda1"])])
+    records += datasci_records(["cpu2", "cuda1"])
     frame, problems = tidy.collect(write_records(tmp_path / "mixed", records))
     assert problems == []
     return frame
@@ -109,7 +112,7 @@ def mixed(tmp_path):
 def cpu_only(tmp_path):
     """What the default grid gives on a machine without a GPU."""
     train = [record for record in GPU_TRAIN if record[0].split("/")[2].startswith("cpu")]
-    records = [*train, *kernel_records(["cpu1", "cpu2"])]
+    records = [*train, *kernel_records(["cpu1", "cpu2"]), *datasci_records(["cpu2"])]
     frame, problems = tidy.collect(write_records(tmp_path / "cpu", records))
     assert problems == []
     return frame

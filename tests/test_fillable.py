@@ -33,6 +33,8 @@ def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
         "kernel_energy",
         "kernel_speedup",
         "roofline",
+        "datasci_time",
+        "datasci_throughput",
     }
 
 

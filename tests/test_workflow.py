@@ -31,10 +31,11 @@ def test_default_grid_plans_every_cell(workflow_dir):
     jobs = planned_jobs(done.stdout + done.stderr)
     # config/config.yaml: matmul on 2 devices x 4 backends x 2 dtypes x 2 sizes, the other
     # kernels on a few cells each (see its overrides); roofs for 2 devices x 2 dtypes;
-    # 3 models x (single on cpu1 and cpu2, ddp on cpu2).
+    # 3 models x (single on cpu1 and cpu2, ddp on cpu2); 9 data science cells on cpu2.
     assert jobs["kernel_benchmark"] == 32 + 18
     assert jobs["roof_benchmark"] == 4
     assert jobs["train_benchmark"] == 9
+    assert jobs["datasci_benchmark"] == 9
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
     assert jobs["roofline"] == 1
     # CPU only: no GPU to offload to or cross over with.
@@ -49,6 +50,7 @@ def test_default_grid_plans_every_cell(workflow_dir):
         "results/kernels/matmul/cuda1/cupy/float32/n4096.json",
         "results/kernels/transfer-h2d-pinned/cuda1/torch/bfloat16/n1048576.json",
         "results/roofs/cuda1/float16.json",
+        "results/datasci/pagerank/cuda1/cugraph/n1000000.json",
     ],
 )
 def test_one_result_path_plans_exactly_one_job(workflow_dir, target):

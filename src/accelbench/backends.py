@@ -7,6 +7,9 @@ backend that is not present yields a clear reason, which becomes an
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,5 +82,56 @@ BACKENDS: dict[str, Backend] = {
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
         Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
         Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
+    )
+}
+
+
+def _library_reason(module: str, label: str, extra: str | None = None) -> Callable:
+    """Why a data science library cannot run on a device: not installed (with the extra that
+    installs it), or, for a GPU library, no usable CUDA device."""
+    install = f" (optional extra {extra}; see README, RAPIDS)" if extra else ""
+
+    def reason(device: Device) -> str | None:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            return f"{label} is not installed{install}: {err}"
+        except Exception as err:  # a RAPIDS library that finds no CUDA driver fails to import
+            return f"{label} cannot load here: {type(err).__name__}: {err}"
+        return cuda_unavailable_reason(device) if device.is_gpu else None
+
+    return reason
+
+
+def _polars_reason(device: Device) -> str | None:
+    """polars sizes its thread pool once, from POLARS_MAX_THREADS when it is first imported:
+    set here for the device, and checked, since a pool of another size cannot be resized."""
+    if "polars" not in sys.modules:
+        os.environ["POLARS_MAX_THREADS"] = str(device.count)
+    try:
+        import polars
+    except ModuleNotFoundError as err:
+        return f"polars is not installed: {err}"
+    if polars.thread_pool_size() != device.count:
+        return (
+            f"polars' thread pool has {polars.thread_pool_size()} threads, {device.name} needs "
+            f"{device.count}: polars was imported before the measurement chose its threads"
+        )
+    return None
+
+
+RAPIDS_EXTRA = "rapids-cuda13 or rapids-cuda12, as the CUDA stack"
+# The libraries of the data science workloads (accelbench.datasci): CPU ones in the
+# default requirements, the RAPIDS ones an optional extra matched to the CUDA stack.
+DATASCI_BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend("pandas", ("cpu",), "torch", _library_reason("pandas", "pandas")),
+        Backend("polars", ("cpu",), "torch", _polars_reason),
+        Backend("sklearn", ("cpu",), "torch", _library_reason("sklearn", "scikit-learn")),
+        Backend("networkx", ("cpu",), "torch", _library_reason("networkx", "networkx")),
+        Backend("cudf", ("cuda",), "cupy", _library_reason("cudf", "cuDF", RAPIDS_EXTRA)),
+        Backend("cuml", ("cuda",), "cupy", _library_reason("cuml", "cuML", RAPIDS_EXTRA)),
+        Backend("cugraph", ("cuda",), "cupy", _library_reason("cugraph", "cuGraph", RAPIDS_EXTRA)),
     )
 }

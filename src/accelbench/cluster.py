@@ -449,12 +449,12 @@ def slurm_partition_limits() -> dict[str, PartitionLimits] | None:
 def job_shapes(
     experiments: Iterable[Any], config: dict[str, Any], batch_size: int
 ) -> list[JobShape]:
-    """The kinds of jobs `experiments` become on Slurm: kernel and roof batches per device,
-    training jobs per device and strategy."""
+    """The kinds of jobs `experiments` become on Slurm: kernel, roof and data science batches
+    per device, training jobs per device and strategy."""
     batched: dict[str, int] = {}
     shapes: dict[tuple[str, str], JobShape] = {}
     for exp in experiments:
-        if exp.family in ("kernel", "roof"):
+        if exp.family in ("kernel", "roof", "datasci"):
             batched[exp.device] = batched.get(exp.device, 0) + 1
             continue
         device = parse_device(exp.device)

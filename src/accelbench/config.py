@@ -170,3 +170,15 @@ def roof_settings(config: dict[str, Any]) -> dict[str, Any]:
     settings = kernel_settings(config)
     del settings["naive_size_limit"], settings["energy"]
     return {**settings, "roofs": config["kernels"]["roofs"]}
+
+
+def datasci_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings of every data science experiment (a rule's params: a change reruns them)."""
+    datasci = config.get("datasci") or {}
+    return {
+        "seed": config["seed"],
+        "min_run_time": datasci.get("min_run_time", 0.3),
+        "samples": datasci.get("samples", 10),
+        "runs": datasci.get("runs", 3),
+        "contention": dict(config.get("contention") or {}),
+    }

@@ -21,10 +21,17 @@ from typing import Any
 
 from accelbench import contention, energy, provenance, timing
 from accelbench.backends import BACKENDS
+from accelbench.datasci import workloads
 from accelbench.devices import parse_device, slurm_gpu_shortfall
-from accelbench.grid import Experiment, KernelExperiment, RoofExperiment, TrainExperiment
+from accelbench.grid import (
+    DatasciExperiment,
+    Experiment,
+    KernelExperiment,
+    RoofExperiment,
+    TrainExperiment,
+)
 from accelbench.kernels import kernels
-from accelbench.measure import measure_kernel, naive_size_limit
+from accelbench.measure import measure_datasci, measure_kernel, naive_size_limit
 from accelbench.outcome import (
     Outcome,
     RankFailure,
@@ -66,6 +73,7 @@ FAMILIES: dict[str, Family] = {
     "kernel": Family(KernelExperiment, measure_kernel),
     "train": Family(TrainExperiment, measure_training),
     "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs),
+    "datasci": Family(DatasciExperiment, measure_datasci),
 }
 
 
@@ -133,7 +141,8 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
 
 
 def preload(family: str | None = None) -> None:
-    """Import what measuring `family` (None: every family) needs, before runs are forked.
+    """Import what measuring `family` (None: kernels, roofs and training) needs, before runs
+    are forked.
 
     Each forked run then starts without paying for the imports. Importing starts
     no thread pool (only the first parallel call does), so forking stays safe.
@@ -142,8 +151,22 @@ def preload(family: str | None = None) -> None:
 
     if family in ("train", None):
         import accelbench.train.session  # noqa: F401  (the models and their libraries)
-    if family != "train":
+    if family == "datasci":  # not for every job the fork server starts: scikit-learn is slow
+        datasci_libraries()
+    if family not in ("train", "datasci"):
         kernels()
+
+
+def datasci_libraries() -> None:
+    """Import the CPU libraries of the data science workloads (the workloads import them
+    only when they run, so that reading the grid stays fast)."""
+    import networkx  # noqa: F401
+    import sklearn.cluster  # noqa: F401
+    import sklearn.decomposition  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.neighbors  # noqa: F401
+
+    workloads()
 
 
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:

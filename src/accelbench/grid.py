@@ -21,6 +21,7 @@ RESULTS_DIR = "results"
 KERNEL_PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
 TRAIN_PATTERN = RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
 ROOF_PATTERN = RESULTS_DIR + "/roofs/{device}/{dtype}.json"
+DATASCI_PATTERN = RESULTS_DIR + "/datasci/{workload}/{device}/{backend}/n{size}.json"
 # One path segment per wildcard; the values are checked by parse_* so that a bad
 # target gets a message naming the wrong part, not "no rule to produce".
 WILDCARD_CONSTRAINT = r"[^/]+"
@@ -91,10 +92,36 @@ class RoofExperiment:
         return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
 
 
+@dataclass(frozen=True)
+class DatasciExperiment:
+    """One data science workload (accelbench.datasci) on one library, device and size n."""
+
+    workload: str
+    device: str
+    backend: str
+    size: int
+
+    family = "datasci"
+
+    @property
+    def path(self) -> str:
+        return DATASCI_PATTERN.format(**asdict(self))
+
+    @property
+    def id(self) -> str:
+        return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
 def kernel_names() -> list[str]:
     from accelbench.kernels import kernels
 
     return list(kernels())
+
+
+def workload_names() -> list[str]:
+    from accelbench.datasci import workloads
+
+    return list(workloads())
 
 
 def model_names() -> list[str]:
@@ -152,6 +179,31 @@ def kernel_exclusion(exp: KernelExperiment) -> str | None:
             f"kernel {exp.kernel!r} on backend {exp.backend!r} computes in "
             f"{', '.join(spec.dtypes(exp.backend))} only, not in {exp.dtype}"
         )
+    return None
+
+
+def datasci_exclusion(exp: DatasciExperiment) -> str | None:
+    """Why this data science experiment makes no sense, or None if it does."""
+    from accelbench.backends import DATASCI_BACKENDS
+    from accelbench.datasci import workloads
+
+    device = parse_device(exp.device)
+    spec = workloads()[exp.workload]
+    if exp.backend not in spec.implementations:
+        return (
+            f"workload {exp.workload!r} has no {exp.backend!r} implementation "
+            f"(it has {', '.join(spec.implementations)})"
+        )
+    backend = DATASCI_BACKENDS[exp.backend]
+    if device.kind not in backend.device_kinds:
+        return (
+            f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
+            f"not on {exp.device}"
+        )
+    if device.nodes > 1:
+        return f"data science workloads run on one node; {exp.device} spans {device.nodes}"
+    if device.is_gpu and device.gpus != 1:
+        return f"data science workloads run on one GPU; {exp.device} asks for {device.gpus}"
     return None
 
 
@@ -221,6 +273,20 @@ def parse_kernel(wildcards: dict[str, Any]) -> KernelExperiment:
     return exp
 
 
+def parse_datasci(wildcards: dict[str, Any]) -> DatasciExperiment:
+    """Wildcards of a data science result path -> experiment; GridError says which part is wrong."""
+    from accelbench.backends import DATASCI_BACKENDS
+
+    exp = DatasciExperiment(
+        workload=_choice("workload", wildcards["workload"], workload_names()),
+        device=_device(wildcards["device"]),
+        backend=_choice("backend", wildcards["backend"], list(DATASCI_BACKENDS)),
+        size=_positive_int("size", wildcards["size"]),
+    )
+    _raise_if_excluded(exp, datasci_exclusion(exp))
+    return exp
+
+
 def parse_train(
     wildcards: dict[str, Any], train_config: Mapping[str, Any] | None = None
 ) -> TrainExperiment:
@@ -264,6 +330,7 @@ def target_check(family: str, train_config: Mapping[str, Any] | None = None):
     parse = {
         "kernel": parse_kernel,
         "roof": parse_roof,
+        "datasci": parse_datasci,
         "train": lambda wildcards: parse_train(wildcards, train_config),
     }[family]
 
@@ -295,6 +362,7 @@ _FAMILY_PATHS = (
     ("kernel", _path_regex(KERNEL_PATTERN)),
     ("train", _path_regex(TRAIN_PATTERN)),
     ("roof", _path_regex(ROOF_PATTERN)),
+    ("datasci", _path_regex(DATASCI_PATTERN)),
 )
 
 
@@ -310,18 +378,20 @@ def cell_of_path(path: str) -> tuple[str, str, dict[str, str]] | None:
     return None
 
 
-def _raise_if_excluded(exp: KernelExperiment | TrainExperiment, reason: str | None) -> None:
+def _raise_if_excluded(
+    exp: KernelExperiment | TrainExperiment | DatasciExperiment, reason: str | None
+) -> None:
     if reason:
         raise GridError(f"{exp.path} is excluded from the grid: {reason}")
 
 
-Experiment = KernelExperiment | TrainExperiment | RoofExperiment
+Experiment = KernelExperiment | TrainExperiment | RoofExperiment | DatasciExperiment
 
 
 @dataclass(frozen=True)
 class Grid:
     experiments: tuple[Experiment, ...]
-    excluded: tuple[tuple[KernelExperiment | TrainExperiment, str], ...]
+    excluded: tuple[tuple[KernelExperiment | TrainExperiment | DatasciExperiment, str], ...]
 
     @property
     def paths(self) -> list[str]:
@@ -358,7 +428,31 @@ def expand(config: dict[str, Any]) -> Grid:
     roofs = dict.fromkeys(
         RoofExperiment(exp.device, exp.dtype) for exp in kept if isinstance(exp, KernelExperiment)
     )
-    return Grid((*kept, *roofs), tuple(excluded))
+    datasci, datasci_excluded = _expand_datasci(config.get("datasci") or {})
+    return Grid((*kept, *roofs, *datasci), (*excluded, *datasci_excluded))
+
+
+def _expand_datasci(datasci_cfg: dict[str, Any]):
+    """The data science experiments: each workload on the configured backends it has.
+
+    A backend the workload has no code for is passed over silently (one list of
+    backends serves dataframes, ML and graphs); any other exclusion is kept with
+    its reason, like a GPU library on a CPU device.
+    """
+    from accelbench.datasci import workloads
+
+    kept, excluded = [], []
+    for workload, sizes in datasci_cfg.get("sizes", {}).items():
+        axes = {**datasci_cfg, **datasci_cfg.get("overrides", {}).get(workload, {})}
+        backends = [b for b in axes["backends"] if b in workloads()[workload].implementations]
+        for device, backend, size in itertools.product(axes["devices"], backends, sizes):
+            exp = DatasciExperiment(workload, device, backend, int(size))
+            reason = datasci_exclusion(exp)
+            if reason:
+                excluded.append((exp, reason))
+            else:
+                kept.append(exp)
+    return kept, excluded
 
 
 def validate_config(config: dict[str, Any]) -> None:
@@ -388,6 +482,7 @@ def validate_config(config: dict[str, Any]) -> None:
         _named_choice("kernels.backends", backend, "backend", list(BACKENDS))
     for model in train_cfg["batch_sizes"]:
         _named_choice("train.batch_sizes", model, "model", model_names())
+    _validate_datasci(config.get("datasci") or {})
     for key, devices in (
         ("kernels.devices", kernels_cfg["devices"]),
         ("train.devices", train_cfg["devices"]),
@@ -406,6 +501,26 @@ def validate_config(config: dict[str, Any]) -> None:
         raise GridError(
             f"config key {message}" if message.startswith("train.") else message
         ) from None
+
+
+def _validate_datasci(datasci_cfg: dict[str, Any]) -> None:
+    """Workload names, backends and devices of the `datasci` section, by their config key."""
+    from accelbench.backends import DATASCI_BACKENDS
+
+    sections = [("datasci", datasci_cfg)]
+    for workload in datasci_cfg.get("sizes", {}):
+        _named_choice("datasci.sizes", workload, "workload", workload_names())
+    for workload, axes in datasci_cfg.get("overrides", {}).items():
+        _named_choice("datasci.overrides", workload, "workload", workload_names())
+        sections.append((f"datasci.overrides.{workload}", axes))
+    for key, axes in sections:
+        for backend in axes.get("backends", []):
+            _named_choice(f"{key}.backends", backend, "backend", list(DATASCI_BACKENDS))
+        for device in axes.get("devices", []):
+            try:
+                parse_device(device)
+            except DeviceError as err:
+                raise GridError(f"config key {key}.devices: {err}") from None
 
 
 def _named_choice(key: str, value: str, what: str, allowed: list[str]) -> None:

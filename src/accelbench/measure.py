@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import joblib
 import numpy as np
 
 from accelbench import energy, timing
-from accelbench.backends import BACKENDS
+from accelbench.backends import BACKENDS, DATASCI_BACKENDS
+from accelbench.datasci import THROUGHPUT_UNIT, workloads
 from accelbench.devices import cpu_threads, parse_device
-from accelbench.grid import KernelExperiment
+from accelbench.grid import DatasciExperiment, KernelExperiment
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.outcome import Outcome
 
@@ -29,8 +31,9 @@ def check_against_reference(
     tolerance: float,
     error=relative_error,
     measure: str = "normwise relative error",
+    reference_name: str = "numpy float64",
 ) -> dict[str, Any]:
-    """Poison the output, run once, compare with the float64 reference."""
+    """Poison the output, run once, compare with the reference (a kernel's: float64 NumPy)."""
     prepared.poison()
     prepared.run()
     found = error(prepared.fetch(), reference)
@@ -39,7 +42,7 @@ def check_against_reference(
         "relative_error": found,
         "tolerance": tolerance,
         "measure": measure,
-        "reference": "numpy float64",
+        "reference": reference_name,
     }
 
 
@@ -142,10 +145,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     metrics["first_call_time"] = timing.value(checked.first_call, "s")
     metrics["threads"] = timing.value(threads, "threads")
     if transfers:
-        metrics["transfer_time"] = timing.summarize(transfers[0], "s")
-        metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
-        raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
-        raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+        end_to_end = _add_transfers(metrics, raw, transfers)
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome(
@@ -156,6 +156,81 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         measured_by=measured_by,
         energy=probe.section("call"),
     )
+
+
+def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome:
+    """Check a data science workload against its CPU library's result, then time it.
+
+    As for kernels: the check runs before and after the timing, the backend's
+    library timer times the call with its inputs resident, and a GPU library is
+    also timed moving its inputs in and its result out (`transfer_time`) and
+    doing both around the call (`end_to_end_time`). The throughput counts the
+    workload's items (rows, samples or nodes) per second.
+    """
+    spec, backend = workloads()[exp.workload], DATASCI_BACKENDS[exp.backend]
+    device = parse_device(exp.device)
+    reason = backend.unavailable_reason(device)
+    if reason:
+        return Outcome("unavailable", reason)
+    measured_by = {
+        "implementation": f"{spec.implementations[exp.backend].__module__}:{exp.backend}",
+        "timer": timing.TIMERS[backend.timer],
+    }
+    # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
+    with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
+        inputs = spec.make_inputs(np.random.default_rng(settings["seed"]), exp.size)
+        reference = spec.reference(*inputs)
+        tolerance = spec.tolerance(exp.size)
+        prepared = spec.implementations[exp.backend](inputs, device)
+
+        def recheck():
+            return check_against_reference(
+                prepared, reference, tolerance, spec.error, spec.error_measure, spec.reference_name
+            )
+
+        started = time.perf_counter()
+        check = recheck()
+        first_call = time.perf_counter() - started
+        timed = check["passed"]
+        if timed:
+            samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+            transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+            check = recheck()  # the timed code must still be right
+    if not check["passed"]:
+        reason = ("after timing: " if timed else "") + mismatch(check)
+        return Outcome("failed", reason, check=check, measured_by=measured_by)
+    time_stats = timing.summarize(samples, "s")
+    work = spec.work(exp.size)
+    metrics = {
+        "time": time_stats,
+        "item_throughput": timing.rate_from_time(time_stats, work, THROUGHPUT_UNIT),
+        "first_call_time": timing.value(first_call, "s"),
+        "threads": timing.value(threads, "threads"),
+    }
+    raw = {"time": timing.raw_samples("s", [samples])}
+    if transfers:
+        end_to_end = _add_transfers(metrics, raw, transfers)
+        metrics["end_to_end_item_throughput"] = timing.rate_from_time(
+            end_to_end, work, THROUGHPUT_UNIT
+        )
+    return Outcome(
+        "ok",
+        metrics=metrics,
+        check=check,
+        raw=raw,
+        measured_by=measured_by,
+        params={"item": spec.item},
+    )
+
+
+def _add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
+    """Add transfer_time and end_to_end_time (statistics and raw samples); returns the
+    end-to-end statistics."""
+    metrics["transfer_time"] = timing.summarize(transfers[0], "s")
+    metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
+    raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
+    raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+    return end_to_end
 
 
 def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
@@ -180,7 +255,8 @@ def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict
 
 def mismatch(check: dict[str, Any]) -> str:
     """Why a check failed, in one line."""
+    reference = "float64" if check["reference"] == "numpy float64" else check["reference"]
     return (
-        f"result differs from the float64 reference: {check['measure']} "
+        f"result differs from the {reference} reference: {check['measure']} "
         f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
     )

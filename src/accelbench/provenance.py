@@ -29,6 +29,16 @@ LIBRARIES = (
     "numba-cuda",
     "pandas",
     "snakemake",
+    # the data science libraries: CPU, then RAPIDS per CUDA stack (the optional extras)
+    "polars",
+    "scikit-learn",
+    "networkx",
+    "cudf-cu12",
+    "cudf-cu13",
+    "cuml-cu12",
+    "cuml-cu13",
+    "cugraph-cu12",
+    "cugraph-cu13",
 )
 # Record key -> the variables that hold it, the first one set wins: in an srun task
 # started from a job script without the job's SLURM_JOB_NUM_NODES, the step's count.

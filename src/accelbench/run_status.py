@@ -77,6 +77,7 @@ EXPERIMENT_PATTERNS = {
     "kernel_benchmark": grid.KERNEL_PATTERN,
     "train_benchmark": grid.TRAIN_PATTERN,
     "roof_benchmark": grid.ROOF_PATTERN,
+    "datasci_benchmark": grid.DATASCI_PATTERN,
 }
 RUN_ID_LINE = re.compile(r"SLURM run ID: (\S+)")
 KEEP_LOGS_HINT = "keep them with `slurm-keep-successful-logs: true` in the profile"

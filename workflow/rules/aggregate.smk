@@ -45,6 +45,7 @@ rule tables:
             "train_energy",
         ),
         tables_to_fill("Kernels", "kernel_time", "kernel_speedup", "kernel_energy"),
+        tables_to_fill("Data science", "datasci_time"),
     log:
         "results/logs/tables.log",
     conda:
@@ -71,6 +72,7 @@ rule figures:
             "train_energy",
         ),
         figures_to_fill("Kernels", "kernel_throughput", "kernel_energy"),
+        figures_to_fill("Data science", "datasci_throughput"),
     log:
         "results/logs/figures.log",
     conda:

@@ -26,6 +26,7 @@ wildcard_constraints:
     backend=grid.WILDCARD_CONSTRAINT,
     dtype=grid.WILDCARD_CONSTRAINT,
     size=grid.WILDCARD_CONSTRAINT,
+    workload=grid.WILDCARD_CONSTRAINT,
     model=grid.WILDCARD_CONSTRAINT,
     precision=grid.WILDCARD_CONSTRAINT,
     strategy=grid.WILDCARD_CONSTRAINT,
@@ -131,7 +132,8 @@ onstart:
         [
             path
             for job in workflow.dag.needrun_jobs()
-            if job.rule.name in ("kernel_benchmark", "roof_benchmark", "train_benchmark")
+            if job.rule.name
+            in ("kernel_benchmark", "roof_benchmark", "datasci_benchmark", "train_benchmark")
             for path in job.output
         ],
         Path("results"),
@@ -150,6 +152,7 @@ onerror:
 
 KERNEL_SETTINGS = accelbench_config.kernel_settings(config)
 ROOF_SETTINGS = accelbench_config.roof_settings(config)
+DATASCI_SETTINGS = accelbench_config.datasci_settings(config)
 # Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
 DATASET_PATTERN = str(datasets.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
 

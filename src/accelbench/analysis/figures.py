@@ -176,6 +176,14 @@ def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palett
     return _fit_labels(ax, labels)
 
 
+def _panel_figure(count: int, width: float | None) -> tuple[Figure, np.ndarray]:
+    """A figure of `count` panels in as many rows as the width needs, and its axes in order."""
+    width = width or (style.SINGLE_COLUMN if count == 1 else style.DOUBLE_COLUMN)
+    width, nrows, ncols, height = style.panel_grid(count, width)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
+    return fig, fig.subplots(nrows, ncols, squeeze=False).flatten()
+
+
 def _fit_labels(ax, labels: list[str]) -> float:
     """Category tick labels that fit side by side under `ax`: as they are, else one setting
     per line (labels list settings separated by commas), else turned upright. Returns the
@@ -507,15 +515,39 @@ def _size_axis(ax, sizes: list[int]) -> None:
     ax.set_xlabel("Problem size n")
 
 
-def _throughput_panel(ax, panel: pd.DataFrame, metric: str, series: list, looks: dict) -> None:
+def _looks(values: list[str]) -> dict[str, tuple[str, str]]:
+    """Marker and line style of each value, in order."""
+    return {
+        value: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
+        for i, value in enumerate(values)
+    }
+
+
+def _series_legend(fig: Figure, palette: dict, looks: dict, busy: bool) -> None:
+    """Legend of throughput panels: a colour per backend, a marker and line style per value
+    of the other parameter, and the hollow-marker entry where a point was busy."""
+    handles = [Line2D([], [], color=color, label=backend) for backend, color in palette.items()]
+    handles += [
+        Line2D([], [], color="black", marker=marker, linestyle=linestyle, label=value)
+        for value, (marker, linestyle) in looks.items()
+    ]
+    if busy:
+        handles.append(busy_handle())
+    style.legend(fig, handles)
+
+
+def _throughput_panel(
+    ax, panel: pd.DataFrame, metric: str, series: list, looks: dict, by: str = "dtype"
+) -> None:
     """One kernel on one device: a line per (backend, dtype) over size with CI error bars;
-    cells that did not run are labelled at their size, in the backend's colour."""
+    cells that did not run are labelled at their size, in the backend's colour. `by` is
+    the parameter the line style and marker tell apart (the device for data science)."""
     measured = _measured(panel, metric)
-    for slot, ((backend, dtype), color) in enumerate(series):
-        line = panel[(panel["backend"] == backend) & (panel["dtype"] == dtype)]
+    for slot, ((backend, value), color) in enumerate(series):
+        line = panel[(panel["backend"] == backend) & (panel[by] == value)]
         line = line.sort_values("size")
         done = line[line.index.isin(measured.index)]
-        marker, linestyle = looks[dtype]
+        marker, linestyle = looks[value]
         if not done.empty:
             ax.errorbar(
                 done["size"].to_numpy(float),
@@ -550,17 +582,11 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     ]
     if not panels:
         return style.empty_figure("no kernel records", width)
-    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(panels), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    fig, axes = _panel_figure(len(panels), width)
     backends = sorted(set(rows["backend"].dropna()))
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
-    looks = {
-        dtype: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
-        for i, dtype in enumerate(dtypes)
-    }
+    looks = _looks(dtypes)
     series = [((backend, dtype), palette[backend]) for backend in backends for dtype in dtypes]
     single_kernel = len({kernel for kernel, _ in panels}) == 1
     busy = False
@@ -575,16 +601,36 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
         ax.set_title(device if single_kernel else f"{kernel}, {device}")
     for ax in axes[len(panels) :]:
         ax.remove()
-    handles = [Line2D([], [], color=palette[backend], label=backend) for backend in backends]
-    handles += [
-        Line2D(
-            [], [], color="black", marker=looks[dtype][0], linestyle=looks[dtype][1], label=dtype
-        )
-        for dtype in dtypes
-    ]
-    if busy:
-        handles.append(busy_handle())
-    style.legend(fig, handles)
+    _series_legend(fig, palette, looks, busy)
+    return fig
+
+
+def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
+    """Throughput (items/s: rows, samples or nodes) against problem size n, one panel per
+    workload, CPU and GPU together: colour = library, line style and marker = device."""
+    style.apply()
+    rows, _ = tidy.experiment_rows(frame, "datasci")
+    names = sorted(set(rows.get("workload", [])))
+    if not names:
+        return style.empty_figure("no data science records", width)
+    fig, axes = _panel_figure(len(names), width)
+    backends = sorted(set(rows["backend"].dropna()))
+    devices = tidy.natural_devices(rows["device"])
+    palette = dict(zip(backends, style.colors(len(backends)), strict=True))
+    looks = _looks(devices)
+    series = [((backend, device), palette[backend]) for backend in backends for device in devices]
+    busy = False
+    for ax, name in zip(axes, names, strict=False):
+        panel = _with_metric(rows[rows["workload"] == name], "item_throughput")
+        _throughput_panel(ax, panel, "item_throughput", series, looks, by="device")
+        busy |= busy_rows(_measured(panel, "item_throughput")).any()
+        _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
+        items = panel["item"].dropna() if "item" in panel else pd.Series(dtype="str")
+        ax.set_ylabel(f"Throughput ({items.iloc[0] if not items.empty else 'items'}/s)")
+        ax.set_title(name)
+    for ax in axes[len(names) :]:
+        ax.remove()
+    _series_legend(fig, palette, looks, busy)
     return fig
 
 
@@ -626,10 +672,7 @@ def energy_against_time(
     )
     primary = tidy.PRIMARY[experiment]
     panels = sorted(set(measured[primary]))
-    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(panels), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    fig, axes = _panel_figure(len(panels), width)
     devices = tidy.natural_devices(measured["device"])
     palette = dict(zip(devices, style.colors(len(devices)), strict=True))
     kinds = tidy.ordered(marker, measured[marker])
@@ -686,6 +729,7 @@ FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
         frame, "train", width
     ),
     "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
+    "datasci_throughput": lambda frame, baseline, width: datasci_throughput_by_size(frame, width),
     "train_energy": lambda frame, baseline, width: energy_against_time(frame, "train", width),
     "kernel_energy": lambda frame, baseline, width: energy_against_time(frame, "kernel", width),
 }

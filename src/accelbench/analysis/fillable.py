@@ -18,27 +18,33 @@ from accelbench.grid import Grid
 
 @dataclass(frozen=True)
 class Planned:
-    """What a grid plans, as the outputs need it: devices per family, precisions, kernels
-    per device kind, whether roofs are measured."""
+    """What a grid plans, as the outputs need it: devices per family, precisions, the device
+    kinds of each kernel and data science workload, whether roofs are measured."""
 
     train_devices: frozenset[str]
     precisions: frozenset[str]
     kernel_devices: frozenset[str]
-    kernel_kinds: dict[str, frozenset[str]]  # kernel -> device kinds it runs on
+    datasci_devices: frozenset[str]
+    # kernel or workload -> device kinds it runs on
+    work_kinds: dict[tuple[str, str], frozenset[str]]
     roofs: bool
 
     @classmethod
     def of(cls, grid: Grid) -> Planned:
         train = [exp for exp in grid.experiments if exp.family == "train"]
         kernels = [exp for exp in grid.experiments if exp.family == "kernel"]
-        kinds: dict[str, set[str]] = {}
+        datasci = [exp for exp in grid.experiments if exp.family == "datasci"]
+        kinds: dict[tuple[str, str], set[str]] = {}
         for exp in kernels:
-            kinds.setdefault(exp.kernel, set()).add(parse_device(exp.device).kind)
+            kinds.setdefault(("kernel", exp.kernel), set()).add(parse_device(exp.device).kind)
+        for exp in datasci:
+            kinds.setdefault(("datasci", exp.workload), set()).add(parse_device(exp.device).kind)
         return cls(
             train_devices=frozenset(exp.device for exp in train),
             precisions=frozenset(exp.precision for exp in train),
             kernel_devices=frozenset(exp.device for exp in kernels),
-            kernel_kinds={kernel: frozenset(found) for kernel, found in kinds.items()},
+            datasci_devices=frozenset(exp.device for exp in datasci),
+            work_kinds={work: frozenset(found) for work, found in kinds.items()},
             roofs=any(exp.family == "roof" for exp in grid.experiments),
         )
 
@@ -51,8 +57,9 @@ class Planned:
         )
 
     @property
-    def kernels_on_cpu_and_gpu(self) -> bool:
-        return any({"cpu", "cuda"} <= kinds for kinds in self.kernel_kinds.values())
+    def runs_on_cpu_and_gpu(self) -> bool:
+        """Some kernel or data science workload is planned on both a CPU and a GPU."""
+        return any({"cpu", "cuda"} <= kinds for kinds in self.work_kinds.values())
 
 
 def _one_node(device: Device) -> bool:
@@ -82,8 +89,10 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
     "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_speedup": lambda plan, baseline: _besides(plan.kernel_devices, baseline),
     "roofline": lambda plan, baseline: bool(plan.kernel_devices) and plan.roofs,
-    "kernel_crossover": lambda plan, baseline: plan.kernels_on_cpu_and_gpu,
-    "offload_break_even": lambda plan, baseline: plan.kernels_on_cpu_and_gpu,
+    "kernel_crossover": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
+    "offload_break_even": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
+    "datasci_time": lambda plan, baseline: bool(plan.datasci_devices),
+    "datasci_throughput": lambda plan, baseline: bool(plan.datasci_devices),
 }
 
 

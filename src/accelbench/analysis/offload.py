@@ -20,6 +20,11 @@ simplification; it goes into the table notes.
 Everything comes from the tidy table: kernel records (gflops, time,
 arithmetic_intensity, end_to_end_time) and the roofs records of the GPU
 (h2d_bandwidth, d2h_bandwidth); nothing is re-measured.
+
+Data science workloads (pandas/cuDF, scikit-learn/cuML, networkx/cuGraph)
+declare no flop count, so the model does not apply to them; their rows give
+the measured crossover alone, from the same times (the CPU's best median time
+against the GPU's best median end-to-end time, copies included).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ ASSUMPTIONS = (
 )
 SEARCH_SPAN = 1000.0  # the predicted crossover is searched up to this factor above the largest n
 NUMBER_COLUMNS = (
+    "experiment",
     "kernel",
     "dtype",
     "gpu_device",
@@ -275,6 +281,7 @@ def _analyse(frame: pd.DataFrame, rows: pd.DataFrame, gpu_device: str) -> dict[s
     gpu_gflops, best_gpu = _best(gpu, "gflops_median")
     result: dict[str, float | str] = dict.fromkeys(NUMBER_COLUMNS, math.nan)
     result.update(
+        experiment="kernel",
         kernel=kernel,
         dtype=dtype,
         gpu_device=gpu_device,
@@ -303,12 +310,57 @@ def _analyse(frame: pd.DataFrame, rows: pd.DataFrame, gpu_device: str) -> dict[s
     return {**result, "note": "; ".join(notes)}
 
 
+def datasci_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Data science records that ran, with whether on a GPU."""
+    needed = ["workload", "device", "backend", "size", "time_median"]
+    if frame.empty or not set(needed) <= set(frame.columns):
+        return pd.DataFrame(columns=[*needed, "gpu", "end_to_end_time_median"])
+    rows = frame[(frame["experiment"] == "datasci") & (frame["status"] == "ok")].copy()
+    rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
+    if "end_to_end_time_median" not in rows:
+        rows["end_to_end_time_median"] = math.nan
+    return rows
+
+
+def _fastest(rows: pd.DataFrame) -> str:
+    """The device and library of the smallest median time in `rows`."""
+    best = rows.loc[rows["time_median"].astype(float).idxmin()]
+    return f"{best['device']} {best['backend']}"
+
+
+def _analyse_measured(rows: pd.DataFrame, gpu_device: str) -> dict[str, float | str]:
+    """One data science workload and GPU device -> its row: the measured crossover only."""
+    cpu, gpu = rows[~rows["gpu"]], rows[rows["device"] == gpu_device]
+    result: dict[str, float | str] = dict.fromkeys(NUMBER_COLUMNS, math.nan)
+    result.update(
+        experiment="datasci",
+        kernel=rows["workload"].iloc[0],
+        dtype="–",
+        gpu_device=gpu_device,
+        best_gpu=_fastest(gpu),
+    )
+    notes = ["no flop count: the model does not apply, measured crossover only"]
+    if cpu.empty:
+        return {**result, "note": "; ".join([*notes, "no CPU record of this workload"])}
+    result["best_cpu"] = _fastest(cpu)
+    measured, found = _measured(cpu, gpu.dropna(subset=["end_to_end_time_median"]))
+    result.update(measured)
+    return {**result, "note": "; ".join(notes + found)}
+
+
 def break_even_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kernel, dtype, GPU device) with a GPU record: the numbers in NUMBER_COLUMNS."""
+    """One row per (kernel, dtype, GPU device) and per (data science workload, GPU device)
+    with a GPU record: the numbers in NUMBER_COLUMNS."""
     rows = kernel_rows(frame)
     results = [
         _analyse(frame, group, gpu_device)
         for (_, _), group in rows.groupby(["kernel", "dtype"], sort=True)
+        for gpu_device in sorted(set(group.loc[group["gpu"], "device"]))
+    ]
+    datasci = datasci_rows(frame)
+    results += [
+        _analyse_measured(group, gpu_device)
+        for _, group in datasci.groupby("workload", sort=True)
         for gpu_device in sorted(set(group.loc[group["gpu"], "device"]))
     ]
     return pd.DataFrame(results, columns=list(NUMBER_COLUMNS))
@@ -388,7 +440,10 @@ def figure(frame: pd.DataFrame, numbers: pd.DataFrame) -> Figure:
     ax = fig.add_subplot()
     ax.set_xlabel("Arithmetic intensity (flop/byte)")
     ax.set_ylabel("Offload speedup t_CPU / t_GPU")
-    usable = numbers.dropna(subset=["link_gbs", "cpu_gflops", "gpu_gflops"])
+    # Only kernels have a model curve (data science workloads declare no flop count).
+    usable = numbers[numbers["experiment"] == "kernel"].dropna(
+        subset=["link_gbs", "cpu_gflops", "gpu_gflops"]
+    )
     if usable.empty:
         style.no_data(ax, "no GPU kernel records")
         return fig

@@ -138,18 +138,54 @@ def roof_table(frame: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["kernel", "device", "dtype", "size", "backend"]).reset_index(drop=True)
 
 
-def _throughput(rows: pd.DataFrame, with_transfer: bool) -> pd.Series:
-    """GFLOP/s of each row; with the transfer, GPU rows use their end-to-end throughput."""
-    compute = rows.get("gflops_median", pd.Series(np.nan, index=rows.index)).astype(float)
+def _throughput(
+    rows: pd.DataFrame,
+    with_transfer: bool,
+    compute_column: str = "gflops_median",
+    end_to_end_column: str = "end_to_end_gflops_median",
+) -> pd.Series:
+    """Throughput of each row (GFLOP/s for kernels); with the transfer, GPU rows use their
+    end-to-end throughput."""
+    compute = rows.get(compute_column, pd.Series(np.nan, index=rows.index)).astype(float)
     if not with_transfer:
         return compute
-    end_to_end = rows.get("end_to_end_gflops_median", pd.Series(np.nan, index=rows.index))
+    end_to_end = rows.get(end_to_end_column, pd.Series(np.nan, index=rows.index))
     gpu = rows["device"].map(names_a_gpu).astype(bool)
     return compute.where(~gpu, end_to_end.astype(float))
 
 
+# Per family: what names a curve, and its throughput alone and with the copies.
+CROSSOVER_FAMILIES = {
+    "kernel": (("kernel", "dtype"), "gflops_median", "end_to_end_gflops_median"),
+    "datasci": (("workload",), "item_throughput_median", "end_to_end_item_throughput_median"),
+}
+CROSSOVER_COLUMNS = [
+    "experiment",
+    "kernel",
+    "workload",
+    "dtype",
+    "crossover_size",
+    "first_gpu_size",
+    "with_transfer",
+]
+
+
+def _crossover(sizes: np.ndarray, ratio: np.ndarray) -> tuple[float, float]:
+    """(crossover, first GPU size) from log(GPU / CPU throughput) at increasing sizes."""
+    if ratio[-1] <= 0:
+        return math.nan, math.nan
+    losing = np.nonzero(ratio <= 0)[0]
+    if losing.size == 0:
+        return sizes[0], sizes[0]
+    i = losing[-1]
+    low, high = np.log(sizes[i]), np.log(sizes[i + 1])
+    fraction = -ratio[i] / (ratio[i + 1] - ratio[i])
+    return float(np.exp(low + fraction * (high - low))), sizes[i + 1]
+
+
 def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame:
-    """Per (kernel, dtype): the size from which the best GPU result beats the best CPU result.
+    """Per kernel and dtype, and per data science workload: the size from which the best
+    GPU result beats the best CPU result.
 
     Sizes where both sides ran are compared; the crossover is where log(GPU /
     CPU throughput) changes sign for the last time, interpolated on log-log
@@ -158,36 +194,33 @@ def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame
     is never faster at the largest size; where it is faster at every size, the
     crossover is the smallest size (it lies at or below it).
     """
-    columns = ["kernel", "dtype", "crossover_size", "first_gpu_size", "with_transfer"]
-    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")].copy()
-    if rows.empty:
-        return pd.DataFrame(columns=columns)
-    rows["throughput"] = _throughput(rows, with_transfer)
-    rows = rows[np.isfinite(rows["throughput"])]
-    rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
     found = []
-    for (kernel, dtype), group in rows.groupby(["kernel", "dtype"], sort=True):
-        best = group.groupby(["size", "gpu"])["throughput"].max().unstack()
-        if True not in best.columns or False not in best.columns:
+    for family, (keys, compute, end_to_end) in CROSSOVER_FAMILIES.items():
+        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")].copy()
+        if rows.empty:
             continue
-        best = best.dropna().sort_index()
-        if best.empty:
-            continue
-        sizes = best.index.to_numpy(float)
-        ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
-        crossover = first = math.nan
-        if ratio[-1] > 0:
-            losing = np.nonzero(ratio <= 0)[0]
-            if losing.size == 0:
-                crossover = first = sizes[0]
-            else:
-                i = losing[-1]
-                first = sizes[i + 1]
-                low, high = np.log(sizes[i]), np.log(sizes[i + 1])
-                fraction = -ratio[i] / (ratio[i + 1] - ratio[i])
-                crossover = float(np.exp(low + fraction * (high - low)))
-        found.append((kernel, dtype, crossover, first, with_transfer))
-    return pd.DataFrame(found, columns=columns)
+        rows["throughput"] = _throughput(rows, with_transfer, compute, end_to_end)
+        rows = rows[np.isfinite(rows["throughput"])]
+        rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
+        for names, group in rows.groupby(list(keys), sort=True):
+            best = group.groupby(["size", "gpu"])["throughput"].max().unstack()
+            if True not in best.columns or False not in best.columns:
+                continue
+            best = best.dropna().sort_index()
+            if best.empty:
+                continue
+            ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
+            crossover, first = _crossover(best.index.to_numpy(float), ratio)
+            found.append(
+                {
+                    "experiment": family,
+                    **dict(zip(keys, names, strict=True)),
+                    "crossover_size": crossover,
+                    "first_gpu_size": first,
+                    "with_transfer": with_transfer,
+                }
+            )
+    return pd.DataFrame(found, columns=CROSSOVER_COLUMNS)
 
 
 def _label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:

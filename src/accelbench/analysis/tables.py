@@ -94,6 +94,7 @@ class TableSpec:
 SPECS = {
     "train": TableSpec("time_per_batch", "Time per mini-batch", "Model"),
     "kernel": TableSpec("time", "Kernel time", "Kernel"),
+    "datasci": TableSpec("time", "Data science workload time", "Workload"),
 }
 
 
@@ -973,10 +974,26 @@ def write_table(
     return paths
 
 
+def datasci_time_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Time per data science workload and size (rows) on each device (columns), with a
+    note naming the library that ran on each device."""
+    table, footnotes = comparison_table(frame, "datasci")
+    rows = frame[frame["experiment"] == "datasci"]
+    libraries = {
+        device: ", ".join(sorted(set(rows.loc[rows["device"] == device, "backend"].dropna())))
+        for device in tidy.natural_devices(rows["device"])
+    }
+    if libraries:
+        text = "; ".join(f"{device}: {names}" for device, names in libraries.items())
+        footnotes = [*footnotes, f"Libraries by device: {text}."]
+    return table, footnotes
+
+
 # Every table the workflow writes, by file name: builder(frame, baseline device).
 TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]] = {
     "train_time_per_batch": lambda frame, baseline: comparison_table(frame, "train"),
     "kernel_time": lambda frame, baseline: comparison_table(frame, "kernel"),
+    "datasci_time": lambda frame, baseline: datasci_time_table(frame),
     "train_speedup": lambda frame, baseline: speedup_table(frame, "train", baseline),
     "kernel_speedup": lambda frame, baseline: speedup_table(frame, "kernel", baseline),
     "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),

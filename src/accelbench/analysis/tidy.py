@@ -30,6 +30,7 @@ RECORD_COLUMNS = ("id", "experiment", "status", "reason")
 # Grid parameters first, in the order of the result paths; other params follow sorted.
 PARAM_ORDER = (
     "kernel",
+    "workload",
     "model",
     "device",
     "backend",
@@ -85,8 +86,14 @@ INVALID = "invalid"
 
 # How each experiment's rows are named in tables and figures: the primary
 # parameter always, the secondary ones only where they vary.
-PRIMARY = {"train": "model", "kernel": "kernel"}
-SECONDARY = {"train": ("precision", "strategy", "batch"), "kernel": ("backend", "dtype", "size")}
+PRIMARY = {"train": "model", "kernel": "kernel", "datasci": "workload"}
+# A data science row is a workload and size; its library follows from the device kind
+# (pandas on a CPU, cuDF on a GPU), so one row spans CPU and GPU columns.
+SECONDARY = {
+    "train": ("precision", "strategy", "batch"),
+    "kernel": ("backend", "dtype", "size"),
+    "datasci": ("size",),
+}
 LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
 # Reading order of parameter values that have one (others sort alphabetically).
 VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}

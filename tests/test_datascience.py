@@ -1,0 +1,310 @@
+"""Data science workloads: every CPU library passes its check, a wrong or missing result
+fails it, the GPU code runs with the CPU library standing in, the RAPIDS cells say why
+they cannot run here, and the grid, analyses and workflow carry the family."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from accelbench import config, grid
+from accelbench.analysis import figures, offload, roofline, tables, tidy
+from accelbench.datasci import (
+    Library,
+    library_prepared,
+    networkx_graph,
+    pandas_library,
+    sklearn_library,
+    workloads,
+)
+from accelbench.experiment import FAMILIES
+from accelbench.measure import check_against_reference, measure_datasci
+
+from conftest import snakemake
+from records import datasci_records, write_records
+
+WORKLOADS = workloads()
+REFERENCE_LIBRARIES = ("pandas", "sklearn", "networkx")
+CPU_LIBRARIES = (*REFERENCE_LIBRARIES, "polars")
+TINY = 300
+SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 1}
+
+
+def checked(spec, prepared, size=TINY, reference=None):
+    inputs = spec.make_inputs(np.random.default_rng(0), size)
+    reference = spec.reference(*inputs) if reference is None else reference
+    return check_against_reference(
+        prepared(inputs),
+        reference,
+        spec.tolerance(size),
+        spec.error,
+        spec.error_measure,
+        spec.reference_name,
+    )
+
+
+def cpu_backend(spec) -> str:
+    """The library the reference comes from."""
+    (backend,) = [name for name in spec.implementations if name in REFERENCE_LIBRARIES]
+    return backend
+
+
+CPU_CELLS = [
+    (name, backend)
+    for name, spec in WORKLOADS.items()
+    for backend in spec.implementations
+    if backend in CPU_LIBRARIES
+]
+
+
+def test_the_three_kinds_of_workload_are_registered():
+    assert {"groupby", "join", "sort", "filter", "parquet_read"} <= set(WORKLOADS)
+    assert {"kmeans", "pca", "linreg", "logreg", "knn", "random_forest"} <= set(WORKLOADS)
+    assert {"pagerank", "bfs"} <= set(WORKLOADS)
+    for spec in WORKLOADS.values():
+        assert len({"cudf", "cuml", "cugraph"} & set(spec.implementations)) == 1, spec.name
+        dataframes = spec.item == "rows"
+        assert ("polars" in spec.implementations) == dataframes, spec.name
+
+
+@pytest.mark.parametrize(("name", "backend"), CPU_CELLS)
+def test_every_cpu_library_passes_its_check(name, backend):
+    spec = WORKLOADS[name]
+    prepare = spec.implementations[backend]
+    check = checked(spec, lambda inputs: prepare(inputs, None))
+    assert check["passed"], check
+    assert check["reference"] == spec.reference_name
+
+
+def perturbed(result):
+    """The result a little wrong: a dataframe with one value changed, vectors scaled."""
+    if isinstance(result, pd.DataFrame):
+        wrong = result.copy()
+        column = wrong.columns[-1]
+        wrong.loc[wrong.index[0], column] = wrong[column].iloc[0] + 1
+        return wrong
+    if isinstance(result, dict):
+        return {key: np.asarray(value) * 1.05 + 0.01 for key, value in result.items()}
+    return np.asarray(result) * 1.05 + 0.01
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_a_wrong_or_missing_result_fails_the_check(name):
+    spec = WORKLOADS[name]
+    inputs = spec.make_inputs(np.random.default_rng(0), TINY)
+    reference = spec.reference(*inputs)
+    assert spec.error(perturbed(reference), reference) > spec.tolerance(TINY)
+    # A run that computes nothing leaves the poisoned (empty) result behind.
+    prepared = spec.implementations[cpu_backend(spec)](inputs, None)
+    idle = SimpleNamespace(**{**prepared.__dict__, "run": lambda: None})
+    check = check_against_reference(
+        idle, reference, spec.tolerance(TINY), spec.error, spec.error_measure
+    )
+    assert not check["passed"] and check["relative_error"] == math.inf
+
+
+def fake_cugraph() -> Library:
+    """cuGraph's calls answered by networkx in cuGraph's shape (vertex, value frames;
+    unreached vertices at the largest int32), so the GPU graph code runs without a GPU."""
+    import networkx
+
+    def pagerank(graph, alpha, max_iter, tol):
+        ranks = networkx.pagerank(graph, alpha=alpha, max_iter=max_iter, tol=tol)
+        return pd.DataFrame({"vertex": list(ranks), "pagerank": list(ranks.values())})
+
+    def bfs(graph, start):
+        hops = networkx.single_source_shortest_path_length(graph, start)
+        distance = [hops.get(node, 2**31 - 1) for node in graph.nodes]
+        return pd.DataFrame({"vertex": list(graph.nodes), "distance": distance})
+
+    api = SimpleNamespace(pagerank=pagerank, bfs=bfs)
+    return Library("cugraph", api, networkx_graph, lambda frame: frame, on_device=True)
+
+
+def stand_in(spec) -> Library:
+    backend = cpu_backend(spec)
+    if backend == "networkx":
+        return fake_cugraph()
+    library = {"pandas": pandas_library, "sklearn": sklearn_library}[backend]()
+    return library.stand_in({"pandas": "cudf", "sklearn": "cuml"}[backend])
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_the_gpu_code_runs_with_the_cpu_library_standing_in(name):
+    spec = WORKLOADS[name]
+    module = importlib.import_module(f"accelbench.datasci.{name}")
+    compute = getattr(module, "compute", None) or module.on_cugraph
+    library = stand_in(spec)
+    inputs = spec.make_inputs(np.random.default_rng(0), TINY)
+    prepared = library_prepared(library, inputs, compute)
+    assert prepared.upload is not None and prepared.download is not None
+    check = checked(spec, lambda _: prepared)
+    assert check["passed"], check
+    prepared.upload()  # the transfer the GPU backends time apart
+    prepared.run()
+    assert spec.error(prepared.download(), spec.reference(*inputs)) <= spec.tolerance(TINY)
+
+
+@pytest.mark.parametrize("backend", ["cudf", "cuml", "cugraph"])
+def test_a_rapids_library_is_unavailable_here_with_the_reason(backend):
+    workload = {"cudf": "groupby", "cuml": "kmeans", "cugraph": "pagerank"}[backend]
+    exp = grid.DatasciExperiment(workload, "cuda1", backend, 1000)
+    outcome = measure_datasci(exp, SETTINGS)
+    assert outcome.status == "unavailable"
+    assert "rapids-cuda13" in outcome.reason or "CUDA device" in outcome.reason
+
+
+def test_polars_runs_on_the_devices_threads_or_says_why_not():
+    import polars  # its pool is sized now (earlier tests may have imported it already)
+
+    pool = polars.thread_pool_size()
+    exp = grid.DatasciExperiment("sort", f"cpu{pool}", "polars", 2000)
+    outcome = measure_datasci(exp, SETTINGS)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.measured_by["implementation"] == "accelbench.datasci.sort:polars"
+    # The pool cannot be resized: another thread count is refused, saying why.
+    other = grid.DatasciExperiment("sort", f"cpu{pool + 1}", "polars", 2000)
+    refused = measure_datasci(other, SETTINGS)
+    assert refused.status == "unavailable"
+    assert f"thread pool has {pool} threads, cpu{pool + 1} needs {pool + 1}" in refused.reason
+
+
+def test_a_cpu_workload_is_measured_with_time_throughput_and_its_check():
+    exp = grid.DatasciExperiment("groupby", "cpu1", "pandas", 2000)
+    outcome = FAMILIES["datasci"].measure(exp, SETTINGS)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.check["passed"] and outcome.check["reference"] == "pandas"
+    assert outcome.metrics["time"]["unit"] == "s" and outcome.metrics["time"]["median"] > 0
+    assert outcome.metrics["item_throughput"]["unit"] == "items/s"
+    assert "transfer_time" not in outcome.metrics  # pandas' inputs live on the host
+    assert outcome.params == {"item": "rows"}
+    assert outcome.measured_by["implementation"] == "accelbench.datasci.groupby:pandas"
+
+
+def datasci_config(**section):
+    base = config.load()
+    base["datasci"] = {"overrides": {}, **section}
+    return base
+
+
+def test_the_grid_pairs_workloads_with_their_libraries_and_says_why_not():
+    found = grid.expand(
+        datasci_config(
+            devices=["cpu2", "cuda1"],
+            backends=["pandas", "cudf", "sklearn"],
+            sizes={"groupby": [1000], "kmeans": [500]},
+        )
+    )
+    paths = [path for path in found.paths if "/datasci/" in path]
+    assert paths == [
+        "results/datasci/groupby/cpu2/pandas/n1000.json",
+        "results/datasci/groupby/cuda1/cudf/n1000.json",
+        "results/datasci/kmeans/cpu2/sklearn/n500.json",
+    ]
+    reasons = {exp.path: reason for exp, reason in found.excluded if exp.family == "datasci"}
+    assert (
+        "runs on cpu devices, not on cuda1"
+        in reasons["results/datasci/groupby/cuda1/pandas/n1000.json"]
+    )
+    assert "runs on cuda devices" in reasons["results/datasci/groupby/cpu2/cudf/n1000.json"]
+    assert not any("/kmeans/" in path and "pandas" in path for path in reasons)
+
+
+def test_a_result_path_parses_back_and_a_bad_part_is_named():
+    exp = grid.DatasciExperiment("pagerank", "cuda1", "cugraph", 10000)
+    assert exp.path == "results/datasci/pagerank/cuda1/cugraph/n10000.json"
+    wildcards = {"workload": "pagerank", "device": "cuda1", "backend": "cugraph", "size": "10000"}
+    assert grid.parse_datasci(wildcards) == exp
+    assert grid.cell_of_path(exp.path)[:2] == ("datasci", exp.id)
+    with pytest.raises(grid.GridError, match="workload 'pagerang' is not known; allowed: .*bfs"):
+        grid.parse_datasci({**wildcards, "workload": "pagerang"})
+    with pytest.raises(grid.GridError, match="has no 'cudf' implementation"):
+        grid.parse_datasci({**wildcards, "backend": "cudf"})
+    with pytest.raises(grid.GridError, match="one GPU; cuda2 asks for 2"):
+        grid.parse_datasci({**wildcards, "device": "cuda2"})
+
+
+def test_a_bad_config_value_names_its_key_and_the_allowed_values(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasci: {devices: [cpu1], backends: [polar], sizes: {groupby: [10]}}\n")
+    with pytest.raises(config.ConfigError, match="polar") as raised:
+        config.load([bad])
+    assert "cudf" in str(raised.value)
+    bad.write_text("datasci: {devices: [cpu1], backends: [pandas], sizes: {grupby: [10]}}\n")
+    with pytest.raises(config.ConfigError, match="datasci.sizes: unknown workload 'grupby'"):
+        config.load([bad])
+
+
+@pytest.fixture
+def frame(tmp_path):
+    found, problems = tidy.collect(write_records(tmp_path, datasci_records(["cpu2", "cuda1"])))
+    assert problems == []
+    return found
+
+
+def test_the_table_has_a_row_per_workload_and_size_across_devices(frame, tmp_path):
+    table, notes = tables.TABLES["datasci_time"](frame, "cpu1")
+    assert list(table.columns) == ["cpu2", "cuda1"]
+    assert "groupby, n=1000" in table.index and "pagerank, n=1000000" in table.index
+    assert table.loc["groupby, n=10000000", "cuda1"].startswith("n/a")
+    assert any("cpu2: networkx, pandas, sklearn" in note for note in notes)
+    tables.write_table(table, notes, tmp_path / "datasci_time")
+    assert (tmp_path / "datasci_time.md").read_text(encoding="utf-8").count("\n") > 10
+
+
+def test_the_crossover_and_the_offload_table_include_the_workloads(frame):
+    found = roofline.crossovers(frame, with_transfer=True).set_index("workload")
+    assert set(found.index) == {"groupby", "kmeans", "pagerank"}
+    assert (found["experiment"] == "datasci").all()
+    assert 10_000 < found.loc["groupby", "crossover_size"] < 100_000
+    assert found.loc["pagerank", "crossover_size"] == 1_000  # the GPU wins at every size
+    numbers = offload.break_even_table(frame).set_index("kernel")
+    row = numbers.loc["groupby"]
+    assert row["experiment"] == "datasci" and row["gpu_device"] == "cuda1"
+    assert 10_000 < row["measured_n"] < 100_000 and math.isnan(row["break_even_intensity"])
+    assert "measured crossover only" in row["note"]
+
+
+def test_the_figure_has_a_panel_per_workload_with_items_per_second(frame):
+    fig = figures.FIGURES["datasci_throughput"](frame, "cpu1", None)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["groupby", "kmeans", "pagerank"]
+    assert [ax.get_ylabel() for ax in axes] == [
+        "Throughput (rows/s)",
+        "Throughput (samples/s)",
+        "Throughput (nodes/s)",
+    ]
+    assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in axes)
+
+
+def test_the_workflow_measures_a_data_science_cell(workflow_dir):
+    (workflow_dir / "config" / "datasci.yaml").write_text(
+        "datasci: {devices: [cpu1], backends: [pandas], sizes: {groupby: [1000]},"
+        " min_run_time: 0.01, samples: 3, runs: 1}\n"
+    )
+    target = "results/datasci/groupby/cpu1/pandas/n1000.json"
+    done = snakemake(
+        workflow_dir,
+        "--cores",
+        "2",
+        target,
+        "--configfile",
+        "config/tiny.yaml",
+        "config/datasci.yaml",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((workflow_dir / target).read_text())
+    assert record["status"] == "ok" and record["experiment"] == "datasci"
+    assert record["params"]["workload"] == "groupby" and record["check"]["passed"]
+    planned = snakemake(
+        workflow_dir, "-n", "--configfile", "config/tiny.yaml", "config/datasci.yaml"
+    )
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "datasci_benchmark" in planned.stdout  # the default grid's cells, still to run
+    assert f"output: {target}" not in planned.stdout  # measured already

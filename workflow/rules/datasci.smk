@@ -1,0 +1,24 @@
+rule datasci_benchmark:
+    """One data science workload on one library, device and size -> one result record."""
+    input:
+        grid.target_check("datasci"),
+    output:
+        grid.DATASCI_PATTERN,
+    log:
+        "results/logs/datasci/{workload}/{device}/{backend}/n{size}.log",
+    retries: RETRIES
+    # Short like kernel experiments: on a cluster they share the kernels' submissions
+    # of the same device (profiles/default sets how many); locally, groups have no effect.
+    group:
+        "kernels_{device}"
+    conda:
+        CONDA_ENV
+    envmodules:
+        *ENV_MODULES,
+    threads: experiment_threads
+    resources:
+        **experiment_resources("datasci"),
+    params:
+        settings=DATASCI_SETTINGS,
+    script:
+        "../../scripts/run_experiment.py"
