@@ -421,16 +421,30 @@ def scaling_efficiency(
     if not counts:
         what = "multi-GPU" if kind == "cuda" else "multi-thread"
         return style.empty_figure(f"no {what} records", width)
+    return _efficiency_figure(
+        cells,
+        [1, *counts],
+        "GPUs" if kind == "cuda" else "CPU threads",
+        "Scaling efficiency (%)",
+        width,
+    )
+
+
+def _efficiency_figure(
+    cells: pd.DataFrame, counts: list[int], xlabel: str, ylabel: str, width: float | None
+) -> Figure:
+    """Efficiency in percent against a count (devices, nodes), one line per label, with
+    the ideal (100%) dashed."""
     columns = [f"efficiency_{field}" for field in ("median", "ci_low", "ci_high")]
     cells = cells.assign(**{column: cells[column].astype(float) * 100 for column in columns})
     fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
-    ax.set_ylabel("Scaling efficiency (%)")
+    ax.set_ylabel(ylabel)
     labels = list(dict.fromkeys(cells["label"]))
     palette = dict(zip(labels, style.colors(len(labels)), strict=True))
     ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
     handles = _lines(ax, cells, "efficiency_", palette)
-    _count_axis(ax, [1, *counts], "GPUs" if kind == "cuda" else "CPU threads")
+    _count_axis(ax, counts, xlabel)
     top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
     ax.set_ylim(0, max(110.0, top * 1.05))
     _legend(fig, [ideal, *handles], cells)
@@ -465,20 +479,8 @@ def node_scaling_efficiency(
         efficiency_ci_high=1.0,
     )
     cells = pd.concat([one_node, cells], ignore_index=True)
-    columns = [f"efficiency_{field}" for field in ("median", "ci_low", "ci_high")]
-    cells = cells.assign(**{column: cells[column].astype(float) * 100 for column in columns})
-    fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_ylabel("Efficiency over one node (%)")
-    labels = list(dict.fromkeys(cells["label"]))
-    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
-    handles = _lines(ax, cells, "efficiency_", palette)
-    _count_axis(ax, sorted(set(cells["count"].astype(int))), "Nodes")
-    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
-    ax.set_ylim(0, max(110.0, top * 1.05))
-    _legend(fig, [ideal, *handles], cells)
-    return fig
+    counts = sorted(set(cells["count"].astype(int)))
+    return _efficiency_figure(cells, counts, "Nodes", "Efficiency over one node (%)", width)
 
 
 def kernel_metric(rows: pd.DataFrame) -> str:

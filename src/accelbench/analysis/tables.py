@@ -507,30 +507,18 @@ def speedup_table(
 def scaling_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.DataFrame, list[str]]:
     """Parallel efficiency on K devices of a kind: speedup over one device of it, over K."""
     cells, constants = ratios.scaling(frame, experiment)
-    cells = cells[cells["count"] > 1]
-    efficiency = cells.drop(columns=["median", "ci_low", "ci_high"]).rename(
-        columns=lambda name: name.removeprefix("efficiency_")
-    )
-    caption = _caption(
-        f"Scaling efficiency: {ratios.RATE_METRIC[experiment]} on K devices / "
-        f"(K × {ratios.RATE_METRIC[experiment]} on one; strategy single), 1 = linear",
-        None,
-        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
+    metric = ratios.RATE_METRIC[experiment]
+    return _efficiency_table(
+        cells[cells["count"] > 1],
         constants,
+        experiment,
+        f"Scaling efficiency: {metric} on K devices / (K × {metric} on one; strategy single)",
+        f"No {experiment} configuration was measured on more than one device of a kind.",
+        "Batch sizes are global mini-batches, split over the K devices. Each row is "
+        "named after the one-device run its cells are compared with: the same global "
+        "mini-batch, else the global mini-batch / K (the same samples per device); "
+        "throughput is compared, so both are fair.",
     )
-    empty = f"No {experiment} configuration was measured on more than one device of a kind."
-    devices = tidy.natural_devices(cells["device"])
-    table, footnotes = _ratio_table(
-        efficiency, experiment, caption, devices, empty, dict.fromkeys(devices, 1.0)
-    )
-    if not table.empty:
-        footnotes.append(
-            "Batch sizes are global mini-batches, split over the K devices. Each row is "
-            "named after the one-device run its cells are compared with: the same global "
-            "mini-batch, else the global mini-batch / K (the same samples per device); "
-            "throughput is compared, so both are fair."
-        )
-    return table, footnotes
 
 
 def node_scaling_table(
@@ -538,28 +526,44 @@ def node_scaling_table(
 ) -> tuple[pd.DataFrame, list[str]]:
     """Efficiency of N nodes over one node with the same devices: speedup over N."""
     cells, constants = ratios.node_scaling(frame, experiment)
+    metric = ratios.RATE_METRIC[experiment]
+    return _efficiency_table(
+        cells,
+        constants,
+        experiment,
+        f"Scaling across nodes: {metric} on N nodes (NxK) / (N × {metric} on one node "
+        f"with the same K devices)",
+        f"No {experiment} configuration was measured on more than one node.",
+        "Batch sizes are global mini-batches, split over every process of every node; "
+        "one node runs the same strategy with the same global mini-batch (else that "
+        "mini-batch / N), or 'single' where one node has one device.",
+    )
+
+
+def _efficiency_table(
+    cells: pd.DataFrame,
+    constants: list[str],
+    experiment: str,
+    what: str,
+    empty: str,
+    batches: str,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Rows x devices of scaling efficiencies (1 = linear), with the batches' footnote."""
     efficiency = cells.drop(columns=["median", "ci_low", "ci_high"]).rename(
         columns=lambda name: name.removeprefix("efficiency_")
     )
-    metric = ratios.RATE_METRIC[experiment]
     caption = _caption(
-        f"Scaling across nodes: {metric} on N nodes (NxK) / (N × {metric} on one node "
-        f"with the same K devices), 1 = linear",
+        f"{what}, 1 = linear",
         None,
         f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
         constants,
     )
-    empty = f"No {experiment} configuration was measured on more than one node."
     devices = tidy.natural_devices(efficiency["device"])
     table, footnotes = _ratio_table(
         efficiency, experiment, caption, devices, empty, dict.fromkeys(devices, 1.0)
     )
     if not table.empty:
-        footnotes.append(
-            "Batch sizes are global mini-batches, split over every process of every node; "
-            "one node runs the same strategy with the same global mini-batch (else that "
-            "mini-batch / N), or 'single' where one node has one device."
-        )
+        footnotes.append(batches)
     return table, footnotes
 
 
