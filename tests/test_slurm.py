@@ -41,6 +41,8 @@ SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 # Treebank corpus under data_dir, but the file is damaged (not UTF-8).
 BATCH_CONFIG = """\
 retries: 1
+datasci:
+  devices: []
 kernels:
   devices: [cpu1]
   backends: [numpy, torch]
