@@ -47,7 +47,7 @@ class Device:
     @property
     def gpus(self) -> int:
         """GPUs over all nodes (0 for a CPU device)."""
-        return self.count * self.nodes if self.is_gpu else 0
+        return self.units if self.is_gpu else 0
 
     @property
     def units(self) -> int:

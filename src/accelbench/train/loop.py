@@ -250,14 +250,17 @@ def train_process(
                     torch.cuda.reset_peak_memory_stats(gpu)
             # Independent runs: each builds its model, optimiser and data afresh.
             with energy_probe(device, place, settings) as probe:
-                for _ in range(settings.runs):
+                for run in range(settings.runs):
                     session = sessions.build(exp, settings, device, place)
                     log = run_steps(session, settings.warmup_steps, settings.steps)
                     memory_name, peak = _peak_memory(place)
                     if grouped:
                         log, peak = _combine_ranks(log, peak, place.device)
                     runs.append({**log, "losses": log["losses"].tolist()})
-                    state = _full_state(session.model) if keep_state else None
+                    # The last run's parameters as the measured steps left them, before
+                    # the energy window trains on.
+                    if keep_state and run == settings.runs - 1:
+                        state = _full_state(session.model)
                     energy_window(session, probe, log["step_times"][settings.warmup_steps :])
                 used = probe.section("step", exp.batch)
             if grouped:
