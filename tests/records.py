@@ -94,6 +94,22 @@ def train_record(
     )
 
 
+def device_record(experiment, exp_id, status, params, metrics, check, reason):
+    """(id, record) of a kernel or data science experiment: on node01, with an H100 where
+    the device (params["device"]) is a GPU."""
+    gpus = ["NVIDIA H100"] if params["device"].startswith("cuda") else []
+    return exp_id, make_record(
+        experiment=experiment,
+        experiment_id=exp_id,
+        status=status,
+        params=params,
+        provenance=provenance(gpus),
+        metrics=metrics,
+        check=check,
+        reason=reason,
+    )
+
+
 def kernel_record(backend, device, size, status="ok", samples=None, reason=None):
     exp_id = f"kernels/matmul/{device}/{backend}/float32/n{size}"
     params = {
@@ -124,17 +140,7 @@ def kernel_record(backend, device, size, status="ok", samples=None, reason=None)
             "tolerance": 1e-4,
             "reference": "numpy float64",
         }
-    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
-    return exp_id, make_record(
-        experiment="kernel",
-        experiment_id=exp_id,
-        status=status,
-        params=params,
-        provenance=provenance(gpus),
-        metrics=metrics,
-        check=check,
-        reason=reason,
-    )
+    return device_record("kernel", exp_id, status, params, metrics, check, reason)
 
 
 def steps(start, stride, count=10):
@@ -299,17 +305,8 @@ def datasci_record(workload, device, size, seconds=None, status="ok", transfer=N
             metrics["end_to_end_time"] = end_to_end
             metrics["end_to_end_item_throughput"] = rate_from_time(end_to_end, size, "items/s")
         check = {"passed": True, "relative_error": 0.0, "tolerance": 0.0, "reference": "pandas"}
-    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
-    return exp_id, make_record(
-        experiment="datasci",
-        experiment_id=exp_id,
-        status=status,
-        params=params,
-        provenance=provenance(gpus),
-        metrics=metrics,
-        check=check,
-        reason=None if status == "ok" else NO_GPU,
-    )
+    reason = None if status == "ok" else NO_GPU
+    return device_record("datasci", exp_id, status, params, metrics, check, reason)
 
 
 def datasci_records(devices):

@@ -14,7 +14,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from accelbench.analysis import figures, style, tidy
-from accelbench.results import make_record
 from accelbench.timing import rate_from_time, summarize, value
 
 from records import (
@@ -22,7 +21,7 @@ from records import (
     NO_GPU,
     NODE_TRAIN,
     datasci_records,
-    provenance,
+    device_record,
     scaled,
     with_energy,
     write_records,
@@ -55,17 +54,8 @@ def kernel_record(kernel, device, backend, dtype, size, seconds=None, status="ok
         if flops:  # a copy does no arithmetic: it has no GFLOP/s
             metrics["gflops"] = rate_from_time(time, flops / 1e9, "GFLOP/s")
         check = {"passed": True, "relative_error": 0.0, "tolerance": 1e-4, "reference": "numpy"}
-    gpus = ["NVIDIA H100"] if device.startswith("cuda") else []
-    return exp_id, make_record(
-        experiment="kernel",
-        experiment_id=exp_id,
-        status=status,
-        params=params,
-        provenance=provenance(gpus),
-        metrics=metrics,
-        check=check,
-        reason=None if status == "ok" else NO_GPU,
-    )
+    reason = None if status == "ok" else NO_GPU
+    return device_record("kernel", exp_id, status, params, metrics, check, reason)
 
 
 def kernel_records(devices):

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 from test_train_parallel import TINY, assert_as_accurate_as, tiny_settings
+from test_train_slurm import CONFIG as ONE_NODE_CONFIG
+from test_train_slurm import FCN, SLURM_ARGS
 
 from accelbench.grid import TrainExperiment
 from accelbench.results import load_record
@@ -27,37 +29,11 @@ from accelbench.train.settings import TrainSettings
 
 from conftest import MULTINODE_PARTITION, snakemake
 
-FCN = {"input_dim": 32, "hidden": [16, 16], "classes": 4}
-CONFIG = f"""\
-train:
-  devices: [2x1cpu, 2x2cpu, 2x2cuda]
-  strategies: [ddp]
-  batch_sizes:
-    fcn: [8]
-    resnet18: []
-    lstm: []
-  steps: 3
-  warmup_steps: 1
-  runs: 1
-  model_options:
-    fcn: {{input_dim: 32, hidden: [16, 16], classes: 4}}
-contention:
-  retries: 0
-retries: 0
-resources:
-  train: {{mem_mb: 1000, runtime: 5}}
-slurm:
-  cpu_partition: {MULTINODE_PARTITION}
-  gpu_partition: {MULTINODE_PARTITION}
-  cpus_per_gpu: 1
-"""
-SLURM_ARGS = (
-    "--executor",
-    "slurm",
-    "--slurm-init-seconds-before-status-checks",
-    "3",
-    "--configfile",
-    "config/nodes.yaml",
+# The one-node ddp test's grid on the namespace nodes' partition; a failure is recorded.
+CONFIG = (
+    ONE_NODE_CONFIG.replace("devices: [cpu2, cuda2, 2x2cuda]", "devices: [2x1cpu, 2x2cpu, 2x2cuda]")
+    + f"  cpu_partition: {MULTINODE_PARTITION}\n  gpu_partition: {MULTINODE_PARTITION}\n"
+    + "retries: 0\n"
 )
 
 
@@ -94,7 +70,7 @@ def step_nodes(job_id: str) -> dict[str, tuple[int, str, str]]:
 
 @pytest.fixture
 def nodes_workflow(workflow_dir, two_nodes):
-    (workflow_dir / "config" / "nodes.yaml").write_text(CONFIG)
+    (workflow_dir / "config" / "tasks.yaml").write_text(CONFIG)
     return workflow_dir
 
 
@@ -219,7 +195,7 @@ def test_a_task_killed_on_node2_fails_the_experiment_at_once_with_its_own_end(no
     """Killed mid-training, task 2 leaves no error; its peers lose their connection. The
     record names task 2 as srun saw it end, within seconds, not after a collective
     time-out of the others."""
-    config = nodes_workflow / "config" / "nodes.yaml"
+    config = nodes_workflow / "config" / "tasks.yaml"
     config.write_text(config.read_text().replace("steps: 3", "steps: 200000"))
     path = target("2x2cpu")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
