@@ -61,7 +61,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_start_and_stop(tmp_path):
-    """First in this file: the other tests share one server (the module's fixture)."""
+    """Before the tests that share one server (the module's fixture): one server at a time."""
     fork_server.start(tmp_path / "fork_server.log")
     address = os.environ[fork_server.ADDRESS_VARIABLE]
     assert os.path.exists(address)
@@ -70,6 +70,45 @@ def test_start_and_stop(tmp_path):
     fork_server.stop()
     assert not os.path.exists(address)
     assert fork_server.ADDRESS_VARIABLE not in os.environ
+
+
+# Set by imports the server makes (scikit-learn, polars), not by a job's environment.
+SET_AT_IMPORT = ("KMP_INIT_AT_FORK", "_RJEM_MALLOC_CONF")
+
+
+def test_variables_the_imports_set_do_not_make_jobs_differ(tmp_path, monkeypatch):
+    """A job's environment is compared with the server's before its imports: a job's own
+    process would set the same variables when it imports the same libraries."""
+    _as_a_job(monkeypatch)
+    for name in SET_AT_IMPORT:
+        monkeypatch.delenv(name, raising=False)
+    fork_server.start(tmp_path / "fork_server.log")
+    try:
+        output = tmp_path / "r.json"
+        child = fork_server.request(_payload(output))
+        assert child is not None
+        assert child.wait(120) == 0
+    finally:
+        fork_server.stop()
+    assert load_record(output)["status"] == "ok"
+
+
+def test_set_by_names_what_a_step_added_or_changed():
+    before = {"PATH": "/bin", "A": "1"}
+    assert fork_server.set_by(before, {"PATH": "/bin", "A": "2", "B": "x"}) == {"A": "2", "B": "x"}
+
+
+def test_a_job_matches_whether_or_not_it_made_the_imports_and_its_own_value_differs():
+    """Polars appends to _RJEM_MALLOC_CONF; scikit-learn sets KMP_INIT_AT_FORK if unset."""
+    before = {"PATH": "/bin", "_RJEM_MALLOC_CONF": "a"}
+    server = {"PATH": "/bin", "_RJEM_MALLOC_CONF": "a,a", "KMP_INIT_AT_FORK": "FALSE"}
+    imported = fork_server.set_by(before, server)
+    for job in (before, server):
+        after = fork_server.after_imports(job, before, imported)
+        assert fork_server.differing_variables(server, after) == []
+    own = {**before, "KMP_INIT_AT_FORK": "TRUE"}
+    after = fork_server.after_imports(own, before, imported)
+    assert fork_server.differing_variables(server, after) == ["KMP_INIT_AT_FORK"]
 
 
 def test_only_variables_read_per_job_may_differ():
@@ -135,6 +174,15 @@ def test_a_supervisor_that_goes_away_takes_its_process_with_it(server, tmp_path,
         time.sleep(0.05)
     assert not _alive(child.pid)
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_variable_read_by_a_library_the_server_never_imported_may_differ():
+    server = {"PATH": "/bin"}
+    job = {"PATH": "/bin", "_RJEM_MALLOC_CONF": "dirty_decay_ms:500"}
+    assert fork_server.differing_variables(server, job) == []
+    assert fork_server.differing_variables(server, job, imported={"polars"}) == [
+        "_RJEM_MALLOC_CONF"
+    ]
 
 
 def test_a_job_whose_environment_differs_starts_its_own_process(server, monkeypatch):

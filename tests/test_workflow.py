@@ -187,6 +187,11 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
         record = json.loads(path.read_text())
         assert record["status"] == "ok", (path, record["reason"])
         assert record["provenance"]["config_hash"]
+    # Every measuring process came from the run's pre-imported fork server, none was refused.
+    logs = sorted((results / "logs").glob("[krt]*/**/*.log"))
+    assert len(logs) == 5
+    for log in logs:
+        assert "forked by the fork server" in log.read_text(encoding="utf-8"), log
 
     tidy = pd.read_parquet(results / "tidy.parquet")
     assert sorted(tidy["id"]) == sorted(

@@ -24,6 +24,7 @@ Snakemake sets per job may differ: the measurement pins thread counts itself).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,11 @@ PER_JOB_VARIABLES = frozenset(
         ADDRESS_VARIABLE,
     }
 )
+# Variables read only when a library the server leaves unimported is imported (polars
+# sizes its thread pool then, so a measurement imports it after choosing threads): the
+# measuring process reads them from the job's environment. Snakemake itself imports
+# polars while running jobs, so its jobs carry _RJEM_MALLOC_CONF and the server may not.
+READ_WHEN_IMPORTED = {"_RJEM_MALLOC_CONF": "polars", "POLARS_MAX_THREADS": "polars"}
 _HEADER = struct.Struct("!I")
 
 log = logging.getLogger(__name__)
@@ -97,9 +103,13 @@ def _receive(connection: socket.socket, with_fds: bool = False) -> tuple[dict | 
     return json.loads(data[_HEADER.size : _HEADER.size + length]), fds
 
 
-def differing_variables(server: dict[str, str], request: dict[str, str]) -> list[str]:
-    """Environment variables whose value differs and that a process may read at import."""
-    names = (set(server) | set(request)) - PER_JOB_VARIABLES
+def differing_variables(
+    server: dict[str, str], request: dict[str, str], imported: Collection[str] = ()
+) -> list[str]:
+    """Environment variables whose value differs and that a process with the modules
+    `imported` may already have read."""
+    unread = {name for name, module in READ_WHEN_IMPORTED.items() if module not in imported}
+    names = (set(server) | set(request)) - PER_JOB_VARIABLES - unread
     return sorted(name for name in names if server.get(name) != request.get(name))
 
 
@@ -118,13 +128,40 @@ def _preload() -> Callable[[dict[str, Any]], int]:
     return measuring_process.main
 
 
+def set_by(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """The variables a step set or changed (libraries set some when imported: scikit-learn
+    KMP_INIT_AT_FORK, polars _RJEM_MALLOC_CONF)."""
+    return {name: value for name, value in after.items() if before.get(name) != value}
+
+
+def after_imports(
+    environment: dict[str, str], before: dict[str, str], imported: dict[str, str]
+) -> dict[str, str]:
+    """A job's environment once its process has made the server's imports.
+
+    Where the job starts as the server did (or already holds the imports' value, having
+    made them itself), the imports leave what they left in the server; a value of the
+    job's own stays, and then differs from the server's.
+    """
+    return {
+        **environment,
+        **{
+            name: value
+            for name, value in imported.items()
+            if environment.get(name) in (before.get(name), value)
+        },
+    }
+
+
 def _measure(
     main: Callable[[dict[str, Any]], int],
     connection: socket.socket,
     request: dict[str, Any],
     fds: list[int],
+    with_imports: Callable[[dict[str, str]], dict[str, str]],
 ) -> None:
-    """Body of a forked measuring process: the job's streams, directory and environment."""
+    """Body of a forked measuring process: the job's streams, directory and environment,
+    plus what the imports set, as a process that imported everything itself would have."""
     code = 1
     try:
         die_with_parent()
@@ -138,7 +175,7 @@ def _measure(
         connection.close()
         os.chdir(request["cwd"])
         os.environ.clear()
-        os.environ.update(request["environment"])
+        os.environ.update(with_imports(request["environment"]))
         logging.root.handlers.clear()
         code = main(request["payload"])
     finally:
@@ -150,13 +187,18 @@ def _measure(
 
 def serve(address: str) -> None:
     """Accept requests on the Unix socket `address` until killed, one process per request."""
+    # The imports set variables of their own, which a job's process sets too when it imports.
+    before = dict(os.environ)
     main = _preload()
+    environment = dict(os.environ)
+    with_imports = functools.partial(
+        after_imports, before=before, imported=set_by(before, environment)
+    )
     # Ctrl-C reaches the jobs themselves; the server ends with the Snakemake that started it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen()
-    environment = dict(os.environ)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     running: dict[int, socket.socket] = {}  # pid -> the connection of the job that asked
@@ -167,7 +209,7 @@ def serve(address: str) -> None:
             if key.fileobj is listener:
                 connection, _ = listener.accept()
                 request, fds = _receive(connection, with_fds=True)
-                refused = _refusal(request, environment)
+                refused = _refusal(request, environment, with_imports)
                 if refused:
                     for fd in fds:
                         os.close(fd)
@@ -180,7 +222,7 @@ def serve(address: str) -> None:
                     listener.close()
                     for other in running.values():
                         other.close()
-                    _measure(main, connection, request, fds)
+                    _measure(main, connection, request, fds, with_imports)
                 for fd in fds:
                     os.close(fd)
                 _send(connection, {"pid": pid})
@@ -200,13 +242,19 @@ def serve(address: str) -> None:
                 del running[pid]
 
 
-def _refusal(request: dict[str, Any] | None, environment: dict[str, str]) -> str | None:
+def _refusal(
+    request: dict[str, Any] | None,
+    environment: dict[str, str],
+    with_imports: Callable[[dict[str, str]], dict[str, str]],
+) -> str | None:
     """Why this server cannot start the requested process faithfully, or None."""
     if request is None:
         return "empty request"
     if request["executable"] != sys.executable:
         return f"the job runs {request['executable']}, this server {sys.executable}"
-    differing = differing_variables(environment, request["environment"])
+    differing = differing_variables(
+        environment, with_imports(request["environment"]), imported=sys.modules
+    )
     if differing:
         return f"the job's environment differs in {', '.join(differing)}"
     return None
