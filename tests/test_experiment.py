@@ -245,12 +245,13 @@ def test_noop_run_fails_and_infinite_error_is_stored_as_null(monkeypatch, timer_
     assert record["metrics"] == {}
 
 
-def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
-    """The check after timing catches code that was right once and then wrong."""
-    calls = {"run": 0}
+def degrading(monkeypatch):
+    """numpy's matmul right at its check, wrong from its second call on; every timer call
+    says 1 ms, so a roof's first candidate (numpy) wins."""
 
     def degrading_prepare(inputs, device) -> Prepared:
         good = MATMUL_ON_NUMPY(inputs, device)
+        calls = {"run": 0}
 
         def run():
             calls["run"] += 1
@@ -266,6 +267,11 @@ def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
 
     replace_numpy(monkeypatch, degrading_prepare)
     monkeypatch.setattr(timing, "torch_timer_samples", fake_timer)
+
+
+def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
+    """The check after timing catches code that was right once and then wrong."""
+    degrading(monkeypatch)
     record = run_record(NUMPY_EXP, tmp_path)
     assert record["status"] == "failed"
     assert record["reason"].startswith("after timing")
@@ -626,6 +632,14 @@ def test_wrong_roof_gemm_fails_the_roof(monkeypatch, tmp_path):
     record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, ROOF_SETTINGS)
     assert record["status"] == "failed"
     assert record["reason"].startswith("peak_gflops with matmul on numpy: result differs")
+    assert record["metrics"] == {}
+
+
+def test_a_roof_whose_winner_goes_wrong_during_timing_fails(monkeypatch, tmp_path):
+    degrading(monkeypatch)
+    record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, ROOF_SETTINGS)
+    assert record["status"] == "failed"
+    assert record["reason"].startswith("peak_gflops with matmul on numpy, after timing")
     assert record["metrics"] == {}
 
 

@@ -11,6 +11,7 @@ import torch
 from accelbench import experiment, timing
 from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
 from accelbench.results import load_record
+from accelbench.train.loop import later_runs as train_later_runs
 from accelbench.train.loop import measure_training
 from accelbench.train.models import models, new_step, resolve_options
 
@@ -103,6 +104,26 @@ def test_measure_training_outcome_directly():
     check_ok_metrics(outcome.metrics, BATCH, SETTINGS["steps"])
     # ResNet-18 with a 10-class head: 11.18 M parameters.
     assert outcome.metrics["parameters"]["value"] == 11_181_642
+
+
+def test_flops_are_counted_by_the_first_run_only(monkeypatch):
+    """Counting takes up to seconds (an LSTM on the meta device) and never changes."""
+    from accelbench.train import session
+
+    counted = []
+    real = session.flops_per_sample
+    monkeypatch.setattr(
+        session, "flops_per_sample", lambda *args: counted.append(args) or real(*args)
+    )
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
+    outcome = measure_training(exp, {**SETTINGS, "runs": 3})
+    assert outcome.status == "ok", outcome.reason
+    assert len(counted) == 1
+    later = train_later_runs(SETTINGS, outcome)
+    assert later["flops_per_sample"] == outcome.metrics["flops_per_sample"]["value"] > 0
+    again = measure_training(exp, later)
+    assert len(counted) == 1
+    assert again.metrics["flops_per_sample"] == outcome.metrics["flops_per_sample"]
 
 
 def test_training_is_deterministic_for_a_seed():

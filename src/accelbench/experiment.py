@@ -44,6 +44,7 @@ from accelbench.results import make_record, write_record
 from accelbench.roofs import later_runs as roof_later_runs
 from accelbench.roofs import measure_roof, roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
+from accelbench.train.loop import later_runs as train_later_runs
 from accelbench.train.loop import measure_training
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "kernel": Family(KernelExperiment, measure_kernel),
-    "train": Family(TrainExperiment, measure_training),
+    "train": Family(TrainExperiment, measure_training, later_runs=train_later_runs),
     "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs),
     "datasci": Family(DatasciExperiment, measure_datasci),
 }
@@ -150,11 +151,23 @@ def preload(family: str | None = None) -> None:
     import torch.utils.benchmark  # noqa: F401  (torch: seconds to import)
 
     if family in ("train", None):
+        import torch._dynamo  # noqa: F401  (imported by the first optimiser built: 2 s)
+
         import accelbench.train.session  # noqa: F401  (the models and their libraries)
     if family == "datasci":  # not for every job the fork server starts: scikit-learn is slow
         datasci_libraries()
     if family not in ("train", "datasci"):
         kernels()
+        numba_compiler()
+
+
+def numba_compiler() -> None:
+    """Have Numba load its CPU target (its typing and lowering registries import NumPy's
+    linear algebra and SciPy: half a second at the first compile or cache load of a
+    process) by compiling a trivial function; compiling starts no thread pool."""
+    import numba
+
+    numba.njit(lambda value: value + 1)(1)
 
 
 def datasci_libraries() -> None:

@@ -20,7 +20,7 @@ import resource
 import socket
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from accelbench import doctor, energy, timing
@@ -262,6 +262,7 @@ def train_process(
                     if keep_state and run == settings.runs - 1:
                         state = _full_state(session.model)
                     energy_window(session, probe, log["step_times"][settings.warmup_steps :])
+                    settings = replace(settings, flops_per_sample=session.flops_per_sample)
                 used = probe.section("step", exp.batch)
             if grouped:
                 used = _combine_energy(used, place.device)
@@ -367,6 +368,11 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     except Unavailable as err:
         return Outcome("unavailable", str(err))
     return outcome_from(result, exp, train_settings)
+
+
+def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+    """Settings for runs 2..R of a training experiment: the FLOPs run 1 counted."""
+    return {**settings, "flops_per_sample": first.metrics["flops_per_sample"]["value"]}
 
 
 def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSettings):

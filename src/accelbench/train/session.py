@@ -99,7 +99,9 @@ def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) 
     model = spec.build(options)
     _check_cpu_support(model, device, exp.precision)
     parameters = sum(p.numel() for p in model.parameters())
-    flops = flops_per_sample(spec, options, settings.seed)
+    flops = settings.flops_per_sample
+    if flops is None:
+        flops = flops_per_sample(spec, options, settings.seed)
 
     generator = torch.Generator().manual_seed(settings.seed)
     sample = spec.make_batch(generator, min(exp.batch, 2), options)

@@ -31,6 +31,9 @@ class TrainSettings:
     compile: str = "off"  # torch.compile backend, or "off"
     channels_last: bool = False
     energy: Mapping[str, Any] = field(default_factory=dict)  # the config's energy keys
+    # Counted by the first run and handed to the later ones (later_runs): counting a
+    # model takes up to seconds, and its FLOPs do not change from run to run.
+    flops_per_sample: float | None = None
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> TrainSettings:
