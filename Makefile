@@ -34,11 +34,16 @@ run: venv
 	@echo "Tidy:    results/tidy.parquet results/tidy.csv"
 
 # The whole suite. As root it first installs and starts the local Slurm
-# (tools/slurm-local/start.sh) so the real-scheduler tests run too.
+# (tools/slurm-local/start.sh) so the real-scheduler tests run too. The tests run
+# in TEST_WORKERS processes (pytest-xdist): the Slurm tests one after another in one
+# of them (they mostly wait for the scheduler), the others alongside (tests/conftest.py);
+# then, alone, the tests that measure the machine's own load (marker `quiet`).
+TEST_WORKERS ?= 3
 test: venv
 	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh; \
 	 else echo "not root: the local Slurm is not started; Slurm tests will skip"; fi
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
 
 # Style and Snakemake's own best-practice checks; .ci/run runs it before the tests.
 lint: venv

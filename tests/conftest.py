@@ -60,6 +60,16 @@ contention:
 """
 
 
+@pytest.fixture(autouse=True)
+def measure_once_however_busy(monkeypatch):
+    """Experiments measured in a test never wait for a quiet machine (the suite runs tests
+    side by side): a busy measurement is flagged, not repeated after a pause. The tests of
+    the retry set contention.retries themselves."""
+    from accelbench import contention
+
+    monkeypatch.setitem(contention.DEFAULTS, "retries", 0)
+
+
 def copy_workflow(destination: Path) -> Path:
     """A copy of the workflow (no results) with config/tiny.yaml, so tests never touch results/."""
     for part in WORKFLOW_PARTS:
@@ -141,3 +151,49 @@ def two_nodes(slurm) -> list[str]:
             f"(found {nodes or 'none'}); start it with `make slurm-up` (as root)"
         )
     return usable
+
+
+# The modules with tests on the local Slurm. Under pytest-xdist (`make test` runs `-n`)
+# they run in one worker, one after another, since they share the cluster's nodes and
+# queue; they mostly wait for the scheduler, so the other workers' tests overlap them.
+SLURM_MODULES = frozenset(
+    f"tests/{name}.py"
+    for name in (
+        "test_cluster_slurm",
+        "test_env_modules",
+        "test_multinode_slurm",
+        "test_run_status",
+        "test_slurm",
+        "test_train_slurm",
+    )
+)
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The Slurm modules' tests first, so that their worker starts on them at once; a test
+    on the cluster outside those modules is refused (it would share the cluster)."""
+    for item in items:
+        on_slurm = "slurm" in item.fixturenames or item.get_closest_marker("slurm")
+        if on_slurm and _module(item.nodeid) not in SLURM_MODULES:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the local Slurm: add its module to "
+                "SLURM_MODULES in tests/conftest.py"
+            )
+    first = [item for item in items if _module(item.nodeid) in SLURM_MODULES]
+    chosen = set(first)
+    items[:] = first + [item for item in items if item not in chosen]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Each test is a work unit of its own, except the Slurm modules' tests: one unit."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SlurmTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "slurm" if _module(nodeid) in SLURM_MODULES else nodeid
+
+    return SlurmTogether(config, log)
