@@ -27,7 +27,7 @@ from accelbench.experiment import FAMILIES
 from accelbench.measure import check_against_reference, measure_datasci
 
 from conftest import snakemake
-from records import datasci_records, write_records
+from records import datasci_records, with_energy, write_records
 
 WORKLOADS = workloads()
 REFERENCE_LIBRARIES = ("pandas", "sklearn", "networkx")
@@ -269,6 +269,30 @@ def test_the_crossover_and_the_offload_table_include_the_workloads(frame):
     assert row["experiment"] == "datasci" and row["gpu_device"] == "cuda1"
     assert 10_000 < row["measured_n"] < 100_000 and math.isnan(row["break_even_intensity"])
     assert "measured crossover only" in row["note"]
+
+
+def test_the_crossover_figure_draws_the_workloads_in_their_own_items(frame):
+    fig = roofline.crossover_figure(frame)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles[:2] == ["groupby, call only", "groupby, with transfer"]
+    assert len(titles) == 6
+    labels = {ax.get_title(): ax.get_ylabel() for ax in fig.axes if ax.get_title()}
+    assert labels["pagerank, with transfer"] == "Throughput (nodes/s)"
+    groupby = next(ax for ax in fig.axes if ax.get_title() == "groupby, with transfer")
+    assert any(text.get_text().startswith("GPU wins from n≈") for text in groupby.texts)
+
+
+def test_energy_is_set_beside_time_per_call_in_a_table_and_a_figure(tmp_path):
+    records = with_energy(datasci_records(["cpu2", "cuda1"]), unreadable=("cpu2",))
+    found, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    table, notes = tables.TABLES["datasci_energy"](found, "cpu1")
+    energy = next(column for column in table.columns if column.startswith("energy per call ("))
+    assert "[" in table.loc["groupby, n=1000, cuda1", energy]  # median [interval]
+    assert table.loc["groupby, n=1000, cpu2", energy].startswith("n/a")  # and why, below
+    assert any(note.startswith("Energy measured with nvml") for note in notes)
+    fig = figures.FIGURES["datasci_energy"](found, "cpu1", None)
+    assert any(ax.get_title() for ax in fig.axes)
 
 
 def test_the_figure_has_a_panel_per_workload_with_items_per_second(frame):

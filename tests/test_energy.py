@@ -11,7 +11,7 @@ import pytest
 
 from accelbench import energy, experiment
 from accelbench.analysis import tables, tidy
-from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.grid import DatasciExperiment, KernelExperiment, TrainExperiment
 from accelbench.results import RecordError, load_record, make_record
 
 from records import KERNELS, TRAIN, with_energy, write_records
@@ -350,6 +350,21 @@ def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, 
     per_step = record["metrics"]["energy_per_step"]["median"]
     assert per_step == pytest.approx(2.0 / steps)
     assert record["metrics"]["energy_per_sample"]["median"] == pytest.approx(per_step / 8)
+
+
+def test_a_data_science_workload_records_energy_per_call(monkeypatch, tmp_path, clock):
+    root = powercap(tmp_path / "powercap", {"intel-rapl:0": ("package-0", 0, 2**40)})
+    meter = energy.rapl_meter(root)
+    counted = iter(range(0, 10**12, 2_000_000))  # 2 J more at every reading
+    meter.counters[0] = energy.Counter("package-0", lambda: next(counted), 2**40, 1e-6)
+    clock.tick = 0.02
+    monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
+    output = tmp_path / "groupby.json"
+    experiment.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), SETTINGS, str(output))
+    record = load_record(output)
+    assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "call"
+    calls = record["energy"]["windows"][0]["calls"]
+    assert record["metrics"]["energy_per_call"]["median"] == pytest.approx(2.0 / calls)
 
 
 # --- tidy table, tables ----------------------------------------------------------------

@@ -35,6 +35,7 @@ def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
         "roofline",
         "datasci_time",
         "datasci_throughput",
+        "datasci_energy",
     }
 
 

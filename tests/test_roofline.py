@@ -289,5 +289,10 @@ def test_figures_are_laid_out_for_print(frame, figure):
 
 def test_no_crossover_figure_without_a_gpu(frame):
     fig = roofline.crossover_figure(frame[frame["device"] != "cuda1"])
-    assert fig.axes[0].texts[0].get_text().startswith("no kernel ran on both a CPU and a GPU")
+    assert (
+        fig.axes[0]
+        .texts[0]
+        .get_text()
+        .startswith("no kernel or workload ran on both a CPU and a GPU")
+    )
     assert fig.get_figheight() < 1

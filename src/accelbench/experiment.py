@@ -199,7 +199,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
         settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
         preload(exp.family)
-        if exp.family in ("kernel", "train"):
+        if exp.family in ("kernel", "train", "datasci"):
             # The idle baseline, once for the job: each forked run inherits it.
             device = parse_device(exp.device)
             energy.Probe(device.is_gpu, range(device.count), settings).close()

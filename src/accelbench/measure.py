@@ -165,7 +165,8 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
     library timer times the call with its inputs resident, and a GPU library is
     also timed moving its inputs in and its result out (`transfer_time`) and
     doing both around the call (`end_to_end_time`). The throughput counts the
-    workload's items (rows, samples or nodes) per second.
+    workload's items (rows, samples or nodes) per second. After the timing, the
+    call runs again in an energy window (accelbench.energy).
     """
     spec, backend = workloads()[exp.workload], DATASCI_BACKENDS[exp.backend]
     device = parse_device(exp.device)
@@ -195,6 +196,9 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         if timed:
             samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
             transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+            with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
+                sync = timing.synchronizer(backend.timer, device.is_gpu)
+                probe.window(prepared.run, float(np.median(samples)), sync)
             check = recheck()  # the timed code must still be right
     if not check["passed"]:
         reason = ("after timing: " if timed else "") + mismatch(check)
@@ -220,6 +224,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         raw=raw,
         measured_by=measured_by,
         params={"item": spec.item},
+        energy=probe.section("call"),
     )
 
 

@@ -45,7 +45,7 @@ rule tables:
             "train_energy",
         ),
         tables_to_fill("Kernels", "kernel_time", "kernel_speedup", "kernel_energy"),
-        tables_to_fill("Data science", "datasci_time"),
+        tables_to_fill("Data science", "datasci_time", "datasci_energy"),
     log:
         "results/logs/tables.log",
     conda:
@@ -72,7 +72,7 @@ rule figures:
             "train_energy",
         ),
         figures_to_fill("Kernels", "kernel_throughput", "kernel_energy"),
-        figures_to_fill("Data science", "datasci_throughput"),
+        figures_to_fill("Data science", "datasci_throughput", "datasci_energy"),
     log:
         "results/logs/figures.log",
     conda:

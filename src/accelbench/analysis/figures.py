@@ -637,7 +637,7 @@ def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) 
 
 
 # What tells the points of an energy figure's panel apart besides the device.
-ENERGY_MARKERS = {"train": "precision", "kernel": "backend"}
+ENERGY_MARKERS = {"train": "precision", "kernel": "backend", "datasci": "backend"}
 
 
 def _per_work(rows: pd.DataFrame, metric: str, divisor, unit: str | None):
@@ -734,4 +734,5 @@ FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
     "datasci_throughput": lambda frame, baseline, width: datasci_throughput_by_size(frame, width),
     "train_energy": lambda frame, baseline, width: energy_against_time(frame, "train", width),
     "kernel_energy": lambda frame, baseline, width: energy_against_time(frame, "kernel", width),
+    "datasci_energy": lambda frame, baseline, width: energy_against_time(frame, "datasci", width),
 }

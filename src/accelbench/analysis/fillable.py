@@ -93,6 +93,7 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
     "offload_break_even": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
     "datasci_time": lambda plan, baseline: bool(plan.datasci_devices),
     "datasci_throughput": lambda plan, baseline: bool(plan.datasci_devices),
+    "datasci_energy": lambda plan, baseline: bool(plan.datasci_devices),
 }
 
 

@@ -12,6 +12,8 @@ alone and once with the host<->device transfer included.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -337,30 +339,57 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     return fig
 
 
-def crossover_figure(frame: pd.DataFrame) -> Figure:
-    """Throughput vs problem size per backend and device, kernel alone and with the transfer.
+@dataclass(frozen=True)
+class _Curves:
+    """One row of the crossover figure: a kernel and dtype, or a data science workload."""
 
-    One row per (kernel, dtype) measured on both a CPU and a GPU (without both
-    there is no crossover, and the two panels would be the same); left the
-    kernel alone, right including the host<->device copies of the GPU backends
-    (CPU lines are the same in both). A dotted vertical line marks where the
-    best GPU result overtakes the best CPU result. Rows shrink to fit a page.
+    family: str
+    names: dict[str, Any]  # the CROSSOVER_FAMILIES keys and their values
+    rows: pd.DataFrame
+    unit: str
+
+    @property
+    def title(self) -> str:
+        return ", ".join(str(value) for value in self.names.values())
+
+
+def _both_sides(frame: pd.DataFrame) -> list[_Curves]:
+    """Every kernel/dtype and workload with a throughput measured on a CPU and on a GPU."""
+    found = []
+    for family, (keys, compute, _) in CROSSOVER_FAMILIES.items():
+        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")]
+        if compute not in rows:
+            continue
+        rows = rows[np.isfinite(rows[compute].astype(float))]
+        on_gpu = rows["device"].map(names_a_gpu).astype(bool)
+        for names, group in rows.groupby(list(keys), sort=True):
+            if not on_gpu[group.index].any() or on_gpu[group.index].all():
+                continue
+            if family == "kernel":
+                unit = _label_unit(frame, compute, "GFLOP/s")
+            else:  # items per second: the workload's own item (rows, samples, nodes)
+                items = group["item"].dropna() if "item" in group else pd.Series(dtype="str")
+                unit = f"{items.iloc[0] if not items.empty else 'items'}/s"
+            found.append(_Curves(family, dict(zip(keys, names, strict=True)), group, unit))
+    return found
+
+
+def crossover_figure(frame: pd.DataFrame) -> Figure:
+    """Throughput vs problem size per backend and device, alone and with the transfer.
+
+    One row per kernel and dtype, and per data science workload, measured on both
+    a CPU and a GPU (without both there is no crossover, and the two panels would
+    be the same); left the work alone, right including the host<->device copies
+    of the GPU backends (CPU lines are the same in both). A dotted vertical line
+    marks where the best GPU result overtakes the best CPU result. Rows shrink to
+    fit a page.
     """
     style.apply()
-    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
-    if "gflops_median" not in rows:
-        return style.empty_figure("no kernel records with a flop count")
-    rows = rows[np.isfinite(rows["gflops_median"].astype(float))]
-    if rows.empty:
-        return style.empty_figure("no kernel records with a flop count")
-    on_gpu = rows["device"].map(names_a_gpu)
-    groups = sorted(
-        set(zip(rows.loc[on_gpu, "kernel"], rows.loc[on_gpu, "dtype"], strict=True))
-        & set(zip(rows.loc[~on_gpu, "kernel"], rows.loc[~on_gpu, "dtype"], strict=True))
-    )
+    groups = _both_sides(frame)
     if not groups:
         return style.empty_figure(
-            "no kernel ran on both a CPU and a GPU: no crossover to draw", style.DOUBLE_COLUMN
+            "no kernel or workload ran on both a CPU and a GPU: no crossover to draw",
+            style.DOUBLE_COLUMN,
         )
     row_height = min(
         style.PANEL_HEIGHT, max(style.MIN_PANEL_HEIGHT, (style.MAX_HEIGHT - 1.0) / len(groups))
@@ -369,6 +398,7 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
         figsize=(style.DOUBLE_COLUMN, row_height * len(groups) + 0.3), layout="constrained"
     )
     axes = fig.subplots(len(groups), 2, squeeze=False)
+    rows = pd.concat([group.rows for group in groups])
     series = sorted(
         set(zip(rows["backend"], rows["device"], strict=True)),
         key=lambda item: (names_a_gpu(item[1]), item[0], natural_devices([item[1]])),
@@ -381,11 +411,11 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
         for i, device in enumerate(devices)
     }
     marks = {flag: crossovers(frame, with_transfer=flag) for flag in (False, True)}
-    unit = _label_unit(frame, "gflops_median", "GFLOP/s")
-    for row_axes, (kernel, dtype) in zip(axes, groups, strict=True):
-        here = rows[(rows["kernel"] == kernel) & (rows["dtype"] == dtype)]
+    for row_axes, group in zip(axes, groups, strict=True):
+        _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
+        here = group.rows
         for ax, with_transfer in zip(row_axes, (False, True), strict=True):
-            values = _throughput(here, with_transfer)
+            values = _throughput(here, with_transfer, compute, end_to_end)
             for backend, device in series:
                 line = here[(here["backend"] == backend) & (here["device"] == device)]
                 y = values[line.index].astype(float)
@@ -402,18 +432,19 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
                     linestyle=linestyle,
                 )
             found = marks[with_transfer]
-            found = found[(found["kernel"] == kernel) & (found["dtype"] == dtype)]
+            found = found[found["experiment"] == group.family]
+            for key, value in group.names.items():
+                found = found[found[key] == value]
             for size in found["crossover_size"].dropna():
                 ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
                 # In the corner, not at the line: there it ran out of the panel.
                 ax.text(0.03, 0.97, f"GPU wins from n≈{size:.3g}", transform=ax.transAxes, va="top")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(
-                f"{kernel}, {dtype}, {'with transfer' if with_transfer else 'kernel only'}"
-            )
+            alone = "kernel only" if group.family == "kernel" else "call only"
+            ax.set_title(f"{group.title}, {'with transfer' if with_transfer else alone}")
             ax.set_xlabel("Problem size n")
-            ax.set_ylabel(f"Throughput ({unit})")
+            ax.set_ylabel(f"Throughput ({group.unit})")
     handles = [Line2D([], [], color=palette[b], label=b) for b in backends]
     handles += [
         Line2D([], [], color="black", marker=looks[d][0], linestyle=looks[d][1], label=d)

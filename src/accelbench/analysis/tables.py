@@ -580,6 +580,7 @@ class EnergySpec:
 ENERGY_SPECS = {
     "train": EnergySpec("sample", "time_per_batch", True, "energy_per_sample"),
     "kernel": EnergySpec("call", "time", False, "energy_per_call"),
+    "datasci": EnergySpec("call", "time", False, "energy_per_call"),
 }
 ENERGY_NOTE = (
     "Energy: the devices' energy counters read around a window of repeated work after the "
@@ -1005,4 +1006,5 @@ TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]]
     "train_node_scaling": lambda frame, baseline: node_scaling_table(frame, "train"),
     "train_energy": lambda frame, baseline: energy_table(frame, "train"),
     "kernel_energy": lambda frame, baseline: energy_table(frame, "kernel"),
+    "datasci_energy": lambda frame, baseline: energy_table(frame, "datasci"),
 }
