@@ -17,6 +17,9 @@ from accelbench import contention, experiment, timing
 from accelbench.grid import KernelExperiment
 from accelbench.results import load_record
 
+# Every test here reads the machine's load: `make test` runs them alone (marker quiet).
+pytestmark = pytest.mark.quiet
+
 BURN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
 
 
@@ -55,7 +58,6 @@ def burner():
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.quiet
 def test_own_work_and_own_children_are_not_contention():
     watch = contention.Watch()
     spin(0.5)
@@ -77,7 +79,6 @@ def test_a_busy_loop_of_another_process_is_detected(burner):
     assert seen.contention >= seen.other_cpus
 
 
-@pytest.mark.quiet
 def test_tasks_of_the_same_slurm_job_are_not_contention(burner, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "424242")
     burner(seconds=5.0, env={"SLURM_JOB_ID": "424242"})
@@ -113,7 +114,6 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
     assert outcome.conditions["other_cpus"] > 0.3
 
 
-@pytest.mark.quiet
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
     monkeypatch.setitem(
         experiment.FAMILIES, "kernel", experiment.Family(KernelExperiment, quick_measure)
