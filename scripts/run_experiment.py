@@ -14,15 +14,8 @@ logging.basicConfig(
 )
 logging.captureWarnings(True)
 
-wildcards = dict(snakemake.wildcards.items())
-if "kernel" in wildcards:
-    exp = grid.parse_kernel(wildcards)
-elif "workload" in wildcards:
-    exp = grid.parse_datasci(wildcards)
-elif "model" in wildcards:
-    exp = grid.parse_train(wildcards, snakemake.config["train"])
-else:
-    exp = grid.parse_roof(wildcards)
+# The rule's input function (grid.target_check) has parsed and checked these wildcards.
+exp = grid.planned_experiment(dict(snakemake.wildcards.items()))
 settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),

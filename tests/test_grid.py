@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 
 import pytest
 import yaml
 
 from accelbench import cluster, grid
+from accelbench import config as accelbench_config
 from accelbench.devices import DeviceError, parse_device
 from accelbench.kernels import kernels
 
@@ -31,6 +33,17 @@ def test_kernel_path_round_trips():
         "size": "512",
     }
     assert grid.parse_kernel(wildcards) == exp
+
+
+@pytest.mark.parametrize("configfile", ["config.yaml", "cluster.yaml"])
+def test_a_job_rebuilds_every_planned_experiment_from_its_wildcards(configfile):
+    """Without the catalogues (a job's script): the same experiment the grid planned."""
+    config = accelbench_config.load([REPO_ROOT / "config" / configfile])
+    planned = grid.expand(config).experiments
+    assert {exp.family for exp in planned} == {"kernel", "roof", "train", "datasci"}
+    for exp in planned:
+        wildcards = {name: str(value) for name, value in asdict(exp).items()}
+        assert grid.planned_experiment(wildcards) == exp
 
 
 def test_train_path_round_trips():

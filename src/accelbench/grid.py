@@ -341,6 +341,37 @@ def target_check(family: str, train_config: Mapping[str, Any] | None = None):
     return check
 
 
+def planned_experiment(wildcards: Mapping[str, str]) -> Experiment:
+    """The experiment a job's output path names, from wildcards its rule's input function
+    (target_check) already parsed in the Snakemake that planned the job.
+
+    The fields are only converted, not checked against the kernel, workload and model
+    catalogues again: importing them (Numba among them) would cost every job's script
+    half a second or more.
+    """
+    if "kernel" in wildcards:
+        return KernelExperiment(
+            wildcards["kernel"],
+            wildcards["device"],
+            wildcards["backend"],
+            wildcards["dtype"],
+            int(wildcards["size"]),
+        )
+    if "workload" in wildcards:
+        return DatasciExperiment(
+            wildcards["workload"], wildcards["device"], wildcards["backend"], int(wildcards["size"])
+        )
+    if "model" in wildcards:
+        return TrainExperiment(
+            wildcards["model"],
+            wildcards["device"],
+            wildcards["precision"],
+            wildcards["strategy"],
+            int(wildcards["batch"]),
+        )
+    return RoofExperiment(wildcards["device"], wildcards["dtype"])
+
+
 def parse_train_path(path: str) -> TrainExperiment:
     """A training result path -> its experiment (GridError names a wrong part)."""
     pattern = re.escape(TRAIN_PATTERN).replace(r"\{", "{").replace(r"\}", "}")

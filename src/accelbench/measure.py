@@ -19,7 +19,7 @@ import numpy as np
 from accelbench import energy, timing
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.devices import cpu_threads, parse_device
+from accelbench.devices import Device, cpu_threads, parse_device
 from accelbench.grid import DatasciExperiment, KernelExperiment
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.outcome import Outcome
@@ -127,9 +127,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         prepared = checked.prepared
         samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
-        with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
-            sync = timing.synchronizer(backend.timer, device.is_gpu)
-            probe.window(prepared.run, float(np.median(samples)), sync)
+        used = _energy_window(prepared, backend.timer, device, settings, samples)
         check = checked.recheck()  # the timed code must still be right
         if not check["passed"]:
             reason = "after timing: " + mismatch(check)
@@ -149,13 +147,19 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome(
-        "ok",
-        metrics=metrics,
-        check=check,
-        raw=raw,
-        measured_by=measured_by,
-        energy=probe.section("call"),
+        "ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by, energy=used
     )
+
+
+def _energy_window(
+    prepared: Prepared, timer: str, device: Device, settings: dict[str, Any], samples: list[float]
+) -> dict[str, Any]:
+    """The energy section of one call: after the timing, the call repeated in a window
+    (accelbench.energy) as long as the settings ask."""
+    with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
+        sync = timing.synchronizer(timer, device.is_gpu)
+        probe.window(prepared.run, float(np.median(samples)), sync)
+    return probe.section("call")
 
 
 def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome:
@@ -196,9 +200,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         if timed:
             samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
             transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
-            with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
-                sync = timing.synchronizer(backend.timer, device.is_gpu)
-                probe.window(prepared.run, float(np.median(samples)), sync)
+            used = _energy_window(prepared, backend.timer, device, settings, samples)
             check = recheck()  # the timed code must still be right
     if not check["passed"]:
         reason = ("after timing: " if timed else "") + mismatch(check)
@@ -224,7 +226,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         raw=raw,
         measured_by=measured_by,
         params={"item": spec.item},
-        energy=probe.section("call"),
+        energy=used,
     )
 
 
