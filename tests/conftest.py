@@ -188,6 +188,7 @@ def pytest_collection_modifyitems(config, items):
     items[:] = first + [item for item in items if item not in chosen]
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Each test is a work unit of its own, except the Slurm modules' tests: one unit."""
     from xdist.scheduler import LoadScopeScheduling

@@ -21,6 +21,18 @@ def test_every_table_and_figure_says_what_it_needs():
     assert set(tables.TABLES) | set(figures.FIGURES) | made_by_rules == set(fillable.NEEDS)
 
 
+def test_every_table_and_figure_has_its_report_caption():
+    """The report refuses an item whose caption file is missing."""
+    report = REPO_ROOT / "workflow" / "report"
+    missing = [
+        f"{kind}/{name}.rst"
+        for kind, names in (("tables", tables.TABLES), ("figures", figures.FIGURES))
+        for name in names
+        if not (report / kind / f"{name}.rst").is_file()
+    ]
+    assert missing == []
+
+
 def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
     assert filled() == {
         "train_time_per_batch",
