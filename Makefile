@@ -35,8 +35,9 @@ run: venv
 
 # The whole suite. As root it first installs and starts the local Slurm
 # (tools/slurm-local/start.sh) so the real-scheduler tests run too. The tests run
-# in TEST_WORKERS processes (pytest-xdist): the Slurm tests one after another in one
-# of them (they mostly wait for the scheduler), the others alongside (tests/conftest.py);
+# in TEST_WORKERS processes (pytest-xdist): the Slurm tests of one group of nodes one
+# after another in one of them (they mostly wait for the scheduler), the others
+# alongside (tests/conftest.py);
 # then, alone, the tests that measure the machine's own load (marker `quiet`).
 TEST_WORKERS ?= 3
 test: venv

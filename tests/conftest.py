@@ -153,20 +153,28 @@ def two_nodes(slurm) -> list[str]:
     return usable
 
 
-# The modules with tests on the local Slurm. Under pytest-xdist (`make test` runs `-n`)
-# they run in one worker, one after another, since they share the cluster's nodes and
-# queue; they mostly wait for the scheduler, so the other workers' tests overlap them.
-SLURM_MODULES = frozenset(
-    f"tests/{name}.py"
-    for name in (
-        "test_cluster_slurm",
-        "test_env_modules",
-        "test_multinode_slurm",
-        "test_run_status",
-        "test_slurm",
-        "test_train_slurm",
+# The modules with tests on the local Slurm, by the nodes they use. Under pytest-xdist
+# (`make test` runs `-n`) the modules of one group run in one worker, one after another,
+# since they share those nodes and their queue; the two groups use different nodes
+# (localhost; node1 and node2), so they run side by side. They mostly wait for the
+# scheduler, so the other workers' tests overlap them.
+SLURM_MODULES = {
+    f"tests/{name}.py": group
+    for group, names in (
+        (
+            "slurm-localhost",
+            (
+                "test_cluster_slurm",
+                "test_env_modules",
+                "test_run_status",
+                "test_slurm",
+                "test_train_slurm",
+            ),
+        ),
+        ("slurm-nodes", ("test_multinode_slurm",)),
     )
-)
+    for name in names
+}
 
 
 def _module(nodeid: str) -> str:
@@ -190,11 +198,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
-    """Each test is a work unit of its own, except the Slurm modules' tests: one unit."""
+    """Each test is a work unit of its own, except the Slurm modules' tests: one unit per
+    group of nodes."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "slurm" if _module(nodeid) in SLURM_MODULES else nodeid
+            return SLURM_MODULES.get(_module(nodeid), nodeid)
 
     return SlurmTogether(config, log)
