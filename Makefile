@@ -28,10 +28,12 @@ venv: $(STAMP)
 # The default grid (config/config.yaml): CPU only, a few minutes on 2 cores.
 run: venv
 	$(BIN)/snakemake --cores all --config cuda_stack=$(CUDA)
+	$(BIN)/snakemake --report results/report.html --config cuda_stack=$(CUDA)
 	@echo
 	@echo "Tables:  $$(ls results/tables/*.md | tr '\n' ' ')"
 	@echo "Figures: $$(ls results/figures/*.pdf | tr '\n' ' ')"
 	@echo "Tidy:    results/tidy.parquet results/tidy.csv"
+	@echo "Report:  results/report.html (it opens with results/summary.html)"
 
 # The whole suite. As root it first installs and starts the local Slurm
 # (tools/slurm-local/start.sh) so the real-scheduler tests run too. The tests run

@@ -63,6 +63,7 @@ rule all:
         # record is measured again only because it is a target here.
         GRID.paths,
         rules.tidy.output,
+        rules.summary.output,
         rules.tables.output,
         rules.figures.output,
         CLUSTER_TARGETS,

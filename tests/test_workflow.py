@@ -240,9 +240,14 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
         *(f"{stem}.png" for stem in ("train_time_per_batch", "roofline", "kernel_throughput")),
         "provenance.html",
         "config.yaml",
+        "summary.html",
     ):
         assert item in page, item
     assert "Time per mini-batch" in page  # a caption
+    assert "Kernel time per call, by backend and device" in page  # an item's title
+    assert "Fastest backend per kernel and device" in (results / "summary.html").read_text(
+        encoding="utf-8"
+    )
     # The description renders the config; the report JSON writes its line breaks as \n.
     assert "Speedups are over cpu1" in " ".join(page.replace("\\n", " ").split())
 

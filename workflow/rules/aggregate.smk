@@ -6,6 +6,7 @@
 
 localrules:
     tidy,
+    summary,
     tables,
     figures,
     provenance,
@@ -28,6 +29,27 @@ rule tidy:
         excluded=[(exp.path, reason) for exp, reason in GRID.excluded],
     script:
         "../../scripts/tidy.py"
+
+
+rule summary:
+    """The report's first page: fastest backends and devices, crossovers, cells to look at."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        report(
+            "results/summary.html",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"item": titles.TITLES["summary"]},
+        ),
+    log:
+        "results/logs/summary.log",
+    conda:
+        CONDA_ENV
+    params:
+        baseline=config["report"]["baseline_device"],
+    script:
+        "../../scripts/summary.py"
 
 
 rule tables:
@@ -94,11 +116,13 @@ rule provenance:
             "results/provenance.html",
             caption="../report/provenance.rst",
             category="Provenance",
+            labels={"item": titles.TITLES["provenance"]},
         ),
         config=report(
             "results/config.yaml",
             caption="../report/config.rst",
             category="Provenance",
+            labels={"item": titles.TITLES["config"]},
         ),
     log:
         "results/logs/provenance.log",

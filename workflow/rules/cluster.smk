@@ -44,6 +44,7 @@ rule queue_wait:
             "results/figures/queue_wait.png",
             caption="../report/queue_wait.rst",
             category="Cluster",
+            labels={"item": titles.TITLES["queue_wait"]},
         ),
         jobs="results/cluster/sacct_jobs.csv",
         problems="results/cluster/sacct_problems.csv",
@@ -71,6 +72,7 @@ rule offload_break_even:
             "results/figures/offload_break_even.png",
             caption="../report/offload_break_even.rst",
             category="Kernels",
+            labels={"item": titles.TITLES["offload_break_even"]},
         ),
     log:
         "results/logs/cluster/offload_break_even.log",

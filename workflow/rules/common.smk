@@ -11,7 +11,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from accelbench import cluster, fork_server, grid, group_errors, interrupts, results, run_profile
 from accelbench import config as accelbench_config
-from accelbench.analysis import fillable, tidy
+from accelbench.analysis import fillable, tidy, titles
 from accelbench.devices import parse_device
 from accelbench.train import datasets, settings
 
@@ -169,6 +169,7 @@ def table_files(name, category):
         caption=f"../report/tables/{name}.rst",
         category=category,
         subcategory="Tables",
+        labels={"item": titles.TITLES[name]},
     )
     return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
 
@@ -190,6 +191,7 @@ def figure_files(name, category):
         caption=f"../report/figures/{name}.rst",
         category=category,
         subcategory="Figures",
+        labels={"item": titles.TITLES[name]},
     )
     return [f"results/figures/{name}.pdf", png]
 

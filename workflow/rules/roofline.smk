@@ -17,6 +17,7 @@ rule roofline:
             "results/figures/roofline.png",
             caption="../report/roofline.rst",
             category="Kernels",
+            labels={"item": titles.TITLES["roofline"]},
         ),
     log:
         "results/logs/roofline.log",
@@ -37,6 +38,7 @@ rule kernel_crossover:
             "results/figures/kernel_crossover.png",
             caption="../report/kernel_crossover.rst",
             category="Kernels",
+            labels={"item": titles.TITLES["kernel_crossover"]},
         ),
     log:
         "results/logs/kernel_crossover.log",

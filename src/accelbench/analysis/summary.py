@@ -1,0 +1,169 @@
+"""The report's first page: the answers before the details.
+
+From the tidy table: the fastest backend of every kernel cell on each device,
+the fastest device of every training configuration and its speedup over the
+baseline device, where a GPU starts to beat the CPU (kernels and data science
+workloads, copies included), and every cell that did not run or was measured on
+a busy machine, with why. Each section is a plain table; the detailed tables and
+figures of the report carry the intervals and the footnotes.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from accelbench.analysis import roofline, tables, tidy
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em}"
+    "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
+    "th,td{padding:0.2em 0.6em;text-align:left;border-bottom:1px solid #ccc}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+)
+
+
+def _time(seconds: float) -> str:
+    """A time in the largest of s, ms, µs, ns that keeps it at 1 or more."""
+    if not math.isfinite(seconds):
+        return tables.MISSING
+    unit, factor = tables.readable_unit("s", [seconds])
+    return f"{seconds / factor:.3g} {unit}"
+
+
+def best_backends(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel, dtype, size and device: the backend with the smallest median time."""
+    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
+    rows = rows[rows["time_median"].astype(float).notna()] if "time_median" in rows else rows[:0]
+    keys = ["kernel", "dtype", "size", "device"]
+    if rows.empty:
+        return pd.DataFrame(columns=[*keys, "fastest backend", "time per call", "backends"])
+    found = []
+    for names, group in rows.groupby(keys, sort=False):
+        best = group.loc[group["time_median"].astype(float).idxmin()]
+        found.append(
+            {
+                **dict(zip(keys, names, strict=True)),
+                "fastest backend": best["backend"],
+                "time per call": _time(float(best["time_median"])),
+                "backends": len(group),
+            }
+        )
+    table = pd.DataFrame(found)
+    order = {device: i for i, device in enumerate(tidy.natural_devices(table["device"]))}
+    return table.sort_values(
+        ["kernel", "dtype", "size", "device"],
+        key=lambda c: c.map(order) if c.name == "device" else c,
+    ).reset_index(drop=True)
+
+
+def fastest_devices(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Per training configuration: the fastest device, its time per mini-batch and its
+    speedup over `baseline` (the ratio of the medians; blank without a baseline record)."""
+    keys = ["model", "precision", "strategy", "batch"]
+    columns = [*keys, "fastest device", "time per batch", f"speedup over {baseline}"]
+    rows = frame[(frame["experiment"] == "train") & (frame["status"] == "ok")]
+    if "time_per_batch_median" not in rows or rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows[rows["time_per_batch_median"].astype(float).notna()]
+    baseline_times = {
+        tuple(row[key] for key in keys): float(row["time_per_batch_median"])
+        for _, row in rows[rows["device"] == baseline].iterrows()
+    }
+    found = []
+    for names, group in rows.groupby(keys, sort=True):
+        best = group.loc[group["time_per_batch_median"].astype(float).idxmin()]
+        time = float(best["time_per_batch_median"])
+        reference = baseline_times.get(tuple(names))
+        speedup = f"{reference / time:.2f}x" if reference else ""
+        found.append(
+            {
+                **dict(zip(keys, names, strict=True)),
+                "fastest device": best["device"],
+                "time per batch": _time(time),
+                f"speedup over {baseline}": speedup,
+            }
+        )
+    return pd.DataFrame(found, columns=columns)
+
+
+def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where the best GPU result overtakes the best CPU result, copies included."""
+    found = roofline.crossovers(frame, with_transfer=True)
+    what = found["kernel"].fillna(found["workload"]) if not found.empty else found["kernel"]
+    return pd.DataFrame(
+        {
+            "kernel or workload": what,
+            "dtype": found["dtype"].fillna(""),
+            "GPU faster from n ≈": found["crossover_size"].map(
+                lambda n: f"{n:.3g}" if math.isfinite(n) else "never (up to the largest n)"
+            ),
+        }
+    )
+
+
+def attention(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every record that did not run (with its reason), and every one measured busy."""
+    busy = frame.get("busy", pd.Series(False, index=frame.index)).fillna(False).astype(bool)
+    rows = frame[(frame["status"] != "ok") | busy]
+    reasons = rows["reason"].where(rows["status"] != "ok", "measured while the machine was busy")
+    return pd.DataFrame(
+        {"record": rows["id"], "status": rows["status"], "why": reasons.fillna("")}
+    ).sort_values("record", ignore_index=True)
+
+
+def _section(title: str, table: pd.DataFrame, empty: str) -> str:
+    heading = f"<h2>{html.escape(title)}</h2>\n"
+    if table.empty:
+        return heading + f"<p>{html.escape(empty)}</p>\n"
+    header = "".join(f"<th>{html.escape(str(name))}</th>" for name in table.columns)
+    body = "\n".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{value}</td>'
+            if isinstance(value, int | float)
+            else f"<td>{html.escape(str(value))}</td>"
+            for value in row
+        )
+        + "</tr>"
+        for row in table.itertuples(index=False)
+    )
+    return heading + f"<table><thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>\n"
+
+
+def summary_html(frame: pd.DataFrame, baseline: str) -> str:
+    """The summary page: four sections, each a table or the sentence saying why not."""
+    counts = frame["status"].value_counts()
+    status = ", ".join(f"{count} {name}" for name, count in counts.items()) or "no records"
+    sections = [
+        _section(
+            "Fastest backend per kernel and device",
+            best_backends(frame),
+            "No kernel ran in this run.",
+        ),
+        _section(
+            "Fastest device per training configuration",
+            fastest_devices(frame, baseline),
+            "No training experiment ran in this run.",
+        ),
+        _section(
+            "Where the GPU starts to pay off (copies included)",
+            crossovers(frame),
+            "No kernel or data science workload ran on both a CPU and a GPU.",
+        ),
+        _section(
+            "Cells that need attention",
+            attention(frame),
+            "Every record ran, none on a busy machine.",
+        ),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Summary</title>'
+        f"<style>{STYLE}</style></head><body>\n<h1>Summary</h1>\n"
+        f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
+        "the tables of the report give their intervals.</p>\n"
+        + "".join(sections)
+        + "</body></html>\n"
+    )

@@ -1,0 +1,91 @@
+"""The report's summary page, from fixed records."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from accelbench.analysis import figures, fillable, summary, tables, tidy, titles
+from accelbench.results import make_record
+
+from records import KERNELS, TRAIN, write_records
+
+
+@pytest.fixture
+def frame(tmp_path):
+    records = [*KERNELS, *TRAIN]
+    busy_id, busy = next((exp_id, r) for exp_id, r in records if r["status"] == "ok")
+    busy = copy.deepcopy(busy)
+    busy["conditions"] = {**(busy.get("conditions") or {}), "busy": True}
+    failed = make_record(
+        experiment="kernel",
+        experiment_id="kernels/matmul/cpu1/numba/float64/n64",
+        status="failed",
+        reason="result differs from the float64 reference",
+        params={
+            "kernel": "matmul",
+            "device": "cpu1",
+            "backend": "numba",
+            "dtype": "float64",
+            "size": 64,
+        },
+        provenance={},
+    )
+    records = [(i, busy if i == busy_id else r) for i, r in records] + [(failed["id"], failed)]
+    found, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    return found
+
+
+def test_the_fastest_backend_of_each_kernel_cell_is_the_smallest_median(frame):
+    best = summary.best_backends(frame)
+    assert not best.empty
+    ok = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
+    for _, row in best.iterrows():
+        cell = ok[
+            (ok["kernel"] == row["kernel"])
+            & (ok["dtype"] == row["dtype"])
+            & (ok["size"] == row["size"])
+            & (ok["device"] == row["device"])
+        ]
+        fastest = cell.loc[cell["time_median"].astype(float).idxmin(), "backend"]
+        assert row["fastest backend"] == fastest and row["backends"] == len(cell)
+
+
+def test_the_fastest_device_has_its_speedup_over_the_baseline(frame):
+    found = summary.fastest_devices(frame, "cpu1")
+    assert not found.empty
+    ok = frame[(frame["experiment"] == "train") & (frame["status"] == "ok")]
+    row = found.iloc[0]
+    cell = ok[(ok["model"] == row["model"]) & (ok["batch"] == row["batch"])]
+    cell = cell[(cell["precision"] == row["precision"]) & (cell["strategy"] == row["strategy"])]
+    times = cell.set_index("device")["time_per_batch_median"].astype(float)
+    assert row["fastest device"] == times.idxmin()
+    if "cpu1" in times:
+        assert row["speedup over cpu1"] == f"{times['cpu1'] / times.min():.2f}x"
+
+
+def test_failed_and_busy_cells_are_listed_with_why(frame):
+    listed = summary.attention(frame).set_index("record")
+    assert listed.loc["kernels/matmul/cpu1/numba/float64/n64", "why"].startswith("result differs")
+    assert (listed["why"] == "measured while the machine was busy").sum() == 1
+
+
+def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
+    page = summary.summary_html(frame, "cpu1")
+    for title in (
+        "Fastest backend per kernel and device",
+        "Fastest device per training configuration",
+        "Where the GPU starts to pay off (copies included)",
+        "Cells that need attention",
+    ):
+        assert f"<h2>{title}</h2>" in page
+    empty = summary.summary_html(frame[frame["experiment"] == "train"], "cpu1")
+    assert "No kernel ran in this run." in empty
+    assert "No kernel or data science workload ran on both a CPU and a GPU." in empty
+
+
+def test_every_report_item_has_a_human_title():
+    made = set(tables.TABLES) | set(figures.FIGURES) | set(fillable.NEEDS)
+    assert made | {"provenance", "config", "queue_wait", "summary"} <= set(titles.TITLES)
