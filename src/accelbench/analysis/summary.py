@@ -114,10 +114,12 @@ def attention(frame: pd.DataFrame) -> pd.DataFrame:
     ).sort_values("record", ignore_index=True)
 
 
-def _section(title: str, table: pd.DataFrame, empty: str) -> str:
+def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str:
     heading = f"<h2>{html.escape(title)}</h2>\n"
     if table.empty:
         return heading + f"<p>{html.escape(empty)}</p>\n"
+    if note:
+        heading += f"<p>{html.escape(note)}</p>\n"
     header = "".join(f"<th>{html.escape(str(name))}</th>" for name in table.columns)
     body = "\n".join(
         "<tr>"
@@ -147,6 +149,7 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
             "Fastest device per training configuration",
             fastest_devices(frame, baseline),
             "No training experiment ran in this run.",
+            f"A blank speedup: the configuration has no record on {baseline}.",
         ),
         _section(
             "Where the GPU starts to pay off (copies included)",
