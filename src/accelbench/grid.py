@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from accelbench.devices import DeviceError, parse_device
@@ -349,27 +349,23 @@ def planned_experiment(wildcards: Mapping[str, str]) -> Experiment:
     catalogues again: importing them (Numba among them) would cost every job's script
     half a second or more.
     """
-    if "kernel" in wildcards:
-        return KernelExperiment(
-            wildcards["kernel"],
-            wildcards["device"],
-            wildcards["backend"],
-            wildcards["dtype"],
-            int(wildcards["size"]),
-        )
-    if "workload" in wildcards:
-        return DatasciExperiment(
-            wildcards["workload"], wildcards["device"], wildcards["backend"], int(wildcards["size"])
-        )
-    if "model" in wildcards:
-        return TrainExperiment(
-            wildcards["model"],
-            wildcards["device"],
-            wildcards["precision"],
-            wildcards["strategy"],
-            int(wildcards["batch"]),
-        )
-    return RoofExperiment(wildcards["device"], wildcards["dtype"])
+    kind = next(
+        (kind for key, kind in _NAMING_WILDCARD.items() if key in wildcards), RoofExperiment
+    )
+    return kind(
+        **{
+            field.name: int(wildcards[field.name]) if field.type == "int" else wildcards[field.name]
+            for field in fields(kind)
+        }
+    )
+
+
+# The wildcard that tells a family's output paths apart (roofs have none of these).
+_NAMING_WILDCARD = {
+    "kernel": KernelExperiment,
+    "workload": DatasciExperiment,
+    "model": TrainExperiment,
+}
 
 
 def parse_train_path(path: str) -> TrainExperiment:
