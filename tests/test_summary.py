@@ -88,4 +88,7 @@ def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
 
 def test_every_report_item_has_a_human_title():
     made = set(tables.TABLES) | set(figures.FIGURES) | set(fillable.NEEDS)
-    assert made | {"provenance", "config", "queue_wait", "summary"} <= set(titles.TITLES)
+    rule_tables = {"kernel_crossovers", "kernel_roof_percent"}
+    assert made | rule_tables | {"provenance", "config", "queue_wait", "summary"} <= set(
+        titles.TITLES
+    )

@@ -241,6 +241,7 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
         "provenance.html",
         "config.yaml",
         "summary.html",
+        "kernel_roof_percent.csv",
     ):
         assert item in page, item
     assert "Time per mini-batch" in page  # a caption

@@ -11,7 +11,13 @@ rule roofline:
     input:
         rules.tidy.output.parquet,
     output:
-        percent="results/tables/kernel_roof_percent.csv",
+        percent=report(
+            "results/tables/kernel_roof_percent.csv",
+            caption="../report/kernel_roof_percent.rst",
+            category="Kernels",
+            subcategory="Tables",
+            labels={"item": titles.TITLES["kernel_roof_percent"]},
+        ),
         roofline_pdf="results/figures/roofline.pdf",
         roofline_png=report(
             "results/figures/roofline.png",
@@ -32,7 +38,13 @@ rule kernel_crossover:
     input:
         rules.tidy.output.parquet,
     output:
-        crossovers="results/tables/kernel_crossovers.csv",
+        crossovers=report(
+            "results/tables/kernel_crossovers.csv",
+            caption="../report/kernel_crossovers.rst",
+            category="Kernels",
+            subcategory="Tables",
+            labels={"item": titles.TITLES["kernel_crossovers"]},
+        ),
         crossover_pdf="results/figures/kernel_crossover.pdf",
         crossover_png=report(
             "results/figures/kernel_crossover.png",

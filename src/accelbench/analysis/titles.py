@@ -17,6 +17,8 @@ TITLES = {
     "kernel_energy": "Kernel time and energy per call",
     "roofline": "Roofline of the measured roofs",
     "kernel_crossover": "Where the GPU overtakes the CPU",
+    "kernel_crossovers": "Sizes from which the GPU overtakes the CPU",
+    "kernel_roof_percent": "Percent of the measured roof per kernel",
     "offload_break_even": "Offload break-even: when copying to the GPU pays",
     "datasci_time": "Data science workload time, by size and device",
     "datasci_throughput": "Data science throughput against problem size",
