@@ -68,12 +68,15 @@ class Family:
     measure: Callable[[Any, dict[str, Any]], Outcome]
     # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
     later_runs: Callable[[dict[str, Any], Outcome], dict[str, Any]] | None = None
+    # Whether its runs measure energy after their timing (then the job measures the idle
+    # baseline once, before the first run).
+    measures_energy: bool = True
 
 
 FAMILIES: dict[str, Family] = {
     "kernel": Family(KernelExperiment, measure_kernel),
     "train": Family(TrainExperiment, measure_training, later_runs=train_later_runs),
-    "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs),
+    "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs, measures_energy=False),
     "datasci": Family(DatasciExperiment, measure_datasci),
 }
 
@@ -199,7 +202,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
         settings = {**settings, "runs": 1}  # each forked process trains one run
     if fresh_processes and runs > 1:
         preload(exp.family)
-        if exp.family in ("kernel", "train", "datasci"):
+        if family.measures_energy:
             # The idle baseline, once for the job: each forked run inherits it.
             device = parse_device(exp.device)
             energy.Probe(device.is_gpu, range(device.count), settings).close()

@@ -185,6 +185,41 @@ def _crossover(sizes: np.ndarray, ratio: np.ndarray) -> tuple[float, float]:
     return float(np.exp(low + fraction * (high - low))), sizes[i + 1]
 
 
+@dataclass(frozen=True)
+class _Curves:
+    """One row of the crossover figure: a kernel and dtype, or a data science workload."""
+
+    family: str
+    names: dict[str, Any]  # the CROSSOVER_FAMILIES keys and their values
+    rows: pd.DataFrame
+    unit: str
+
+    @property
+    def title(self) -> str:
+        return ", ".join(str(value) for value in self.names.values())
+
+
+def _both_sides(frame: pd.DataFrame) -> list[_Curves]:
+    """Every kernel/dtype and workload with a throughput measured on a CPU and on a GPU."""
+    found = []
+    for family, (keys, compute, _) in CROSSOVER_FAMILIES.items():
+        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")]
+        if compute not in rows:
+            continue
+        rows = rows[np.isfinite(rows[compute].astype(float))]
+        on_gpu = rows["device"].map(names_a_gpu).astype(bool)
+        for names, group in rows.groupby(list(keys), sort=True):
+            if not on_gpu[group.index].any() or on_gpu[group.index].all():
+                continue
+            if family == "kernel":
+                unit = _label_unit(frame, compute, "GFLOP/s")
+            else:  # items per second: the workload's own item (rows, samples, nodes)
+                items = group["item"].dropna() if "item" in group else pd.Series(dtype="str")
+                unit = f"{items.iloc[0] if not items.empty else 'items'}/s"
+            found.append(_Curves(family, dict(zip(keys, names, strict=True)), group, unit))
+    return found
+
+
 def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame:
     """Per kernel and dtype, and per data science workload: the size from which the best
     GPU result beats the best CPU result.
@@ -197,31 +232,30 @@ def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame
     crossover is the smallest size (it lies at or below it).
     """
     found = []
-    for family, (keys, compute, end_to_end) in CROSSOVER_FAMILIES.items():
-        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")].copy()
-        if rows.empty:
-            continue
-        rows["throughput"] = _throughput(rows, with_transfer, compute, end_to_end)
+    for group in _both_sides(frame):
+        _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
+        rows = group.rows.assign(
+            throughput=_throughput(group.rows, with_transfer, compute, end_to_end),
+            gpu=group.rows["device"].map(names_a_gpu).astype(bool),
+        )
         rows = rows[np.isfinite(rows["throughput"])]
-        rows["gpu"] = rows["device"].map(names_a_gpu).astype(bool)
-        for names, group in rows.groupby(list(keys), sort=True):
-            best = group.groupby(["size", "gpu"])["throughput"].max().unstack()
-            if True not in best.columns or False not in best.columns:
-                continue
-            best = best.dropna().sort_index()
-            if best.empty:
-                continue
-            ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
-            crossover, first = _crossover(best.index.to_numpy(float), ratio)
-            found.append(
-                {
-                    "experiment": family,
-                    **dict(zip(keys, names, strict=True)),
-                    "crossover_size": crossover,
-                    "first_gpu_size": first,
-                    "with_transfer": with_transfer,
-                }
-            )
+        best = rows.groupby(["size", "gpu"])["throughput"].max().unstack()
+        if True not in best.columns or False not in best.columns:
+            continue
+        best = best.dropna().sort_index()
+        if best.empty:
+            continue
+        ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
+        crossover, first = _crossover(best.index.to_numpy(float), ratio)
+        found.append(
+            {
+                "experiment": group.family,
+                **group.names,
+                "crossover_size": crossover,
+                "first_gpu_size": first,
+                "with_transfer": with_transfer,
+            }
+        )
     return pd.DataFrame(found, columns=CROSSOVER_COLUMNS)
 
 
@@ -337,41 +371,6 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
     style.legend(fig, handles)
     return fig
-
-
-@dataclass(frozen=True)
-class _Curves:
-    """One row of the crossover figure: a kernel and dtype, or a data science workload."""
-
-    family: str
-    names: dict[str, Any]  # the CROSSOVER_FAMILIES keys and their values
-    rows: pd.DataFrame
-    unit: str
-
-    @property
-    def title(self) -> str:
-        return ", ".join(str(value) for value in self.names.values())
-
-
-def _both_sides(frame: pd.DataFrame) -> list[_Curves]:
-    """Every kernel/dtype and workload with a throughput measured on a CPU and on a GPU."""
-    found = []
-    for family, (keys, compute, _) in CROSSOVER_FAMILIES.items():
-        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")]
-        if compute not in rows:
-            continue
-        rows = rows[np.isfinite(rows[compute].astype(float))]
-        on_gpu = rows["device"].map(names_a_gpu).astype(bool)
-        for names, group in rows.groupby(list(keys), sort=True):
-            if not on_gpu[group.index].any() or on_gpu[group.index].all():
-                continue
-            if family == "kernel":
-                unit = _label_unit(frame, compute, "GFLOP/s")
-            else:  # items per second: the workload's own item (rows, samples, nodes)
-                items = group["item"].dropna() if "item" in group else pd.Series(dtype="str")
-                unit = f"{items.iloc[0] if not items.empty else 'items'}/s"
-            found.append(_Curves(family, dict(zip(keys, names, strict=True)), group, unit))
-    return found
 
 
 def crossover_figure(frame: pd.DataFrame) -> Figure:

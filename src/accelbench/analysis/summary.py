@@ -92,10 +92,9 @@ def fastest_devices(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
 def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
     """Where the best GPU result overtakes the best CPU result, copies included."""
     found = roofline.crossovers(frame, with_transfer=True)
-    what = found["kernel"].fillna(found["workload"]) if not found.empty else found["kernel"]
     return pd.DataFrame(
         {
-            "kernel or workload": what,
+            "kernel or workload": found["kernel"].fillna(found["workload"]),
             "dtype": found["dtype"].fillna(""),
             "GPU faster from n ≈": found["crossover_size"].map(
                 lambda n: f"{n:.3g}" if math.isfinite(n) else "never (up to the largest n)"
