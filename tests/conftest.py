@@ -191,9 +191,7 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid} uses the local Slurm: add its module to "
                 "SLURM_MODULES in tests/conftest.py"
             )
-    first = [item for item in items if _module(item.nodeid) in SLURM_MODULES]
-    chosen = set(first)
-    items[:] = first + [item for item in items if item not in chosen]
+    items.sort(key=lambda item: _module(item.nodeid) not in SLURM_MODULES)  # stable
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
