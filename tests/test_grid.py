@@ -93,7 +93,10 @@ def test_bad_kernel_wildcards_name_the_part(change, message):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"model": "resnet1000"}, "model 'resnet1000' is not known; allowed: alexnet, autoencoder"),
+        (
+            {"model": "resnet1000"},
+            "model 'resnet1000' is not known; allowed: alexnet, alexnet-r, alexnet-s, autoencoder",
+        ),
         ({"precision": "fp8"}, "precision 'fp8' is not known"),
         (
             {"strategy": "magic"},

@@ -92,6 +92,8 @@ def train_on(model, data_dir, options, steps=6, batch=8):
         ("resnet56", {"depth": 8, "width": 4}, "cifar10"),
         ("dcgan", {"image_size": 32, "latent": 4, "width": 4}, "cifar10"),
         ("fcn", {"hidden": [16]}, "mnist"),
+        ("fcn-r", {"hidden": [16]}, "mnist"),
+        ("alexnet-r", {}, "cifar10"),
         ("autoencoder", {"width": 4}, "mnist"),
         ("lstm", {"vocab": 8, "embed": 8, "hidden": 8, "seq_len": 5}, "ptb"),
         ("gpt", {"vocab": 8, "dim": 8, "heads": 2, "ff": 8, "seq_len": 5}, "ptb"),

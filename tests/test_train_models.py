@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ from accelbench.train.models.gcn import normalized_adjacency
 LEARNING = {
     "resnet50": ({"lr": 0.002, "classes": 2}, 8, 4),
     "alexnet": ({"lr": 0.02, "classes": 2}, 8, 4),
+    "alexnet-s": ({"lr": 0.02, "classes": 2}, 8, 4),
     "resnet18": ({}, 12, 8),
 }
 DEFAULT_LEARNING = ({}, 24, 8)
@@ -85,7 +87,10 @@ def test_the_catalogue_agrees_with_the_model_module(name):
     assert spec.module_name == f"accelbench.train.models.{spec.module or name}"
     for attribute in ("build", "make_batch", "loss"):
         assert callable(getattr(spec, attribute))
-    assert (spec.dataset is not None) == (spec.real_data is not None)
+    assert spec.dataset is None or spec.real_data is not None
+    if spec.real_data is not None:  # entries that share a module may go without its dataset
+        sharing = [other for other in models().values() if other.module_name == spec.module_name]
+        assert any(other.dataset is not None for other in sharing)
 
 
 def test_planning_the_default_grid_does_not_import_torch():
@@ -118,11 +123,136 @@ def test_resnet56_is_he_et_al_cifar_network():
     assert logits.shape == (2, 10)
 
 
+def _parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_alexnet_r_is_shi_et_al_cifar_network():
+    """dlbench tools/torch/Models/alexnet.lua: cuda-convnet's layers-18pct without LRN."""
+    spec = models()["alexnet-r"]
+    assert spec.dataset == "cifar10" and not spec.follows_image_size
+    options = resolve_options(spec, image_size=224)  # keeps CIFAR's 32 x 32
+    model = spec.build(options)
+    nn = torch.nn
+    expected = [
+        nn.Conv2d(3, 32, 5, padding=2),
+        nn.MaxPool2d(3, 2),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2),
+        nn.Conv2d(32, 64, 5, padding=2),
+        nn.ReLU(),
+        nn.AvgPool2d(3, 2),
+        nn.Flatten(1),
+        nn.Linear(64 * 3 * 3, 10),
+    ]
+    assert [repr(layer) for layer in model] == [repr(layer) for layer in expected]
+    images = torch.randn(2, 3, 32, 32)
+    assert model[:-1](images).shape == (2, 576)  # 32 -> 15 -> 7 -> 3 pixels, 64 channels
+    assert model(images).shape == (2, 10)
+    # Convolutions 5 x 5 with biases, then the linear layer: 85,098.
+    by_hand = (3 * 32 * 25 + 32) + (32 * 32 * 25 + 32) + (32 * 64 * 25 + 64) + (576 * 10 + 10)
+    assert _parameters(model) == by_hand == 85_098
+    # Other sizes get a linear layer to fit, down to 15 pixels (1 x 1 after the last pooling).
+    smallest = spec.build(resolve_options(spec, {"image_size": spec.min_image_size}))
+    assert smallest[-1].in_features == 64 and smallest(torch.randn(2, 3, 15, 15)).shape == (2, 10)
+    with pytest.raises(RuntimeError):
+        smallest[:-2](torch.randn(1, 3, 14, 14))
+
+
+def test_alexnet_s_is_shi_et_al_one_gpu_alexnet():
+    """dlbench synthetic/experiments/torch/cnn/alexnet/alexnet.lua (the "one weird trick" net)."""
+    spec = models()["alexnet-s"]
+    assert spec.dataset is None and spec.follows_image_size
+    options = resolve_options(spec)
+    assert (options["image_size"], options["classes"]) == (224, 1000)
+    model = spec.build(options)
+    nn = torch.nn
+    features = [
+        nn.Conv2d(3, 96, 11, stride=4, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2),
+        nn.Conv2d(96, 256, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2),
+        nn.Conv2d(256, 384, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(384, 384, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(384, 256, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2),
+    ]
+    classifier = [
+        nn.Flatten(1),
+        nn.Linear(256 * 6 * 6, 4096),
+        nn.ReLU(),
+        nn.Linear(4096, 4096),
+        nn.ReLU(),
+        nn.Linear(4096, 1000),
+    ]
+    expected = [*features, nn.AdaptiveAvgPool2d((6, 6)), *classifier]
+    assert [repr(layer) for layer in model] == [repr(layer) for layer in expected]
+    with torch.no_grad():
+        mapped = model[: len(features)](torch.randn(1, 3, 224, 224))
+        assert mapped.shape == (1, 256, 6, 6)  # 224 -> 55 -> 27 -> 13 -> 6
+        assert torch.equal(model[len(features)](mapped), mapped), "the identity at 224"
+    # Weights plus biases: convolutions 3*96*11*11 + 96*256*5*5 + 256*384*3*3 + 384*384*3*3
+    # + 384*256*3*3 = 3,745,824 weights and 96 + 256 + 384 + 384 + 256 = 1,376 biases
+    # (3,747,200); linear 9216*4096 + 4096*4096 + 4096*1000 = 58,621,952 weights and
+    # 4096 + 4096 + 1000 = 9,192 biases (58,631,144). Total 62,378,344.
+    assert _parameters(model) == 62_378_344
+    # 63 pixels is the smallest image: 63 -> 14 -> 6 -> 2 -> 1 (62 would leave 0).
+    with torch.no_grad():
+        assert model[: len(features)](torch.randn(1, 3, 63, 63)).shape == (1, 256, 1, 1)
+        with pytest.raises(RuntimeError):
+            model[: len(features)](torch.randn(1, 3, 62, 62))
+    assert spec.min_image_size == 63
+
+
+@pytest.mark.parametrize(
+    ("name", "widths", "dataset", "parameters"),
+    [
+        # 784*2048+2048 + 2048*4096+4096 + 4096*1024+1024 + 1024*10+10
+        ("fcn-r", [784, 2048, 4096, 1024, 10], "mnist", 14_205_962),
+        # 26752*2048+2048 + 2*(2048*2048+2048) + 2048*26752+26752
+        ("fcn-s", [26752, 2048, 2048, 2048, 26752], None, 117_997_696),
+    ],
+)
+def test_fcn_s_and_fcn_r_are_shi_et_al_networks(name, widths, dataset, parameters):
+    """dlbench synthetic/experiments/torch/fc/ffn26752bm.lua and tools/torch/Models/ffn5.lua."""
+    spec = models()[name]
+    assert spec.dataset == dataset and spec.module == "fcn"
+    with torch.device("meta"):  # shapes only: FCN-S would take 0.5 GB of weights
+        model = spec.build(resolve_options(spec))
+    linears = [layer for layer in model if isinstance(layer, torch.nn.Linear)]
+    assert [(layer.in_features, layer.out_features) for layer in linears] == list(
+        itertools.pairwise(widths)
+    )
+    by_hand = sum(a * b + b for a, b in itertools.pairwise(widths))  # weights and biases
+    assert _parameters(model) == by_hand == parameters
+    kinds = [type(layer).__name__ for layer in model]
+    assert kinds == ["Linear", "Sigmoid"] * (len(widths) - 2) + ["Linear"]
+
+
+def test_fcn_activation_is_relu_unless_asked():
+    spec = models()["fcn"]
+    model = spec.build(resolve_options(spec, spec.tiny_options))
+    assert {type(layer).__name__ for layer in model} == {"Linear", "ReLU"}
+    sigmoid = spec.build(resolve_options(spec, {**spec.tiny_options, "activation": "sigmoid"}))
+    assert {type(layer).__name__ for layer in sigmoid} == {"Linear", "Sigmoid"}
+    with pytest.raises(ValueError, match="fcn option activation: 'tanh' is not one of relu, sig"):
+        spec.build(resolve_options(spec, {"activation": "tanh"}))
+
+
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
         ("resnet56", {"depth": 52}, "depth must be 6n + 2"),
         ("alexnet", {"image_size": 32}, "alexnet needs image_size >= 63; got 32"),
+        ("alexnet-s", {"image_size": 62}, "alexnet-s needs image_size >= 63; got 62"),
+        ("alexnet-r", {"image_size": 14}, "alexnet-r needs image_size >= 15; got 14"),
         ("dcgan", {"image_size": 24}, "image_size must be a power of two >= 16; got 24"),
         ("autoencoder", {"image_size": 30}, "image_size must be a multiple of 4; got 30"),
         ("resnet18", {"depth": 20}, "depth must be one of 18, 34, 50, 101, 152; got 20"),

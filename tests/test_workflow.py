@@ -135,7 +135,8 @@ def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, m
         ),
         (
             "train:\n  batch_sizes:\n    vgg99: [8]\n",
-            "config key train.batch_sizes: unknown model 'vgg99'; allowed: alexnet, autoencoder",
+            "config key train.batch_sizes: unknown model 'vgg99'; "
+            "allowed: alexnet, alexnet-r, alexnet-s, autoencoder",
         ),
         ("kernels:\n  devices: [gpu0]\n", "'gpu0' does not match"),
         ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),

@@ -46,6 +46,14 @@ def cifar10(root: Path, image_size: int, value_range: tuple[float, float] = (-1.
     return torchvision.datasets.CIFAR10(root, train=True, transform=v2.Compose(steps))
 
 
+def cifar10_classes(root: Path, options: dict, seed: int):
+    """CIFAR-10 for a classifier of `options["classes"]` classes at its image size: the
+    `real_data` of the CIFAR networks (the seed is unused: no per-sample randomness)."""
+    if options["classes"] != 10:
+        raise DataMismatch(f"CIFAR-10 has 10 classes; classes is {options['classes']}")
+    return cifar10(root, options["image_size"])
+
+
 def mnist(root: Path, flatten: bool = False):
     """MNIST digits as (1, 28, 28) floats in [0, 1] (or 784-vectors), with labels."""
     import torchvision

@@ -207,10 +207,13 @@ def _batch_norm_values_per_sample(name: str, options_json: str) -> int | None:
     from torch.nn.modules.batchnorm import _BatchNorm
 
     spec, options = models()[name], json.loads(options_json)
+    # First on the meta device (no weights): a large model without BatchNorm (FCN-S's
+    # 118 M parameters) is answered at once, without drawing from the global generator.
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        if not any(isinstance(module, _BatchNorm) for module in spec.build(options).modules()):
+            return None
     model = spec.build(options)
     norms = [module for module in model.modules() if isinstance(module, _BatchNorm)]
-    if not norms:
-        return None
     seen: list[int] = []
 
     def record(_, args) -> None:
@@ -286,6 +289,28 @@ def _torchvision_resnet(depth: int, lr: float) -> ModelSpec:
     )
 
 
+def _fully_connected(
+    name: str,
+    description: str,
+    default_batch: int,
+    options: dict[str, Any],
+    activation: str = "relu",
+    dataset: str | None = None,
+) -> ModelSpec:
+    """A network of accelbench.train.models.fcn: its sizes and activation are options."""
+    return ModelSpec(
+        name=name,
+        family="fcn",
+        description=description,
+        default_batch=default_batch,
+        options={**options, "activation": activation},
+        tiny_options={"input_dim": 32, "hidden": [16, 16], "classes": 4},
+        splittable=True,
+        dataset=dataset,
+        module="fcn",
+    )
+
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
@@ -299,6 +324,36 @@ MODELS: dict[str, ModelSpec] = {
             follows_image_size=True,
             min_image_size=63,  # its three stride-2 poolings
             splittable=True,
+        ),
+        ModelSpec(
+            name="alexnet-r",
+            family="cnn",
+            description=(
+                "AlexNet-R of Shi et al. (2016): cuda-convnet's CIFAR-10 network "
+                "(layers-18pct) without LRN, 32 x 32"
+            ),
+            default_batch=1024,
+            options={"lr": 0.01, "image_size": 32, "classes": 10},
+            tiny_options={"image_size": 16, "classes": 4},
+            min_image_size=15,  # its three stride-2 poolings
+            splittable=True,
+            dataset="cifar10",
+            module="alexnet_cifar",
+        ),
+        ModelSpec(
+            name="alexnet-s",
+            family="cnn",
+            description=(
+                "AlexNet-S of Shi et al. (2016): the one-GPU AlexNet "
+                "(96-256-384-384-256 convolutions), 224 x 224, 1000 classes"
+            ),
+            default_batch=16,
+            options={"lr": 0.01, "image_size": 224, "classes": 1000},
+            tiny_options={"image_size": 64, "classes": 4},
+            follows_image_size=True,
+            min_image_size=63,  # its stride-4 convolution and three stride-2 poolings
+            splittable=True,
+            module="alexnet_owt",
         ),
         ModelSpec(
             name="autoencoder",
@@ -320,20 +375,27 @@ MODELS: dict[str, ModelSpec] = {
             tiny_options={"image_size": 16, "latent": 4, "width": 4},
             dataset="cifar10",
         ),
-        ModelSpec(
-            name="fcn",
-            family="fcn",
-            description="fully connected network, ReLU, MNIST-sized by default",
-            default_batch=64,
-            options={
-                "lr": 0.01,
-                "input_dim": MNIST_FEATURES,
-                "hidden": [1024, 1024, 1024],
-                "classes": 10,
-            },
-            tiny_options={"input_dim": 32, "hidden": [16, 16], "classes": 4},
-            splittable=True,
+        _fully_connected(
+            "fcn",
+            "fully connected network, ReLU, MNIST-sized by default",
+            64,
+            {"lr": 0.01, "input_dim": MNIST_FEATURES, "hidden": [1024, 1024, 1024], "classes": 10},
             dataset="mnist",
+        ),
+        _fully_connected(
+            "fcn-r",
+            "FCN-R of Shi et al. (2016): MNIST 784 -> 2048 -> 4096 -> 1024 -> 10, sigmoid",
+            1024,
+            {"lr": 0.05, "input_dim": MNIST_FEATURES, "hidden": [2048, 4096, 1024], "classes": 10},
+            activation="sigmoid",
+            dataset="mnist",
+        ),
+        _fully_connected(
+            "fcn-s",
+            "FCN-S of Shi et al. (2016): 26752 -> 3 x 2048 -> 26752, sigmoid",
+            64,
+            {"lr": 0.01, "input_dim": 26752, "hidden": [2048, 2048, 2048], "classes": 26752},
+            activation="sigmoid",
         ),
         ModelSpec(
             name="gcn",

@@ -70,12 +70,7 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return model
 
 
-def real_data(root, options: dict[str, Any], seed: int):
-    if options["classes"] != 10:
-        raise data.DataMismatch(f"CIFAR-10 has 10 classes; classes is {options['classes']}")
-    return data.cifar10(root, options["image_size"])
-
-
+real_data = data.cifar10_classes
 make_batch = image_batch
 loss = nn.CrossEntropyLoss
 layers = sequential_layers
