@@ -70,3 +70,4 @@ rule all:
         rules.provenance.output,
         rules.roofline.output if fills("roofline") else [],
         rules.kernel_crossover.output if fills("kernel_crossover") else [],
+        rules.shi2016_comparison.output if fills("shi2016_comparison") else [],

@@ -17,7 +17,7 @@ def filled(*configfiles: str) -> set[str]:
 
 
 def test_every_table_and_figure_says_what_it_needs():
-    made_by_rules = {"roofline", "kernel_crossover", "offload_break_even"}
+    made_by_rules = {"roofline", "kernel_crossover", "offload_break_even", "shi2016_comparison"}
     assert set(tables.TABLES) | set(figures.FIGURES) | made_by_rules == set(fillable.NEEDS)
 
 
@@ -54,6 +54,7 @@ def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
 def test_the_cluster_grid_asks_for_the_gpu_outputs_too():
     found = filled("cluster.yaml")
     assert {"train_gpu_scaling", "kernel_crossover", "offload_break_even"} <= found
+    assert "shi2016_comparison" in found  # its FCN-S and ResNet-50 at batch 16
     assert "train_node_scaling" not in found  # no NxK devices in it
 
 

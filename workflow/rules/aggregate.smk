@@ -10,6 +10,7 @@ localrules:
     tables,
     figures,
     provenance,
+    shi2016_comparison,
 
 
 rule tidy:
@@ -104,6 +105,36 @@ rule figures:
         width=config["report"]["figure_width"],
     script:
         "../../scripts/figures.py"
+
+
+rule shi2016_comparison:
+    """Shi et al. (2016) networks: measured time per mini-batch beside the paper's."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        table=multiext("results/tables/shi2016_comparison", ".md", ".tex"),
+        table_csv=report(
+            "results/tables/shi2016_comparison.csv",
+            caption="../report/shi2016_comparison_table.rst",
+            category="Training",
+            subcategory="Tables",
+            labels={"item": titles.TITLES["shi2016_comparison"]},
+        ),
+        figure_pdf="results/figures/shi2016_comparison.pdf",
+        figure_png=report(
+            "results/figures/shi2016_comparison.png",
+            caption="../report/shi2016_comparison.rst",
+            category="Training",
+            labels={"item": titles.TITLES["shi2016_comparison"]},
+        ),
+    log:
+        "results/logs/shi2016_comparison.log",
+    conda:
+        CONDA_ENV
+    params:
+        width=config["report"]["figure_width"],
+    script:
+        "../../scripts/shi2016_comparison.py"
 
 
 rule provenance:

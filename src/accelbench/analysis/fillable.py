@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from accelbench.analysis import shi2016_paper
 from accelbench.devices import Device, parse_device
 from accelbench.grid import Grid
 
@@ -28,6 +29,8 @@ class Planned:
     # kernel or workload -> device kinds it runs on
     work_kinds: dict[tuple[str, str], frozenset[str]]
     roofs: bool
+    # (model, batch, precision, strategy) of every training experiment
+    train_configurations: frozenset[tuple[str, int, str, str]]
 
     @classmethod
     def of(cls, grid: Grid) -> Planned:
@@ -46,6 +49,9 @@ class Planned:
             datasci_devices=frozenset(exp.device for exp in datasci),
             work_kinds={work: frozenset(found) for work, found in kinds.items()},
             roofs=any(exp.family == "roof" for exp in grid.experiments),
+            train_configurations=frozenset(
+                (exp.model, exp.batch, exp.precision, exp.strategy) for exp in train
+            ),
         )
 
     def scales(self, kind: str, nodes: Callable[[Device], bool]) -> bool:
@@ -84,6 +90,7 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
     "train_node_scaling": lambda plan, baseline: any(
         parse_device(name).nodes > 1 for name in plan.train_devices
     ),
+    "shi2016_comparison": lambda plan, baseline: shi2016_paper.planned(plan.train_configurations),
     "kernel_time": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_throughput": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),

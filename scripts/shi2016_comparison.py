@@ -1,0 +1,19 @@
+"""Rule entry point: tidy table -> Shi et al. (2016) comparison table and figure."""
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from accelbench.analysis import shi2016, style
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+frame = pd.read_parquet(snakemake.input[0])
+numbers, not_compared = shi2016.comparison(frame)
+shi2016.write_table(numbers, not_compared, Path(snakemake.output.table[0]).with_suffix(""))
+figure = shi2016.figure(numbers, style.figure_width(snakemake.params.width))
+style.save(figure, Path(snakemake.output.figure_pdf).with_suffix(""))
+logging.getLogger("shi2016").info(
+    "%d records compared, %d not compared", len(numbers), len(not_compared)
+)
