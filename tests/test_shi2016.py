@@ -132,3 +132,27 @@ def test_no_record_of_the_paper_gives_a_note_not_empty_axes(tmp_path):
     assert len(fig.axes) == 1 and fig.get_figheight() < 1.0
     md, _, _ = shi2016.write_table(numbers, not_compared, tmp_path / "shi")
     assert "No record of a Shi et al. (2016) network" in md.read_text()
+
+
+def test_a_network_whose_records_all_failed_is_listed_with_why(tmp_path):
+    record = paper_record("resnet50", "cuda1", status="unavailable", reason=NO_GPU, **RESNET50)
+    frame, _ = tidy.collect(write_records(tmp_path, [record]))
+    numbers, _ = shi2016.comparison(frame)
+    assert numbers[["network", "device", "status"]].values.tolist() == [
+        ["ResNet-50", "cuda1", "unavailable"]
+    ]
+    assert shi2016.figure(numbers).get_figheight() < 1.0  # nothing measured: a note
+
+
+def test_a_busy_measurement_is_marked_in_the_table_and_hollow_in_the_figure(tmp_path):
+    exp_id, record = paper_record("resnet50", "cpu1", scaled(10.0, 1.0), **RESNET50)
+    record["conditions"] = {"busy": True, "other_cpus": 1.5, "steal_cpus": 0.0}
+    frame, problems = tidy.collect(write_records(tmp_path, [(exp_id, record)]))
+    assert problems == []
+    numbers, not_compared = shi2016.comparison(frame)
+    assert shi2016.display_table(numbers)["Measured (s)"].tolist()[0].endswith("†")
+    fig = shi2016.figure(numbers)
+    hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == 1
+    assert "hollow: busy machine" in [text.get_text() for text in fig.legends[0].get_texts()]
+    assert layout_problems("busy", fig) == []

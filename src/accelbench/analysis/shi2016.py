@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from accelbench.analysis import plain_tables, style
+from accelbench.analysis import figures, plain_tables, style
 from accelbench.analysis.shi2016_paper import (
     CITATION,
     NETWORKS,
@@ -99,22 +99,29 @@ def comparison(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                 not_compared.append(f"{record['id']} is not {network.name}, which has {wanted}")
             else:
                 compared.append(record)
-        one_thread = {
-            record["device"]: record["time_per_batch_median"]
-            for record in compared
-            if record["device"] == "cpu1" and record["status"] == "ok"
-        }.get("cpu1", math.nan)
+        one_thread = next(
+            (_measured(record)[0] for record in compared if record["device"] == "cpu1"), math.nan
+        )
         paper_one_thread = published(network.name, "cpu1")
         for record in compared:
             rows.append(_row(network, record, one_thread, paper_one_thread))
     return pd.DataFrame(rows, columns=list(COLUMNS)), not_compared
 
 
+def _measured(record: pd.Series) -> tuple[float, float, float]:
+    """(median, low, high) seconds per mini-batch of an ok record; NaN for any other (a
+    table of records that all failed has no time columns at all)."""
+    if record["status"] != "ok":
+        return math.nan, math.nan, math.nan
+    fields = ("median", "ci_low", "ci_high")
+    return tuple(record.get(f"time_per_batch_{field}", math.nan) for field in fields)
+
+
 def _row(
     network: Network, record: pd.Series, one_thread: float, paper_one_thread: Published | None
 ) -> dict[str, Any]:
     ok = record["status"] == "ok"
-    median = record["time_per_batch_median"] if ok else math.nan
+    median, low, high = _measured(record)
     cell = published(network.name, record["device"])
     threads = _threads(record["device"])
     return {
@@ -127,8 +134,8 @@ def _row(
         "reason": None if ok else record["reason"],
         "busy": flagged(record.get("busy")),
         "measured_s": median,
-        "measured_low_s": record["time_per_batch_ci_low"] if ok else math.nan,
-        "measured_high_s": record["time_per_batch_ci_high"] if ok else math.nan,
+        "measured_low_s": low,
+        "measured_high_s": high,
         "published_s": cell.seconds if cell else math.nan,
         "published_platform": cell.platform if cell else None,
         "ratio": median / cell.seconds if cell else math.nan,
@@ -313,6 +320,7 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
                 color=here,
                 linestyle="-" if on_cpu else "none",
             )
+        figures.hollow_busy(ax, ok["device"].map(at), ok["measured_s"], ok, here)
         ax.plot(
             known["device"].map(at),
             known["published_s"],
@@ -331,19 +339,19 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
         ax.set_ylabel("Time per mini-batch (s)")
     for ax in axes[len(names) :]:
         ax.set_visible(False)
-    style.legend(
-        fig,
-        [
-            Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)"),
-            Line2D(
-                [],
-                [],
-                color=paper,
-                marker="s",
-                fillstyle="none",
-                linestyle="--",
-                label="Shi et al. (2016), Torch",
-            ),
-        ],
-    )
+    handles = [
+        Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)"),
+        Line2D(
+            [],
+            [],
+            color=paper,
+            marker="s",
+            fillstyle="none",
+            linestyle="--",
+            label="Shi et al. (2016), Torch",
+        ),
+    ]
+    if numbers["busy"].any():
+        handles.append(figures.busy_handle())
+    style.legend(fig, handles)
     return fig
