@@ -76,7 +76,13 @@ def test_train_runs_the_experiment_a_path_names(workflow_dir, monkeypatch, capsy
     assert cli.main(["train", target, "--configfile", str(extra)]) == 0
     assert f"{target}: ok" in capsys.readouterr().out
     record = load_record(workflow_dir / target)
-    assert record["params"]["options"] == {"lr": 0.01, "input_dim": 16, "hidden": [8], "classes": 3}
+    assert record["params"]["options"] == {
+        "lr": 0.01,
+        "input_dim": 16,
+        "hidden": [8],
+        "classes": 3,
+        "activation": "relu",
+    }
     # The default config's three independent runs of three measured steps each.
     assert record["metrics"]["time_per_batch"]["runs"] == 3
     assert record["metrics"]["time_per_batch"]["n"] == 9
