@@ -31,10 +31,6 @@ def paper_record(model, device, samples=None, status="ok", reason=None, batch=16
 
 @pytest.fixture
 def frame(tmp_path):
-    return make_frame(tmp_path)
-
-
-def make_frame(tmp_path):
     """ResNet-50 on 1, 2 and 4 threads and a GPU that was not there; one ResNet-50 at the
     default image size (not the paper's network); the LSTM stand-in on one thread."""
     lstm = shi2016_paper.NETWORKS[-1]

@@ -67,8 +67,6 @@ def published(network: str, device: str) -> Published | None:
 def _records(frame: pd.DataFrame, network: Network) -> pd.DataFrame:
     """Training records of the network's model at the paper's batch, fp32 and single, in
     natural device order."""
-    if frame.empty:
-        return frame
     chosen = frame[
         (frame["experiment"] == "train")
         & (frame["model"] == network.model)

@@ -11,7 +11,7 @@ grid's planning asks which networks it holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,8 @@ CITATION = (
     "Software Tools, arXiv:1608.07249 (2016), Table 7, Torch"
 )
 PRECISION, STRATEGY = "fp32", "single"
+# How every faithful network's training step differs from the paper's scripts.
+MOMENTUM = "SGD with momentum 0.9 where the paper's script steps plain SGD"
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ NETWORKS = (
         64,
         {"input_dim": 26752, "hidden": [2048, 2048, 2048], "classes": 26752},
         True,
-        "SGD with momentum 0.9 where the paper's script steps plain SGD",
+        MOMENTUM,
     ),
     Network(
         "AlexNet-S",
@@ -50,7 +52,7 @@ NETWORKS = (
         16,
         {"image_size": 224, "classes": 1000},
         True,
-        "SGD with momentum 0.9 where the paper's script steps plain SGD",
+        MOMENTUM,
     ),
     Network(
         "ResNet-50",
@@ -66,7 +68,7 @@ NETWORKS = (
         1024,
         {"input_dim": 784, "hidden": [2048, 4096, 1024], "classes": 10},
         True,
-        "SGD with momentum 0.9 where the paper's script steps plain SGD",
+        MOMENTUM,
     ),
     Network(
         "AlexNet-R",
@@ -74,7 +76,7 @@ NETWORKS = (
         1024,
         {"image_size": 32, "classes": 10},
         True,
-        "SGD with momentum 0.9 where the paper's script steps plain SGD",
+        MOMENTUM,
     ),
     Network(
         "ResNet-56",
@@ -119,7 +121,7 @@ def differing_options(network: Network, options: Mapping[str, Any]) -> dict[str,
     return {key: value for key, value in network.options.items() if options.get(key) != value}
 
 
-def planned(configurations: set[tuple[str, int, str, str]]) -> bool:
+def planned(configurations: Set[tuple[str, int, str, str]]) -> bool:
     """Whether some (model, batch, precision, strategy) planned is one of the networks."""
     return any(
         (network.model, network.batch, PRECISION, STRATEGY) in configurations
