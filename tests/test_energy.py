@@ -110,6 +110,18 @@ def test_nvml_energy_is_the_counter_difference_summed_over_the_jobs_gpus(clock):
     assert nvml.started == 0
 
 
+def test_the_energy_section_names_each_counter_it_read(clock):
+    """NVML's counters by their GPU's UUID, so a record says which board was measured."""
+    nvml = FakeNvml([[], [0, 1_000, 2_000, 3_000, 4_000]])
+    meter = energy.nvml_meter([0], nvml, visible="1,0")
+    idle = energy.baseline(meter, 1.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(1.0), 1)
+    found = energy.section(meter, [window], idle, unit="call")
+    assert found["status"] == "ok" and found["counters"] == ["GPU-1"]
+    assert energy.validate_section(found) is None
+    assert "counters" in energy.validate_section({**found, "counters": "GPU-1"})
+
+
 def test_nvml_follows_cuda_visible_devices_by_index_and_by_uuid():
     nvml = FakeNvml([[0], [0], [0], [0]])
     assert energy.nvml_meter([0], nvml, visible="2,3").method.endswith("(GPU-2)")

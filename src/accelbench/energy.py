@@ -420,6 +420,8 @@ def section(
         "status": "too_short" if short else "ok",
         "reason": reason,
         "method": meter.method,
+        # Each counter by name: NVML's by its GPU's UUID, RAPL's by its zone.
+        "counters": [counter.name for counter in meter.counters],
         "unit": unit,
         "samples_per_unit": samples_per_unit,
         "counter_period_s": meter.period_s,
@@ -482,6 +484,9 @@ def validate_section(energy: Any) -> str | None:
         return None
     if not isinstance(energy.get("method"), str) or energy.get("unit") not in ("call", "step"):
         return "needs a text 'method' and a 'unit' (call or step)"
+    counters = energy.get("counters", [])
+    if not isinstance(counters, list) or not all(isinstance(name, str) for name in counters):
+        return "'counters' must be a list of counter names"
     numbers = ("baseline_w", "baseline_s", "counter_period_s")
     if not all(_is_number(energy.get(key)) for key in numbers):
         return f"needs numbers {list(numbers)}"

@@ -105,17 +105,25 @@ def git_state(directory: str = ".") -> dict[str, Any]:
 
 
 def gpu_info() -> dict[str, Any]:
-    """GPU models, driver and CUDA versions as PyTorch sees them; empty lists without a GPU."""
+    """GPU models, driver and CUDA versions as PyTorch sees them; empty lists without a GPU.
+
+    `uuids` are the CUDA devices' UUIDs in CUDA's order, as torch writes them (NVML and
+    nvidia-smi put "GPU-" or "MIG-" before the same text): which board NVML measured
+    the energy of can be checked against the one the experiment ran on.
+    """
     import torch
 
     info: dict[str, Any] = {
         "cuda_runtime": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpus": [],
+        "uuids": [],
         "driver": None,
     }
     if torch.cuda.is_available():
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        devices = range(torch.cuda.device_count())
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in devices]
+        info["uuids"] = [str(torch.cuda.get_device_properties(i).uuid) for i in devices]
         try:
             done = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
