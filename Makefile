@@ -55,6 +55,24 @@ lint: venv
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/snakemake --lint
 
+# The acceptance check of the GPU half, on a GPU node or in a GPU job (README, "GPU
+# acceptance"): the doctor, the GPU tests, the GPU grid through the workflow (every
+# experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
+# The data science workloads join where RAPIDS is installed; find_spec imports nothing.
+GPU_CHECK_LOGS := results/gpu-check
+RAPIDS_INSTALLED = $(shell $(BIN)/python -c 'import importlib.util as u; \
+	print(all(u.find_spec(m) for m in ("cudf", "cuml", "cugraph")))' 2>/dev/null)
+GPU_CONFIGS = config/gpu.yaml $(if $(filter True,$(RAPIDS_INSTALLED)),config/gpu-rapids.yaml)
+gpu-check: venv
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "gpu-check needs an NVIDIA GPU; nvidia-smi lists none here" >&2; exit 1; }
+	mkdir -p $(GPU_CHECK_LOGS)
+	set -o pipefail; $(BIN)/accelbench doctor | tee $(GPU_CHECK_LOGS)/doctor.txt
+	set -o pipefail; PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m gpu \
+		| tee $(GPU_CHECK_LOGS)/pytest-gpu.txt
+	$(BIN)/snakemake --cores all --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA) \
+		--forcerun kernel_benchmark roof_benchmark train_benchmark datasci_benchmark
+	$(BIN)/accelbench gpu-check $(addprefix --configfile ,$(GPU_CONFIGS))
+
 slurm-up:
 	tools/slurm-local/start.sh
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench import config as workflow_config
-from accelbench import doctor, grid, run_status
-from accelbench.analysis import advisor, compare, plain_tables, queue_wait, sacct
+from accelbench import doctor, gpu_check, grid, run_status
+from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
 
 
 def command_grid(args: argparse.Namespace) -> int:
@@ -124,6 +124,19 @@ def command_doctor(args: argparse.Namespace) -> int:
     diagnosis = doctor.diagnose()
     print(doctor.render(diagnosis))
     return diagnosis.exit_code
+
+
+def command_gpu_check(args: argparse.Namespace) -> int:
+    """Judge the GPU grid's records (config/gpu.yaml) and keep them in reference/<gpu>/;
+    exit 1 if a condition fails."""
+    config = workflow_config.load(args.configfile)
+    verdict, kept = gpu_check.run(config, workflow_config.workflow_root())
+    print(acceptance.render(verdict), end="")
+    if kept is None:
+        print("accelbench: no GPU ran: no reference written", file=sys.stderr)
+    else:
+        print(f"reference: {kept}", file=sys.stderr)
+    return 0 if verdict.passed else 1
 
 
 def command_benchmark(args: argparse.Namespace) -> int:
@@ -248,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(handler=command_benchmark)
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
+    checking = commands.add_parser("gpu-check", help=command_gpu_check.__doc__)
+    _add_configfile(checking)
+    checking.set_defaults(handler=command_gpu_check)
     run_status.add_command(commands)
     return parser
 
