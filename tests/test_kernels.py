@@ -304,6 +304,35 @@ def test_cupy_code_path_with_numpy_standing_in(kernel, size):
         )
 
 
+def test_numpy_standing_in_for_cupy_refuses_the_copies_cupy_refuses():
+    """ndarray.set and ndarray.get(out=...) neither broadcast nor cast (cupy/_core/core.pyx)."""
+    device = np.zeros(3, dtype=np.float32)
+    for host, error, message in [
+        (np.array(2.0, np.float32), ValueError, "Shape mismatch"),  # a 0-d scalar into (3,)
+        (np.zeros(1, np.float32), ValueError, "Shape mismatch"),
+        (np.zeros(3, np.float64), TypeError, "float64 array cannot be set to float32"),
+        ([1.0, 2.0, 3.0], TypeError, "Only numpy.ndarray"),
+    ]:
+        with pytest.raises(error, match=message):
+            NUMPY_AS_DEVICE.upload(device, host)
+    with pytest.raises(RuntimeError, match="non-contiguous"):
+        NUMPY_AS_DEVICE.upload(np.zeros(6, np.float32)[::2], np.ones(3, np.float32))
+    # A strided host array is accepted: CuPy makes it contiguous before the copy.
+    NUMPY_AS_DEVICE.upload(device, np.arange(6, dtype=np.float32)[::2])
+    np.testing.assert_array_equal(device, [0.0, 2.0, 4.0])
+
+    for out, error, message in [
+        (np.empty((), np.float32), ValueError, "Shape mismatch"),
+        (np.empty(3, np.float64), TypeError, "float64 array cannot be obtained from float32"),
+        (np.empty(6, np.float32)[::2], RuntimeError, "non-contiguous"),
+    ]:
+        with pytest.raises(error, match=message):
+            NUMPY_AS_DEVICE.download(out, device)
+    out = np.empty(3, np.float32)
+    assert NUMPY_AS_DEVICE.download(out, device) is out
+    np.testing.assert_array_equal(out, device)
+
+
 @pytest.mark.parametrize(
     "kernel", sorted(k for k in ARRAY_MODULE_PATHS if not k.startswith("transfer"))
 )

@@ -162,9 +162,42 @@ class ArrayModule:
     pinned_empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
 
 
+def cupy_set(device: np.ndarray, host: Any) -> None:
+    """`device.set(host)` by CuPy's rules (cupy/_core/core.pyx, `ndarray.set`): a NumPy
+    array of the device array's dtype and shape exactly, into a contiguous device array.
+    np.copyto would broadcast and cast where CuPy raises; these raise what CuPy raises."""
+    if not isinstance(host, np.ndarray):
+        raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
+    if device.dtype != host.dtype:
+        raise TypeError(f"{host.dtype} array cannot be set to {device.dtype} array")
+    if device.shape != host.shape:
+        raise ValueError(f"Shape mismatch. Old shape: {device.shape}, new shape: {host.shape}")
+    if not (device.flags.c_contiguous or device.flags.f_contiguous):
+        raise RuntimeError("Cannot set to non-contiguous array")
+    np.copyto(device, host)
+
+
+def cupy_get(host: Any, device: np.ndarray) -> np.ndarray:
+    """`device.get(out=host)` by CuPy's rules (`ndarray.get`): `out` a NumPy array of the
+    device array's dtype and shape exactly, C- or Fortran-contiguous; returns `out`."""
+    if not isinstance(host, np.ndarray):
+        raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
+    if device.dtype != host.dtype:
+        raise TypeError(f"{host.dtype} array cannot be obtained from {device.dtype} array")
+    if device.shape != host.shape:
+        raise ValueError(
+            f"Shape mismatch. Expected shape: {device.shape}, actual shape: {host.shape}"
+        )
+    if not (host.flags.c_contiguous or host.flags.f_contiguous):
+        raise RuntimeError("`out` cannot be specified when copying to non-contiguous ndarray")
+    np.copyto(host, device)
+    return host
+
+
 NUMPY = ArrayModule(np, np.array, np.array)
-# NumPy playing a device module, so the transfer path of GPU array code runs in tests.
-NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, np.copyto, np.copyto)
+# NumPy playing CuPy, so the transfer path of GPU array code runs in tests: its copies
+# in and out refuse what CuPy's refuse.
+NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, cupy_set, cupy_get)
 
 
 def cupy_module() -> ArrayModule:
@@ -247,8 +280,11 @@ def array_prepared(
     out_shape: tuple[int, ...],
     out_dtype: np.dtype,
 ) -> Prepared:
-    """Prepared for array code: inputs on the device, `run_into(*inputs, out)` fills `out`."""
-    inputs = tuple(am.to_device(np.ascontiguousarray(x)) for x in host_inputs)
+    """Prepared for array code: inputs on the device, `run_into(*inputs, out)` fills `out`.
+
+    Each device input has its host input's shape (a 0-d scalar stays 0-d), since a
+    later `upload` copies the host array in, and CuPy's copy refuses any other shape."""
+    inputs = tuple(am.to_device(np.asarray(x, order="C")) for x in host_inputs)
     out = am.xp.empty(out_shape, dtype=out_dtype)
     upload = download = None
     if am.upload is not None:
