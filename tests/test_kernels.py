@@ -526,23 +526,7 @@ SIMULATOR_SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def simulator_report():
-    # This checkout's package first, whatever is installed in the environment.
-    pythonpath = os.pathsep.join(
-        filter(None, [str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH")])
-    )
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": pythonpath}
-    done = subprocess.run(
-        [sys.executable, "-c", SIMULATOR_SCRIPT],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, f"simulator run failed:\n{done.stdout}\n{done.stderr}"
-    lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
-    assert lines, f"no report from the simulator run:\n{done.stdout}\n{done.stderr}"
-    return json.loads(lines[-1].removeprefix("REPORT "))
+    return run_under_simulator(SIMULATOR_SCRIPT)
 
 
 def test_numba_cuda_available_under_simulator(simulator_report):
@@ -574,6 +558,123 @@ def test_numba_cuda_kernel_matches_reference_under_simulator(simulator_report):
     assert {c["kernel"] for c in cases if "downloaded_error" in c} == {
         name for name in kernels() if not name.startswith("transfer")
     }
+
+
+CAPPED_GRID_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import threading
+    import numpy as np
+    import accelbench.kernels
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import BlockThread, FakeCUDAKernel
+    from accelbench.devices import parse_device
+    from accelbench.kernels import kernels
+
+    # One block per grid dimension: a kernel that does not stride leaves output poisoned.
+    accelbench.kernels.MAX_GRID_BLOCKS = 1
+    launches = []
+    configure = FakeCUDAKernel.__getitem__
+
+    def recorded_launch(kernel, configuration):
+        launches.append([int(blocks) for blocks in np.atleast_1d(configuration[0])])
+        return configure(kernel, configuration)
+
+    FakeCUDAKernel.__getitem__ = recorded_launch
+    # Which thread writes which element of a 2-D array: x must run along a row.
+    writes = []
+    store = FakeCUDAArray.__setitem__
+
+    def recorded_store(array, index, value):
+        thread = threading.current_thread()
+        if isinstance(thread, BlockThread) and array._ary.ndim == 2:
+            writes.append(
+                (
+                    list(thread.blockIdx), list(thread.threadIdx),
+                    list(thread._manager._block_dim), list(thread._manager._grid_dim),
+                    [int(i) for i in index],
+                )
+            )
+        return store(array, index, value)
+
+    FakeCUDAArray.__setitem__ = recorded_store
+    device = parse_device("cuda1")
+    # Beyond one block: 1-D kernels over more than 256 threads' worth (odd and a power of
+    # two for the FFTs), 2-D kernels over more than one 16 x 16 tile.
+    sizes = {"fft1d": (300, 1024), "fft2d": (20, 32), "matmul": (20,), "stencil": (20,),
+             "mandelbrot": (20,)}
+    cases = []
+    for kernel, spec in kernels().items():
+        for size in sizes.get(kernel, (300,)):
+            dtype = np.dtype("float32")
+            inputs = spec.make_inputs(np.random.default_rng([size, 7]), size, dtype)
+            reference = spec.reference(*inputs)
+            prepared = spec.implementations["numba-cuda"](inputs, device)
+            prepared.poison()
+            del launches[:], writes[:]
+            prepared.run()
+            result = prepared.fetch()
+            across_rows = sum(
+                (col - (block[0] * threads[0] + thread[0])) % (grid[0] * threads[0]) != 0
+                or (row - (block[1] * threads[1] + thread[1])) % (grid[1] * threads[1]) != 0
+                for block, thread, threads, grid, (row, col) in writes
+            )
+            cases.append({
+                "kernel": kernel, "size": size,
+                "poisoned": int(np.isnan(result.astype(np.complex128)).sum()),
+                "error": spec.error(result, reference),
+                "tolerance": spec.tolerance(size, dtype),
+                "largest_grid": max((max(grid) for grid in launches), default=0),
+                "writes_2d": len(writes),
+                "writes_across_rows": int(across_rows),
+            })
+    print("REPORT " + json.dumps(cases))
+    """
+)
+
+
+def run_under_simulator(script: str) -> str:
+    """`script`'s REPORT line, run in a child process with Numba's CUDA simulator on."""
+    # This checkout's package first, whatever is installed in the environment.
+    pythonpath = os.pathsep.join(
+        filter(None, [str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH")])
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": pythonpath}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"simulator run failed:\n{done.stdout}\n{done.stderr}"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    assert lines, f"no report from the simulator run:\n{done.stdout}\n{done.stderr}"
+    return json.loads(lines[-1].removeprefix("REPORT "))
+
+
+@pytest.fixture(scope="module")
+def capped_grid_cases():
+    return run_under_simulator(CAPPED_GRID_SCRIPT)
+
+
+def test_every_numba_cuda_kernel_covers_its_range_on_a_capped_grid(capped_grid_cases):
+    """With one block per grid dimension, each kernel strides over the rest of its range."""
+    assert {case["kernel"] for case in capped_grid_cases} == set(kernels())
+    for case in capped_grid_cases:
+        label = f"{case['kernel']} n={case['size']}"
+        assert case["largest_grid"] <= 1, f"{label}: a launch ignored the grid cap"
+        assert case["poisoned"] == 0, f"{label}: {case['poisoned']} elements left poisoned"
+        assert case["error"] <= case["tolerance"], label
+
+
+def test_neighbouring_cuda_threads_write_neighbouring_elements_of_a_row(capped_grid_cases):
+    """threadIdx.x maps to the column of a row-major array, so a warp's accesses coalesce."""
+    tiled = {case["kernel"]: case for case in capped_grid_cases if case["size"] == 20}
+    for kernel in ("matmul", "stencil", "mandelbrot"):
+        assert tiled[kernel]["writes_2d"] == 20 * 20, kernel
+        assert tiled[kernel]["writes_across_rows"] == 0, kernel
 
 
 def test_cuda_event_samples_under_simulator(simulator_report):

@@ -383,23 +383,46 @@ def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) 
 
 
 THREADS_PER_BLOCK = 256
+# Blocks per grid dimension. CUDA allows at most 65535 in y and z; x is capped there too,
+# enough blocks to fill any GPU. Every kernel strides over what its grid leaves uncovered,
+# so the cap is read at each launch: tests lower it to see each kernel still cover its range.
+MAX_GRID_BLOCKS = 65535
 
 
-def grid_1d(length: int, max_blocks: int = 65535) -> tuple[int, int]:
-    """(blocks, threads per block) covering `length` items, for grid-stride CUDA loops.
+def blocks_for(length: int, threads: int) -> int:
+    """Blocks of `threads` covering `length` items, at most MAX_GRID_BLOCKS (at least one)."""
+    return max(1, min(MAX_GRID_BLOCKS, (length + threads - 1) // threads))
+
+
+def grid_1d(length: int) -> tuple[int, int]:
+    """(blocks, threads per block) for a grid-stride loop over `length` items.
 
     Short vectors get one short block (fewer idle threads, and far fewer for the
     CUDA simulator to emulate)."""
     threads = max(1, min(THREADS_PER_BLOCK, length))
-    return max(1, min(max_blocks, (length + threads - 1) // threads)), threads
+    return blocks_for(length, threads), threads
 
 
-def numba_cuda_tiled(host_inputs, kernel, threads: tuple[int, int], out_shape, tile: int):
-    """Prepared for a 2-D kernel on tile x tile blocks covering `threads` (x, y) threads."""
-    blocks = tuple((count + tile - 1) // tile for count in threads)
+def grid_rows(length: int, rows: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(blocks, threads) for kernels over `rows` rows of `length` items: x strides along a
+    row, y over the rows."""
+    blocks, threads = grid_1d(length)
+    return (blocks, min(rows, MAX_GRID_BLOCKS)), (threads, 1)
+
+
+def grid_2d(columns: int, rows: int, tile: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(blocks, threads) of tile x tile blocks over a rows x columns array: x runs along a
+    row (the column index), so neighbouring threads touch neighbouring addresses."""
+    return (blocks_for(columns, tile), blocks_for(rows, tile)), (tile, tile)
+
+
+def numba_cuda_tiled(host_inputs, kernel, out_shape: tuple[int, int], tile: int):
+    """Prepared for a 2-D kernel on tile x tile blocks over an output of `out_shape` (rows,
+    columns); the kernel strides over the blocks the capped grid leaves uncovered."""
+    blocks, threads = grid_2d(out_shape[1], out_shape[0], tile)
     return numba_cuda_prepared(
         host_inputs,
-        lambda *arrays: kernel[blocks, (tile, tile)](*arrays),
+        lambda *arrays: kernel[blocks, threads](*arrays),
         out_shape,
         host_inputs[0].dtype,
     )

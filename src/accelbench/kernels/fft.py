@@ -29,7 +29,8 @@ from accelbench.kernels import (
     Prepared,
     array_prepared,
     backend_implementations,
-    grid_1d,
+    grid_2d,
+    grid_rows,
     host_prepared,
     jit_loop,
     numba_cuda_prepared,
@@ -274,51 +275,56 @@ def prepare_numba_of(dims: int):
 
 # --- Numba CUDA ----------------------------------------------------------------------------------
 
+TILE = 16  # the transpose's blocks are TILE x TILE threads
+
 
 @cache
 def cuda_kernels():
-    """Every kernel works on a batch of rows: blockIdx.y is the row."""
+    """Every kernel works on a batch of rows, x along a row and y over the rows, each
+    striding over the elements and rows its grid does not cover."""
 
     @cuda.jit
     def permute(src, dst, permutation):
-        i, row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.blockIdx.y
-        if i < dst.shape[1]:
-            dst[row, permutation[i]] = src[row, i]
+        for row in range(cuda.blockIdx.y, dst.shape[0], cuda.gridDim.y):
+            for i in range(cuda.grid(1), dst.shape[1], cuda.gridsize(1)):
+                dst[row, permutation[i]] = src[row, i]
 
     @cuda.jit
     def stage(a, twiddles, half, stride):
-        b, row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.blockIdx.y
-        if b < a.shape[1] // 2:
-            group = b // half
-            k = b - group * half
-            i = group * 2 * half + k
-            t = twiddles[k * stride] * a[row, i + half]
-            a[row, i + half] = a[row, i] - t
-            a[row, i] = a[row, i] + t
+        for row in range(cuda.blockIdx.y, a.shape[0], cuda.gridDim.y):
+            for b in range(cuda.grid(1), a.shape[1] // 2, cuda.gridsize(1)):
+                group = b // half
+                k = b - group * half
+                i = group * 2 * half + k
+                t = twiddles[k * stride] * a[row, i + half]
+                a[row, i + half] = a[row, i] - t
+                a[row, i] = a[row, i] + t
 
     @cuda.jit
     def chirp_in(x, pre, spare):
-        k, row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.blockIdx.y
-        if k < spare.shape[1]:
-            spare[row, k] = x[row, k] * pre[k] if k < x.shape[1] else 0
+        for row in range(cuda.blockIdx.y, spare.shape[0], cuda.gridDim.y):
+            for k in range(cuda.grid(1), spare.shape[1], cuda.gridsize(1)):
+                spare[row, k] = x[row, k] * pre[k] if k < x.shape[1] else 0
 
     @cuda.jit
     def convolve(work, kernel):
-        k, row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.blockIdx.y
-        if k < work.shape[1]:
-            work[row, k] = (work[row, k] * kernel[k]).conjugate()
+        for row in range(cuda.blockIdx.y, work.shape[0], cuda.gridDim.y):
+            for k in range(cuda.grid(1), work.shape[1], cuda.gridsize(1)):
+                work[row, k] = (work[row, k] * kernel[k]).conjugate()
 
     @cuda.jit
     def chirp_out(spare, post, out):
-        k, row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, cuda.blockIdx.y
-        if k < out.shape[1]:
-            out[row, k] = spare[row, k].conjugate() * post[k]
+        for row in range(cuda.blockIdx.y, out.shape[0], cuda.gridDim.y):
+            for k in range(cuda.grid(1), out.shape[1], cuda.gridsize(1)):
+                out[row, k] = spare[row, k].conjugate() * post[k]
 
     @cuda.jit
     def transpose(src, dst):
-        i, j = cuda.grid(2)
-        if i < src.shape[0] and j < src.shape[1]:
-            dst[j, i] = src[i, j]
+        first_column, first_row = cuda.grid(2)
+        column_stride, row_stride = cuda.gridsize(2)
+        for i in range(first_row, src.shape[0], row_stride):
+            for j in range(first_column, src.shape[1], column_stride):
+                dst[j, i] = src[i, j]
 
     return permute, stage, chirp_in, convolve, chirp_out, transpose
 
@@ -332,16 +338,12 @@ def _cuda_rows_transform(plan: Plan, rows: int, dtype: np.dtype):
     }
     work, spare = (cuda.device_array((rows, plan.m), dtype=dtype) for _ in range(2))
 
-    def grid(length: int):
-        blocks, threads = grid_1d(length)
-        return (blocks, rows), (threads, 1)
-
     def radix2(src, dst):
-        blocks, threads = grid(plan.m)
+        blocks, threads = grid_rows(plan.m, rows)
         permute[blocks, threads](src, dst, tables["permutation"])
         half = 1
         while half < plan.m:
-            blocks, threads = grid(plan.m // 2)
+            blocks, threads = grid_rows(plan.m // 2, rows)
             stage[blocks, threads](dst, tables["twiddles"], half, plan.m // (2 * half))
             half *= 2
 
@@ -349,12 +351,12 @@ def _cuda_rows_transform(plan: Plan, rows: int, dtype: np.dtype):
         if not plan.bluestein:
             radix2(x, out)
             return
-        blocks, threads = grid(plan.m)
+        blocks, threads = grid_rows(plan.m, rows)
         chirp_in[blocks, threads](x, tables["pre"], spare)
         radix2(spare, work)
         convolve[blocks, threads](work, tables["kernel"])
         radix2(work, spare)
-        blocks, threads = grid(plan.n)
+        blocks, threads = grid_rows(plan.n, rows)
         chirp_out[blocks, threads](spare, tables["post"], out)
 
     return transform
@@ -376,14 +378,13 @@ def prepare_numba_cuda_of(dims: int):
             )
         transpose = cuda_kernels()[5]
         middle, turned = (cuda.device_array((n, n), dtype=x.dtype) for _ in range(2))
-        tile = 16
-        blocks = ((n + tile - 1) // tile, (n + tile - 1) // tile)
+        blocks, threads = grid_2d(n, n, TILE)
 
         def launch(x, out):
             transform(x, middle)
-            transpose[blocks, (tile, tile)](middle, turned)
+            transpose[blocks, threads](middle, turned)
             transform(turned, middle)
-            transpose[blocks, (tile, tile)](middle, out)
+            transpose[blocks, threads](middle, out)
 
         return numba_cuda_prepared(inputs, launch, x.shape, x.dtype)
 

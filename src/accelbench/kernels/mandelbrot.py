@@ -209,32 +209,36 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 
 @cache
 def cuda_kernel(dtype_name: str):
-    """One thread per pixel."""
+    """One thread per pixel, x along a row (coalesced), striding over the pixels the grid
+    does not cover."""
     element = getattr(numba, dtype_name)
 
     @cuda.jit
     def escape(real, imag, out):
-        i, j = cuda.grid(2)
-        if i < imag.size and j < real.size:
-            cr, ci = real[j], imag[i]
-            zr = zi = element(0)
-            step = 0
-            while step < MAX_ITER:
-                zr2, zi2 = zr * zr, zi * zi
-                if zr2 + zi2 > element(4.0):
-                    break
-                zi = element(2.0) * zr * zi + ci
-                zr = zr2 - zi2 + cr
-                step += 1
-            out[i, j] = step
+        first_column, first_row = cuda.grid(2)
+        column_stride, row_stride = cuda.gridsize(2)
+        for i in range(first_row, imag.size, row_stride):
+            ci = imag[i]
+            for j in range(first_column, real.size, column_stride):
+                cr = real[j]
+                zr = zi = element(0)
+                step = 0
+                while step < MAX_ITER:
+                    zr2, zi2 = zr * zr, zi * zi
+                    if zr2 + zi2 > element(4.0):
+                        break
+                    zi = element(2.0) * zr * zi + ci
+                    zr = zr2 - zi2 + cr
+                    step += 1
+                out[i, j] = step
 
     return escape
 
 
 def prepare_numba_cuda(inputs, device: Device) -> Prepared:
-    # Thread (i, j) computes out[i, j].
+    # Thread (x, y) computes out[y, x] (and the pixels a grid's width and height on).
     kernel = cuda_kernel(inputs[0].dtype.name)
-    return numba_cuda_tiled(inputs, kernel, _shape(inputs), _shape(inputs), TILE)
+    return numba_cuda_tiled(inputs, kernel, _shape(inputs), TILE)
 
 
 SPEC = KernelSpec(

@@ -114,7 +114,9 @@ TILE = 16
 
 @cache
 def cuda_tiled_kernel(dtype_name: str):
-    """Shared-memory tiled GEMM: each block computes one TILE x TILE tile of C."""
+    """Shared-memory tiled GEMM: each block computes TILE x TILE tiles of C, striding over
+    the tiles the grid does not cover (the loops are the same for every thread of a block,
+    so all of them reach each barrier)."""
     element = getattr(numba, dtype_name)
 
     @cuda.jit
@@ -122,20 +124,22 @@ def cuda_tiled_kernel(dtype_name: str):
         tile_a = cuda.shared.array(shape=(TILE, TILE), dtype=element)
         tile_b = cuda.shared.array(shape=(TILE, TILE), dtype=element)
         tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        col = cuda.blockIdx.x * TILE + tx
-        row = cuda.blockIdx.y * TILE + ty
         n, k = a.shape
         m = b.shape[1]
-        acc = element(0)
-        for start in range(0, k, TILE):
-            tile_a[ty, tx] = a[row, start + tx] if row < n and start + tx < k else 0
-            tile_b[ty, tx] = b[start + ty, col] if start + ty < k and col < m else 0
-            cuda.syncthreads()
-            for p in range(TILE):
-                acc += tile_a[ty, p] * tile_b[p, tx]
-            cuda.syncthreads()
-        if row < n and col < m:
-            out[row, col] = acc
+        for row_tile in range(cuda.blockIdx.y * TILE, n, cuda.gridDim.y * TILE):
+            row = row_tile + ty
+            for col_tile in range(cuda.blockIdx.x * TILE, m, cuda.gridDim.x * TILE):
+                col = col_tile + tx
+                acc = element(0)
+                for start in range(0, k, TILE):
+                    tile_a[ty, tx] = a[row, start + tx] if row < n and start + tx < k else 0
+                    tile_b[ty, tx] = b[start + ty, col] if start + ty < k and col < m else 0
+                    cuda.syncthreads()
+                    for p in range(TILE):
+                        acc += tile_a[ty, p] * tile_b[p, tx]
+                    cuda.syncthreads()
+                if row < n and col < m:
+                    out[row, col] = acc
 
     return matmul_tiled
 
@@ -144,7 +148,7 @@ def prepare_numba_cuda(inputs, device: Device) -> Prepared:
     # Thread (x, y) computes out[y, x]: x runs along a row, over the m columns.
     n, m = _shape(inputs)
     kernel = cuda_tiled_kernel(inputs[0].dtype.name)
-    return numba_cuda_tiled(inputs, kernel, (m, n), (n, m), TILE)
+    return numba_cuda_tiled(inputs, kernel, (n, m), TILE)
 
 
 SPEC = KernelSpec(

@@ -22,6 +22,7 @@ from accelbench.kernels import (
     Prepared,
     accumulation_roundoff,
     array_prepared,
+    blocks_for,
     host_prepared,
     jit_loop,
     module_implementations,
@@ -127,7 +128,7 @@ def prepare_numba_cuda(inputs, device: Device) -> Prepared:
     """Two launches: partial sums per block, then one block sums the partials."""
     (x,) = inputs
     kernel = cuda_partial_sums(x.dtype.name)
-    blocks = max(1, min(MAX_BLOCKS, (x.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
+    blocks = min(MAX_BLOCKS, blocks_for(x.size, THREADS_PER_BLOCK))
     partial = cuda.device_array(blocks, dtype=x.dtype)
 
     def launch(x, out):
