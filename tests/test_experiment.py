@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from datetime import datetime
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench import experiment, results, roofs, timing
+from accelbench import experiment, results, roofs, stream, timing
 from accelbench.backends import BACKENDS
 from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
@@ -587,6 +588,39 @@ def test_cpu_roof_record(dtype, tmp_path):
         for op in ("copy", "scale", "add", "triad", "read")
         for backend in ("torch", "numba-parallel")
     }
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_cpu_roof_measures_its_gemm_and_its_memory_ceiling(dtype, tmp_path):
+    """The STREAM kernels run in 16 bits where a backend computes in them (PyTorch here)."""
+    record = run_record(RoofExperiment("cpu1", dtype), tmp_path, ROOF_SETTINGS)
+    assert record["status"] == "ok", record["reason"]
+    assert {"peak_gflops", "memory_bandwidth"} <= set(record["metrics"])
+    memory = record["check"]["roofs"]["memory_bandwidth"]
+    assert memory["passed"] is True
+    assert set(memory["candidates"]) == {
+        f"stream-{op}/torch/n{(1 << 20) // 2}" for op in ("copy", "scale", "add", "triad", "read")
+    }
+    assert "unmeasured" not in record["check"]
+
+
+def test_a_roof_keeps_the_ceilings_it_measured_and_says_why_the_others_are_missing(
+    monkeypatch, tmp_path
+):
+    for name, spec in stream.SPECS.items():  # no backend computes STREAM in 16 bits
+        monkeypatch.setitem(stream.SPECS, name, dataclasses.replace(spec, half_dtypes={}))
+    settings = {**ROOF_SETTINGS, "runs": 2}
+    record = run_record(RoofExperiment("cpu1", "float16"), tmp_path, settings)
+    assert record["status"] == "ok", record["reason"]
+    assert set(record["metrics"]) == {"peak_gflops", "threads"}
+    assert record["metrics"]["peak_gflops"]["runs"] == 2
+    assert set(record["check"]["roofs"]) == {"peak_gflops"}
+    missing = record["check"]["unmeasured"]
+    assert set(missing) == {"memory_bandwidth"}
+    assert "no backend can measure it" in missing["memory_bandwidth"]
+    assert "torch: no float16 stream-copy" in missing["memory_bandwidth"]
+    assert record["measured_by"]["implementation"].startswith("peak_gflops=")
+    assert "memory_bandwidth" not in record["measured_by"]["implementation"]
 
 
 def test_later_roof_runs_time_only_the_first_runs_winner(monkeypatch, tmp_path):

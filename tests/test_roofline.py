@@ -54,11 +54,14 @@ def kernel_record(kernel, device, backend, size, seconds, flops, nbytes, end_to_
 
 
 def roof_record(device, peak, copy, h2d=None, status="ok"):
+    """A roof record; a ceiling given as None was not measured."""
     exp_id = f"roofs/{device}/float32"
     metrics = {}
     if status == "ok":
-        metrics["peak_gflops"] = rate_from_time(times(1.0), peak, "GFLOP/s")
-        metrics["memory_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
+        if peak is not None:
+            metrics["peak_gflops"] = rate_from_time(times(1.0), peak, "GFLOP/s")
+        if copy is not None:
+            metrics["memory_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
         if h2d is not None:
             metrics["h2d_bandwidth"] = rate_from_time(times(1.0), h2d, "GB/s")
             metrics["d2h_bandwidth"] = rate_from_time(times(1.0), h2d / 2, "GB/s")
@@ -160,6 +163,59 @@ def test_roof_percent_is_nan_without_a_roof(frame):
     assert row(table, "matmul", "cpu2", "numpy", 256)["roof_percent"] == pytest.approx(80.0)
     only_kernels = frame[frame["experiment"] == "kernel"]
     assert roofline.add_roof_percent(only_kernels)["roof_percent"].isna().all()
+
+
+def partial_roofs(tmp_path):
+    """cpu4 measured only its GEMM peak, cpu8 only its memory bandwidth."""
+    records = [
+        roof_record("cpu4", peak=100.0, copy=None),
+        roof_record("cpu8", peak=None, copy=20.0),
+        *(matmul(device, "numpy", 1024, 2 * 1024**3 / 50e9) for device in ("cpu4", "cpu8")),
+        *(saxpy(device, "numpy", 1000, 12e3 / 15e9) for device in ("cpu4", "cpu8")),
+        *(
+            kernel_record("transfer-d2d", device, "numpy", 1000, 8e3 / 18e9, 0.0, 8e3)
+            for device in ("cpu4", "cpu8")
+        ),
+    ]
+    paths = [write_record(tmp_path / f"{exp_id}.json", record) for exp_id, record in records]
+    frame, problems = tidy.collect(paths)
+    assert problems == []
+    return frame
+
+
+def test_a_kernel_needs_both_ceilings_of_its_roofline_and_a_copy_only_its_path(tmp_path):
+    frame = partial_roofs(tmp_path)
+    ceilings = roofline.roofs(frame).set_index("device")
+    assert ceilings.loc["cpu4", "peak_gflops"] == pytest.approx(100.0)
+    assert math.isnan(ceilings.loc["cpu4", "memory_bandwidth"])
+    assert math.isnan(ceilings.loc["cpu8", "peak_gflops"])
+    table = roofline.add_roof_percent(frame)
+    for device in ("cpu4", "cpu8"):
+        for kernel, size in (("matmul", 1024), ("saxpy", 1000)):
+            found = row(table, kernel, device, "numpy", size)
+            assert math.isnan(found["roof_percent"]), (kernel, device)
+            assert pd.isna(found["roof_bound"]), (kernel, device)
+    assert math.isnan(row(table, "transfer-d2d", "cpu4", "numpy", 1000)["roof_percent"])
+    copy = row(table, "transfer-d2d", "cpu8", "numpy", 1000)
+    assert copy["roof_percent"] == pytest.approx(90.0)
+    assert copy["roof_bound"] == "memory_bandwidth"
+
+
+def test_the_roofline_draws_the_ceiling_a_roof_has_and_names_the_one_it_lacks(tmp_path):
+    fig = roofline.roofline_figure(partial_roofs(tmp_path))
+    axes = {ax.get_title().splitlines()[0]: ax for ax in fig.axes if ax.get_visible()}
+    assert set(axes) == {"cpu4, float32", "cpu8, float32"}
+    assert axes["cpu4, float32"].get_title().splitlines()[1] == (
+        "GEMM 100 GFLOP/s, memory not measured"
+    )
+    assert axes["cpu8, float32"].get_title().splitlines()[1] == (
+        "GEMM not measured, memory 20 GB/s"
+    )
+    flat = axes["cpu4, float32"].lines[0].get_ydata()  # the GEMM peak alone: flat
+    assert np.min(flat) == pytest.approx(100.0) and np.max(flat) == pytest.approx(100.0)
+    slope = axes["cpu8, float32"].lines[0]  # the memory ceiling alone: intensity x 20 GB/s
+    np.testing.assert_allclose(slope.get_ydata(), 20.0 * slope.get_xdata())
+    assert layout_problems("partial roofline", fig) == []
 
 
 def test_roof_table_lists_the_kernels_that_ran(frame):

@@ -13,38 +13,52 @@ import pytest
 
 from accelbench import stream
 from accelbench.devices import parse_device
-from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, relative_error
+from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, host_dtype, relative_error
 from accelbench.measure import check_kernel
 
+CPU_CASES = [
+    (name, backend, dtype)
+    for name, spec in stream.SPECS.items()
+    for backend in ("torch", "numba-parallel")
+    for dtype in spec.dtypes(backend)
+]
 
-@pytest.mark.parametrize("name", sorted(stream.SPECS))
-@pytest.mark.parametrize("backend", ["torch", "numba-parallel"])
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+
+@pytest.mark.parametrize(("name", "backend", "dtype"), CPU_CASES)
 def test_stream_kernels_match_the_float64_reference(name, backend, dtype):
     checked = check_kernel(
-        stream.SPECS[name], backend, parse_device("cpu2"), np.dtype(dtype), 4099, 0
+        stream.SPECS[name], backend, parse_device("cpu2"), host_dtype(dtype), 70001, 0
     )
     assert checked.check["passed"], checked.check
 
 
+def test_the_memory_roof_has_16_bit_candidates_where_a_backend_computes_in_16_bits():
+    for spec in stream.SPECS.values():
+        assert spec.dtypes("torch") == ("float64", "float32", "float16", "bfloat16")
+        assert spec.dtypes("cupy") == ("float64", "float32", "float16")
+        assert spec.dtypes("numba-parallel") == ("float64", "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("name", sorted(stream.SPECS))
-def test_stream_array_code_runs_through_a_device_module(name):
-    """The CuPy path, with NumPy standing in for CuPy (copies in and out included)."""
-    spec = stream.SPECS[name]
-    inputs = spec.make_inputs(np.random.default_rng(0), 1000, np.dtype("float32"))
+def test_stream_array_code_runs_through_a_device_module(name, dtype):
+    """The CuPy path, with NumPy standing in for CuPy (copies in and out included); the
+    read of 70001 values near 1 sums past float16's largest value into float32."""
+    spec, dtype = stream.SPECS[name], np.dtype(dtype)
+    inputs = spec.make_inputs(np.random.default_rng(0), 70001, dtype)
     op = name.removeprefix("stream-")
     prepared = array_prepared(
         NUMPY_AS_DEVICE,
         inputs,
         stream._array_code(op, np),
         stream.out_shape(op, inputs),
-        inputs[1].dtype,
+        spec.output_dtype(dtype),
     )
     prepared.upload()
     prepared.poison()
     prepared.run()
     assert relative_error(prepared.download(), spec.reference(*inputs)) <= spec.tolerance(
-        1000, np.dtype("float32")
+        70001, dtype
     )
 
 

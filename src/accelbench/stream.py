@@ -9,7 +9,9 @@ kernel that only reads (a sum, a reduction) runs faster than any of them.
 `read`, s = sum(a) (1 word per element), is the fifth kernel, so that the
 roof bounds read-only kernels too. Every implementation uses all the threads
 the device has: Numba `prange` loops and PyTorch's intra-op threads on a CPU,
-CuPy and PyTorch on a GPU. The roof is the best of them. NumPy, which runs one
+CuPy and PyTorch on a GPU. The roof is the best of them. In 16 bits the candidates
+are the backends that compute elementwise in 16 bits (PyTorch; CuPy in float16):
+Numba has no 16-bit arithmetic on the CPU. NumPy, which runs one
 thread, is not a candidate: a roof that one thread can reach is not the
 machine's.
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from accelbench.devices import Device
 from accelbench.kernels import (
+    ELEMENTWISE_HALF_DTYPES,
     NUMPY,
     ArrayModule,
     KernelSpec,
@@ -84,7 +87,7 @@ def _array_code(op: str, xp):
         if op == "copy":
             xp.copyto(out, a)
         elif op == "read":
-            xp.sum(a, keepdims=True, out=out)
+            xp.sum(a, keepdims=True, dtype=out.dtype, out=out)
         elif op == "scale":
             xp.multiply(a, s[0], out=out)
         elif op == "add":
@@ -105,7 +108,7 @@ def _torch_code(op: str, alpha: float):
         if op == "copy":
             out.copy_(a)
         elif op == "read":
-            torch.sum(a, 0, keepdim=True, out=out)
+            torch.sum(a, 0, keepdim=True, dtype=out.dtype, out=out)
         elif op == "scale":
             torch.mul(a, s[0], out=out)
         elif op == "add":
@@ -173,15 +176,15 @@ def _implementations(op: str):
 
     def _array_prepared(am: ArrayModule, inputs) -> Prepared:
         return array_prepared(
-            am, inputs, _array_code(op, am.xp), out_shape(op, inputs), inputs[1].dtype
+            am, inputs, _array_code(op, am.xp), out_shape(op, inputs), out_dtype(op, inputs)
         )
 
     def torch_version(inputs, device: Device) -> Prepared:
         code = _torch_code(op, float(inputs[0][0]))
-        return torch_prepared(inputs, device, code, out_shape(op, inputs), inputs[1].dtype)
+        return torch_prepared(inputs, device, code, out_shape(op, inputs), out_dtype(op, inputs))
 
     def numba_version(inputs, device: Device) -> Prepared:
-        return host_prepared(inputs, _numba_loop(op), out_shape(op, inputs), inputs[1].dtype)
+        return host_prepared(inputs, _numba_loop(op), out_shape(op, inputs), out_dtype(op, inputs))
 
     return {
         "numpy": numpy_version,
@@ -196,6 +199,16 @@ def out_shape(op: str, inputs) -> tuple[int, ...]:
     return (1,) if op == "read" else inputs[1].shape
 
 
+def output_dtype(op: str, dtype: np.dtype) -> np.dtype:
+    """The read sums 16-bit arrays into float32, as the libraries accumulate them: n values
+    near 1 overflow float16 beyond n = 65504, and the bandwidth counts only the reads."""
+    return np.dtype(np.float32) if op == "read" and dtype.itemsize == 2 else dtype
+
+
+def out_dtype(op: str, inputs) -> np.dtype:
+    return output_dtype(op, inputs[1].dtype)
+
+
 def _spec(op: str) -> KernelSpec:
     reads, writes, flops_per_element = OPS[op]
     return KernelSpec(
@@ -207,7 +220,11 @@ def _spec(op: str) -> KernelSpec:
         reference=_reference(op),
         # A sum's roundoff grows with n (the reduction kernel's bound); the rest round once.
         tolerance=sum_tolerance if op == "read" else lambda n, dtype: 2.0 * unit_roundoff(dtype),
+        output_dtype=lambda dtype: output_dtype(op, dtype),
         implementations=_implementations(op),
+        # Bandwidth in the dtype of the roof, where a backend moves 16-bit arrays (on a
+        # GPU the 16-bit roof bounds tensor-core GEMMs and 16-bit memory-bound kernels).
+        half_dtypes=ELEMENTWISE_HALF_DTYPES,
     )
 
 

@@ -59,7 +59,8 @@ def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
     roofline min(peak_gflops, arithmetic_intensity x memory_bandwidth) in GFLOP/s,
     or for a copy the bandwidth roof of its path in GB/s. roof_bound names the
     roof that limits (peak_gflops, memory_bandwidth, h2d_bandwidth, d2h_bandwidth).
-    Rows without a matching roof (none measured for that device and dtype) get NaN.
+    Rows without a matching roof get NaN: none measured for that device and dtype, or
+    a roof lacking a ceiling the row needs (both for the roofline, a copy's path for a copy).
     """
     out = frame.copy()
     out.attrs = {**frame.attrs, "units": {**frame.attrs.get("units", {}), "roof_percent": "%"}}
@@ -77,10 +78,12 @@ def add_roof_percent(frame: pd.DataFrame) -> pd.DataFrame:
         return rows[name].astype(float) if name in rows else pd.Series(np.nan, index=rows.index)
 
     def attainable(suffix: str) -> tuple[pd.Series, pd.Series]:
-        """(roofline in GFLOP/s, whether the GEMM roof is the lower one) from `suffix` stats."""
+        """(roofline in GFLOP/s, whether the GEMM roof is the lower one) from `suffix` stats;
+        NaN where either ceiling is missing (which one limits is then unknown)."""
+        peak = ceilings[f"peak_gflops{suffix}"]
         memory = measured("arithmetic_intensity") * ceilings[f"memory_bandwidth{suffix}"]
-        compute_bound = ceilings[f"peak_gflops{suffix}"] <= memory
-        return ceilings[f"peak_gflops{suffix}"].where(compute_bound, memory), compute_bound
+        compute_bound = peak <= memory
+        return peak.where(compute_bound, memory).where(peak.notna() & memory.notna()), compute_bound
 
     roof, compute_bound = attainable("")
     roof_top, _ = attainable("_ci_high")
@@ -280,7 +283,7 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     size; copies (no arithmetic) have no place on the intensity axis.
     """
     style.apply()
-    table = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"])
+    table = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"], how="all")
     kernels = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
     if "gflops_median" in kernels and "arithmetic_intensity" in kernels:
         kernels = kernels[
@@ -304,23 +307,24 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     intensities = (
         kernels["arithmetic_intensity"].astype(float) if len(kernels) else pd.Series([1.0])
     )
-    ridge_points = table["peak_gflops"] / table["memory_bandwidth"]
-    low = min(intensities.min(), ridge_points.min()) / 4
-    high = max(intensities.max(), ridge_points.max()) * 4
-    x = np.geomspace(low, high, 200)
+    ridge_points = (table["peak_gflops"] / table["memory_bandwidth"]).dropna()
+    spread = np.concatenate([intensities.to_numpy(float), ridge_points.to_numpy(float)])
+    x = np.geomspace(spread.min() / 4, spread.max() * 4, 200)
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
-        ax.plot(x, np.minimum(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
+        # A ceiling the roof record lacks bounds nothing: fmin keeps the other one alone.
+        ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
         # The ceilings' values and the note on points above them go under the panel's
         # title: inside the axes any corner can hold a measured point.
+        gemm = f"{roof.peak_gflops:.3g} {gflops_unit}" if np.isfinite(roof.peak_gflops) else None
+        memory = f"{roof.memory_bandwidth:.3g} GB/s" if np.isfinite(roof.memory_bandwidth) else None
         title = [
             f"{roof.device}, {roof.dtype}",
-            f"GEMM {roof.peak_gflops:.3g} {gflops_unit}, memory {roof.memory_bandwidth:.3g} GB/s",
+            f"GEMM {gemm or 'not measured'}, memory {memory or 'not measured'}",
         ]
         if np.isfinite(roof.h2d_bandwidth):
             title.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s (dashed)")
-        if np.isfinite(roof.h2d_bandwidth):
-            ax.plot(x, np.minimum(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
+            ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
         here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
         largest = (
             here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
