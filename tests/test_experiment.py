@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+import weakref
 from datetime import datetime
 
 import numpy as np
@@ -621,6 +622,36 @@ def test_a_roof_keeps_the_ceilings_it_measured_and_says_why_the_others_are_missi
     assert "torch: no float16 stream-copy" in missing["memory_bandwidth"]
     assert record["measured_by"]["implementation"].startswith("peak_gflops=")
     assert "memory_bandwidth" not in record["measured_by"]["implementation"]
+
+
+def test_a_roof_frees_each_candidates_buffers_before_it_prepares_the_next(monkeypatch, tmp_path):
+    """A GPU roof at copy_mib 2048 holds gigabytes per candidate: only one may be alive, and
+    what it leaves in its library's memory cache goes back before the next is prepared."""
+    alive, alive_at_prepare, released = [0], [], []
+
+    def tracked(prepare):
+        def prepare_tracked(inputs, device):
+            alive_at_prepare.append(alive[0])
+            prepared = prepare(inputs, device)
+            alive[0] += 1
+            weakref.finalize(prepared, lambda: alive.__setitem__(0, alive[0] - 1))
+            return prepared
+
+        return prepare_tracked
+
+    for spec in (*stream.SPECS.values(), kernels()["matmul"]):
+        for backend, prepare in spec.implementations.items():
+            monkeypatch.setitem(spec.implementations, backend, tracked(prepare))
+
+    def release(backend, device):
+        released.append((backend, alive[0]))
+
+    monkeypatch.setattr(roofs, "release_cached_memory", release)
+    record = run_record(RoofExperiment("cpu1", "float32"), tmp_path, ROOF_SETTINGS)
+    assert record["status"] == "ok", record["reason"]
+    candidates = sum(len(found["candidates"]) for found in record["check"]["roofs"].values())
+    assert alive_at_prepare == [0] * candidates
+    assert released == [(backend, 0) for backend, _ in released] and len(released) == candidates
 
 
 def test_later_roof_runs_time_only_the_first_runs_winner(monkeypatch, tmp_path):

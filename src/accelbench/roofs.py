@@ -14,6 +14,7 @@ kernels of its device, so both see the same node.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,55 +108,90 @@ def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
     return {**settings, "roof_search": search}
 
 
+def release_cached_memory(backend: str, device: Device) -> None:
+    """Give back to the GPU what a freed candidate left in its library's cache: the next
+    candidate may be another library's, which cannot allocate from that cache (PyTorch's
+    caching allocator, CuPy's pools, Numba's deferred frees), so two candidates' buffers
+    (gigabytes each at a large copy_mib) would be held at once."""
+    if not device.is_gpu:
+        return
+    # Each library imported here only: the one that measured the candidate is loaded.
+    if backend == "torch":
+        import torch
+
+        torch.cuda.empty_cache()
+    elif backend == "cupy":
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    elif backend == "numba-cuda":
+        from numba import cuda
+
+        cuda.current_context().memory_manager.deallocations.clear()
+
+
+def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, threads, to_beat):
+    """One candidate checked, timed and, if its rate beats `to_beat`, checked again after
+    its timing (a roof is the winner's rate): (rate, samples, the check after timing or
+    None), or the Outcome of a failed check. Its buffers live only in this call."""
+    spec = _spec(kernel)
+    counts = ROOFS[metric][2]
+    unit = "GFLOP/s" if counts == "flops" else "GB/s"
+    checked = check_kernel(spec, backend, device, dtype, size, settings["seed"])
+    if isinstance(checked, Outcome):
+        checked.reason = f"{metric} with {kernel} on {backend}: {checked.reason}"
+        return checked
+    label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
+    samples = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
+    amount = spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
+    rate = timing.rate_from_time(timing.summarize(samples, "s"), amount / 1e9, unit)
+    if rate["median"] <= to_beat:
+        return rate, samples, None
+    after = checked.recheck()
+    if not after["passed"]:
+        reason = f"{metric} with {kernel} on {backend}, after timing: {mismatch(after)}"
+        return Outcome("failed", reason, check=after)
+    return rate, samples, after
+
+
 def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
     """Best rate over the candidate kernels, backends and sizes: a Ceiling, or an Outcome.
 
-    With a search from run 1 (later_runs), only its winner is timed.
+    With a search from run 1 (later_runs), only its winner is timed. One candidate's
+    buffers at a time: each is freed, and its library's cache emptied, before the next.
     """
     searched = settings.get("roof_search", {}).get(metric)
-    kernel_names, backends, counts = ROOFS[metric]
+    kernel_names, backends, _ = ROOFS[metric]
     dtype = host_dtype(dtype_name)
-    unit = "GFLOP/s" if counts == "flops" else "GB/s"
     best = None
     rates: dict[str, float] = {}
     reasons: list[str] = []
     for kernel in kernel_names:
-        spec = _spec(kernel)
         usable, why = _candidates(kernel, backends, device, dtype_name)
         reasons += why
         for name, size in ((name, size) for name in usable for size in _sizes(metric, sizes)):
             if searched and _candidate(kernel, name, size) != searched["winner"]:
                 continue
-            amount = (
-                spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
+            to_beat = best.rate["median"] if best else -math.inf
+            found = _timed_candidate(
+                metric, kernel, name, device, dtype, size, settings, threads, to_beat
             )
-            checked = check_kernel(spec, name, device, dtype, size, settings["seed"])
-            if isinstance(checked, Outcome):
-                checked.reason = f"{metric} with {kernel} on {name}: {checked.reason}"
-                return checked
-            label = f"roof {metric} {device.name} {dtype_name} {kernel} {name} n={size}"
-            samples = time_function(
-                checked.prepared.run, BACKENDS[name].timer, threads, settings, label
-            )
-            rate = timing.rate_from_time(timing.summarize(samples, "s"), amount / 1e9, unit)
+            release_cached_memory(name, device)
+            if isinstance(found, Outcome):
+                return found
+            rate, samples, after = found
             rates[_candidate(kernel, name, size)] = rate["median"]
-            if best is None or rate["median"] > best.rate["median"]:
+            if after is not None:
                 best = Ceiling(
                     rate,
-                    {"kernel": kernel, "backend": name, "size": size},
+                    {"kernel": kernel, "backend": name, "size": size, **after},
                     samples,
-                    implementation_name(spec, name),
+                    implementation_name(_spec(kernel), name),
                     timing.TIMERS[BACKENDS[name].timer],
                 )
-                winner = checked
     if best is None:
         return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
-    # The roof is the winner's rate: its output is checked again after its timing.
-    after = winner.recheck()
-    if not after["passed"]:
-        reason = f"{metric} with {best.check['kernel']} on {best.check['backend']}, after timing"
-        return Outcome("failed", f"{reason}: {mismatch(after)}", check=after)
-    best.check.update(after)
     # Every candidate's rate as run 1 timed them, whichever run this is.
     best.check["candidates"] = searched["candidates"] if searched else rates
     return best
