@@ -368,6 +368,26 @@ def test_is_out_of_memory_rejects_other_errors(err):
     assert is_out_of_memory(err) is False
 
 
+def numba_driver_error(code: str):
+    """numba-cuda's CudaAPIError as its driver wrapper raises it for a failed call."""
+    from numba.cuda.cudadrv.driver import CudaAPIError, binding
+
+    result = getattr(binding.CUresult, code)
+    return CudaAPIError(result, f"Call to cuMemAlloc results in {result.name}")
+
+
+def test_a_numba_cuda_out_of_memory_error_gives_oom(monkeypatch, tmp_path):
+    assert is_out_of_memory(numba_driver_error("CUDA_ERROR_LAUNCH_FAILED")) is False
+
+    def prepare(inputs, device):
+        raise numba_driver_error("CUDA_ERROR_OUT_OF_MEMORY")
+
+    replace_numpy(monkeypatch, prepare)
+    record = run_record(NUMPY_EXP, tmp_path)
+    assert record["status"] == "oom", record["reason"]
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in record["reason"]
+
+
 def test_outcome_defaults():
     outcome = Outcome("ok")
     assert outcome.reason is None and outcome.metrics == {} and outcome.check is None

@@ -43,12 +43,17 @@ class RankFailure(RuntimeError):
     """A launched task other than rank 0 failed; it left a note saying why for the supervisor."""
 
 
+# How errors say they ran out of memory: CUDA runtime, torch and the OS in words; the CUDA
+# driver by its result's name, as numba-cuda's CudaAPIError reports a failed call.
+OUT_OF_MEMORY_MESSAGES = ("out of memory", "can't allocate memory", "cuda_error_out_of_memory")
+
+
 def is_out_of_memory(err: BaseException) -> bool:
-    """Host MemoryError, torch's and CuPy's device out-of-memory errors."""
+    """Host MemoryError, torch's, CuPy's and Numba CUDA's device out-of-memory errors."""
     if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
         return True
     message = str(err).lower()
-    return "out of memory" in message or "can't allocate memory" in message
+    return any(words in message for words in OUT_OF_MEMORY_MESSAGES)
 
 
 def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
