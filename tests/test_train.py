@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import math
 import statistics
+import weakref
 
 import pytest
 import torch
@@ -12,8 +15,9 @@ from accelbench import experiment, timing
 from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
 from accelbench.results import load_record
 from accelbench.train.loop import later_runs as train_later_runs
-from accelbench.train.loop import measure_training
+from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, new_step, resolve_options
+from accelbench.train.settings import TrainSettings
 
 HAS_GPU = torch.cuda.is_available()
 NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
@@ -124,6 +128,66 @@ def test_flops_are_counted_by_the_first_run_only(monkeypatch):
     again = measure_training(exp, later)
     assert len(counted) == 1
     assert again.metrics["flops_per_sample"] == outcome.metrics["flops_per_sample"]
+
+
+class FakeCudaAllocator:
+    """torch.cuda's allocation counters for a run on the CPU: the bytes of the models built
+    and not yet freed are allocated; max_memory_allocated is the peak since the last
+    reset_peak_memory_stats, as torch counts it."""
+
+    def __init__(self):
+        self.allocated = self.peak = 0
+
+    def allocate(self, nbytes: int) -> None:
+        self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
+
+    def free(self, nbytes: int) -> None:
+        self.allocated -= nbytes
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self.peak = self.allocated
+
+    def max_memory_allocated(self, device=None) -> int:
+        return self.peak
+
+
+def test_the_peak_gpu_memory_of_repeated_runs_is_each_runs_own(monkeypatch):
+    """Runs in one process: each run's peak counts its own model, not the last run's too."""
+    from accelbench.train import session, strategies
+
+    allocator = FakeCudaAllocator()
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", allocator.reset_peak_memory_stats)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", allocator.max_memory_allocated)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    on_the_cpu = strategies.placement
+
+    def with_a_gpu(*args):
+        place = on_the_cpu(*args)
+        return dataclasses.replace(place, devices=(*place.devices, torch.device("cuda", 0)))
+
+    monkeypatch.setattr(strategies, "placement", with_a_gpu)
+    build = session.build
+
+    def build_on_the_gpu(*args):
+        built = build(*args)
+        nbytes = sum(p.numel() * p.element_size() for p in built.model.parameters())
+        allocator.allocate(nbytes)
+        weakref.finalize(built.model, allocator.free, nbytes)
+        # In a reference cycle, as a model built first in a process can be: only the
+        # collector frees it.
+        object.__setattr__(built.model, "held_by_itself", [built.model])
+        return built
+
+    monkeypatch.setattr(session, "build", build_on_the_gpu)
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
+    gc.disable()  # the collector runs when the loop asks, not when allocations happen to
+    try:
+        result = train_process(exp, TrainSettings.from_mapping({**SETTINGS, "runs": 3}))
+    finally:
+        gc.enable()
+    assert result["memory_metric"] == "peak_gpu_memory"
+    assert result["peak_memory"] == 4 * result["parameters"]  # one float32 model
 
 
 def test_training_is_deterministic_for_a_seed():

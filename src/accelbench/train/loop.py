@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import math
 import os
 import resource
@@ -85,6 +86,15 @@ def run_steps(session, warmup: int, steps: int) -> dict[str, Any]:
         "data_times": data_times,
         "losses": torch.stack(losses).double().cpu(),
     }
+
+
+def _reset_peak_memory(place) -> None:
+    """Start the CUDA allocator's peak afresh on this process's GPUs (one run's own)."""
+    import torch
+
+    for gpu in place.devices:
+        if gpu.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(gpu)
 
 
 def _peak_memory(place) -> tuple[str, int]:
@@ -244,18 +254,21 @@ def train_process(
             gpus = distributed.check_distinct_gpus(place.device)
         hosts = _rank_hosts(grouped)
         with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
-            runs = []
-            for gpu in place.devices:
-                if gpu.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(gpu)
+            runs, peaks = [], []
             # Independent runs: each builds its model, optimiser and data afresh.
             with energy_probe(device, place, settings) as probe:
                 for run in range(settings.runs):
+                    # The last run's model and optimiser go before this run's peak counts
+                    # (the collector too: a model built first in a process can be in a cycle).
+                    session = None
+                    gc.collect()
+                    _reset_peak_memory(place)
                     session = sessions.build(exp, settings, device, place)
                     log = run_steps(session, settings.warmup_steps, settings.steps)
                     memory_name, peak = _peak_memory(place)
                     if grouped:
                         log, peak = _combine_ranks(log, peak, place.device)
+                    peaks.append(peak)
                     runs.append({**log, "losses": log["losses"].tolist()})
                     # The last run's parameters as the measured steps left them, before
                     # the energy window trains on.
@@ -273,7 +286,7 @@ def train_process(
         "runs": runs,
         "losses": runs[0]["losses"],
         "memory_metric": memory_name,
-        "peak_memory": peak,
+        "peak_memory": max(peaks),
         "parameters": session.parameters,
         "flops_per_sample": session.flops_per_sample,
         "processes": rendezvous.world_size,
