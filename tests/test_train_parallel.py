@@ -3,17 +3,20 @@
 DDP and FSDP run for real with gloo in 2 local processes and must give the
 parameters one process gets on the same global batch; the pipeline split runs
 on CPU stages and must give the unsplit model's outputs and gradients.
-DataParallel needs GPUs (it has no CPU mode) and is exercised by the gpu tests.
+DataParallel needs GPUs (it has no CPU mode): its replicas' precision is checked here with
+a CPU stand-in for torch's parallel_apply, the rest by the gpu tests.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import json
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -574,6 +577,62 @@ def test_the_lstm_probe_agrees_with_a_real_bf16_lstm_on_this_cpu():
     except RuntimeError:
         runs = False
     assert (cpu_support.lstm_probe(torch.bfloat16) is None) == runs
+
+
+def threaded_apply(modules, inputs, kwargs_tup=None, devices=None):
+    """torch's parallel_apply on the CPU: each replica in a thread of its own, re-entering
+    autocast with `enabled` only (torch 2.14, nn/parallel/parallel_apply.py); a new
+    thread starts from the default autocast dtype, bfloat16 on the CPU (float16 on CUDA)."""
+    enabled = torch.is_autocast_enabled("cpu")
+    kwargs_tup = kwargs_tup or [{}] * len(modules)
+    results = {}
+
+    def worker(index, module, args, kwargs):
+        with torch.amp.autocast("cpu", enabled=enabled):
+            results[index] = module(*args, **kwargs)
+
+    threads = [
+        threading.Thread(target=worker, args=(index, *call))
+        for index, call in enumerate(zip(modules, inputs, kwargs_tup, strict=True))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [results[index] for index in range(len(modules))]
+
+
+class DtypeProbe(torch.nn.Module):
+    """A linear layer that notes the autocast dtype its forward runs under."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(torch.get_autocast_dtype("cpu"))
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_data_parallel_replicas_compute_in_the_configured_precision(monkeypatch, dtype):
+    # The module (torch.nn.parallel.data_parallel is also the name of a function there).
+    data_parallel = importlib.import_module("torch.nn.parallel.data_parallel")
+    monkeypatch.setattr(data_parallel, "parallel_apply", threaded_apply)
+    probe = DtypeProbe()
+    gpus = (torch.device("cuda", 0), torch.device("cuda", 1))
+    place = strategies.Placement(torch.device("cpu"), torch.device("cpu"), gpus)
+    spec = models()["fcn"]
+    (wrapped,) = strategies.wrap("dp", spec, probe, place, 1, None)
+    assert isinstance(wrapped, torch.nn.DataParallel)
+    # What DataParallel sets up on a machine with two GPUs (it has no CPU mode).
+    wrapped.device_ids, wrapped.src_device_obj = [0, 1], torch.device("cpu")
+    replicas = [probe, copy.deepcopy(probe)]
+    with torch.autocast("cpu", dtype=dtype):
+        outputs = wrapped.parallel_apply(replicas, [(torch.ones(2, 4),)] * 2, [{}, {}])
+    assert [replica.seen for replica in replicas] == [[dtype], [dtype]]
+    assert [output.dtype for output in outputs] == [dtype, dtype]
 
 
 def test_fp64_trains_in_double_precision(monkeypatch):

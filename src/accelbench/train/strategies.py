@@ -1,7 +1,8 @@
 """Parallelism strategies: how many processes an experiment runs and how its model is wrapped.
 
 - `single`: one process, one device (cpuN: N threads; cuda1).
-- `dp`: one process driving K GPUs with `nn.DataParallel` (cudaK, K >= 2).
+- `dp`: one process driving K GPUs with `nn.DataParallel` (cudaK, K >= 2), its
+  replicas in the step's autocast dtype (accelbench.train.data_parallel).
 - `ddp`: one process per GPU (cudaK, NxKcuda; NCCL) or per CPU core (cpuN: N
   processes with one thread each, NxKcpu: K on each of N nodes; gloo),
   `DistributedDataParallel`.
@@ -103,14 +104,14 @@ def placement(strategy: str, device: Device, rank: int, world_size: int, local_g
 
 def wrap(strategy: str, spec, model, place: Placement, microbatches: int, sample) -> list:
     """The model's parts (modules with their own optimiser), moved and wrapped for `strategy`."""
-    from torch import nn
-
     parts = spec.parts(model)
     if strategy == "single":
         return [part.to(place.device) for part in parts]
     if strategy == "dp":
+        from accelbench.train.data_parallel import PrecisionDataParallel  # imports torch
+
         ids = [gpu.index for gpu in place.devices]
-        return [nn.DataParallel(part.to(place.device), device_ids=ids) for part in parts]
+        return [PrecisionDataParallel(part.to(place.device), device_ids=ids) for part in parts]
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
