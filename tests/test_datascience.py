@@ -109,21 +109,62 @@ def test_a_wrong_or_missing_result_fails_the_check(name):
     assert not check["passed"] and check["relative_error"] == math.inf
 
 
-def fake_cugraph() -> Library:
-    """cuGraph's calls answered by networkx in cuGraph's shape (vertex, value frames;
-    unreached vertices at the largest int32), so the GPU graph code runs without a GPU."""
+class FailedToConvergeError(Exception):
+    """cuGraph's error when PageRank stops at max_iter with fail_on_nonconvergence on."""
+
+
+def float32_pagerank(graph, alpha, max_iter, tol, fail_on_nonconvergence=True):
+    """cuGraph's PageRank iteration (cpp/src/link_analysis/pagerank_impl.cuh) in float32,
+    the type cuGraph computes an unweighted graph's ranks in: ranks divided by out-degree,
+    summed over in-edges, times alpha, plus the teleport and dangling share; it stops when
+    the L1 change of the whole vector (not per vertex, as networkx) is below `tol`."""
     import networkx
 
-    def pagerank(graph, alpha, max_iter, tol):
-        ranks = networkx.pagerank(graph, alpha=alpha, max_iter=max_iter, tol=tol)
-        return pd.DataFrame({"vertex": list(ranks), "pagerank": list(ranks.values())})
+    f32 = np.float32
+    nodes = graph.number_of_nodes()
+    incoming = networkx.to_scipy_sparse_array(graph, nodelist=range(nodes), dtype=f32).T.tocsr()
+    out_degree = np.asarray(incoming.sum(axis=0), dtype=f32).ravel()
+    dangling = out_degree == 0
+    ranks = np.full(nodes, 1 / nodes, dtype=f32)
+    for _ in range(max_iter):
+        old = ranks
+        unvarying = (old[dangling].sum(dtype=f32) * f32(alpha) + f32(1 - alpha)) / f32(nodes)
+        ranks = (incoming @ (old / np.where(dangling, f32(1), out_degree))) * f32(alpha)
+        ranks = (ranks + unvarying).astype(f32)
+        if np.abs(ranks - old).sum(dtype=f32) < tol:
+            break
+    else:
+        if fail_on_nonconvergence:
+            raise FailedToConvergeError
+    return pd.DataFrame({"vertex": np.arange(nodes), "pagerank": ranks})
+
+
+def test_the_float32_stand_in_is_cugraphs_iteration():
+    """Against networkx (float64) on a graph with a dangling vertex: float32 roundoff apart,
+    and it refuses a tolerance float32 cannot reach in the iterations allowed."""
+    import networkx
+
+    graph = networkx.DiGraph([(0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (3, 4)])
+    ranks = float32_pagerank(graph, 0.85, 200, 1e-7)["pagerank"].to_numpy()
+    assert ranks.dtype == np.float32
+    exact = networkx.pagerank(graph, alpha=0.85, tol=1e-15, max_iter=1000)
+    np.testing.assert_allclose(ranks, [exact[node] for node in range(5)], rtol=1e-5)
+    with pytest.raises(FailedToConvergeError):
+        float32_pagerank(graph, 0.85, 3, 1e-12)
+
+
+def fake_cugraph() -> Library:
+    """cuGraph's calls in cuGraph's shape (vertex, value frames; unreached vertices at the
+    largest int32) on a networkx graph, so the GPU graph code runs without a GPU; PageRank
+    in float32, as cuGraph computes it."""
+    import networkx
 
     def bfs(graph, start):
         hops = networkx.single_source_shortest_path_length(graph, start)
         distance = [hops.get(node, 2**31 - 1) for node in graph.nodes]
         return pd.DataFrame({"vertex": list(graph.nodes), "distance": distance})
 
-    api = SimpleNamespace(pagerank=pagerank, bfs=bfs)
+    api = SimpleNamespace(pagerank=float32_pagerank, bfs=bfs)
     return Library("cugraph", api, networkx_graph, lambda frame: frame, on_device=True)
 
 
