@@ -714,6 +714,16 @@ def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
         assert spec.error(downloaded, reference) <= spec.tolerance(size, dtype)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+def test_a_numba_cuda_fft_longer_than_the_grid_covers_every_point():
+    """2^24 points: more than 65535 blocks of 256 threads, the largest 1-D grid launched."""
+    spec, dtype, size = kernels()["fft1d"], np.dtype("float32"), 1 << 24
+    inputs = fresh_inputs(spec, size, dtype, salt=12)
+    prepared = spec.implementations["numba-cuda"](inputs, parse_device("cuda1"))
+    check_poisoned_run(prepared, spec.reference(*inputs), dtype, spec.tolerance(size, dtype), spec)
+
+
 @pytest.mark.parametrize("name", sorted(kernels()))
 def test_every_backend_of_a_kernel_is_named_after_the_kernels_module(name):
     """A record's measured_by names `module:backend`; shared wrappers must not say kernels/."""

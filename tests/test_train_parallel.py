@@ -708,3 +708,25 @@ def test_gpu_strategies_on_two_gpus(strategy, precision):
     )
     first = outcome.series["loss"]["values"][0]
     assert first == pytest.approx(single.series["loss"]["values"][0], rel=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="DataParallel's replicas need 2 GPUs")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_data_parallel_replicas_on_two_gpus_compute_in_the_configured_precision(dtype):
+    codes = {torch.float16: 16, torch.bfloat16: 17}
+
+    class CudaDtypeProbe(torch.nn.Linear):
+        """Returns, beside its output, the autocast dtype its replica's thread computed in."""
+
+        def forward(self, x):
+            seen = codes[torch.get_autocast_dtype("cuda")]
+            return super().forward(x), torch.tensor([seen], device=x.device)
+
+    gpus = (torch.device("cuda", 0), torch.device("cuda", 1))
+    place = strategies.Placement(gpus[0], gpus[0], gpus)
+    (wrapped,) = strategies.wrap("dp", models()["fcn"], CudaDtypeProbe(4, 4), place, 1, None)
+    with torch.autocast("cuda", dtype=dtype):
+        output, seen = wrapped(torch.ones(4, 4, device=gpus[0]))
+    assert output.dtype == dtype
+    assert seen.tolist() == [codes[dtype]] * 2  # one per replica
