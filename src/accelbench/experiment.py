@@ -150,8 +150,14 @@ def preload(family: str | None = None) -> None:
 
     Each forked run then starts without paying for the imports. Importing starts
     no thread pool (only the first parallel call does), so forking stays safe.
+    Nothing here may ask the CUDA driver anything: a child of a process that has
+    asked cannot use CUDA. So torch.utils.benchmark is left to each run (importing
+    it imports torch.utils.cpp_extension, which calls torch.cuda.is_available()
+    wherever CUDA_HOME, nvcc or /usr/local/cuda exists); its slow dependency,
+    setuptools, is imported here, leaving the run 20 ms of the import.
     """
-    import torch.utils.benchmark  # noqa: F401  (torch: seconds to import)
+    import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
+    import torch  # noqa: F401  (seconds to import)
 
     if family in ("train", None):
         import torch._dynamo  # noqa: F401  (imported by the first optimiser built: 2 s)
