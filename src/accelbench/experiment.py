@@ -9,10 +9,7 @@ atomic write guarantees no half-written one either.
 from __future__ import annotations
 
 import logging
-import os
-import pickle
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -39,7 +36,7 @@ from accelbench.outcome import (
     is_out_of_memory,
     note_rank_failure,
 )
-from accelbench.processes import OOM_HINT, die_with_parent, exit_text
+from accelbench.processes import OOM_HINT, ChildFailed, call_in_fork, exit_text
 from accelbench.results import make_record, write_record
 from accelbench.roofs import later_runs as roof_later_runs
 from accelbench.roofs import measure_roof, roof_sizes
@@ -88,32 +85,12 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
     (OpenMP cannot be forked), which is why only the supervisor's fresh child
     asks for it. The outcome comes back pickled through a pipe.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the run
-        os.close(read_end)
-        code = 1
-        try:
-            die_with_parent()
-            outcome = _guarded(measure, exp, settings)
-            with os.fdopen(write_end, "wb") as pipe:
-                pickle.dump(outcome, pipe)
-            code = 0
-        finally:
-            logging.shutdown()
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        sent = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    if sent:
-        return pickle.loads(sent)
-    code = os.waitstatus_to_exitcode(status)
-    oom = code == -signal.SIGKILL
-    reason = f"the run's process {exit_text(code)}{OOM_HINT if oom else ''}"
-    return Outcome("oom" if oom else "failed", reason, raised=True)
+    try:
+        return call_in_fork(_guarded, measure, exp, settings)
+    except ChildFailed as died:
+        oom = died.code == -signal.SIGKILL
+        reason = f"the run's process {exit_text(died.code)}{OOM_HINT if oom else ''}"
+        return Outcome("oom" if oom else "failed", reason, raised=True)
 
 
 def combine_runs(outcomes: list[Outcome]) -> Outcome:
