@@ -12,6 +12,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
+# The suite runs Numba-CUDA kernels under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) and
+# says so here, for itself and every process it starts; anywhere else a measurement refuses
+# the simulator (doctor.cuda_simulator_refusal).
+os.environ["ACCELBENCH_ALLOW_CUDA_SIMULATOR"] = "1"
 
 # The smallest grid that still has every stage: three kernel cells, one roof, one training
 # cell. Config files merge key by key, so the default grid's other kernels get no sizes.
@@ -68,6 +72,17 @@ def measure_once_however_busy(monkeypatch):
     from accelbench import contention
 
     monkeypatch.setitem(contention.DEFAULTS, "retries", 0)
+
+
+@pytest.fixture(autouse=True)
+def no_gpu_answers_kept():
+    """Each test asks the GPUs afresh: a process keeps what its GPU checks found (doctor.inspected),
+    and tests stand in for different GPUs."""
+    from accelbench import doctor
+
+    doctor.inspected.cache_clear()
+    yield
+    doctor.inspected.cache_clear()
 
 
 def copy_workflow(destination: Path) -> Path:

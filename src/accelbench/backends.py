@@ -2,7 +2,9 @@
 
 A backend knows which device kinds it runs on and whether it can run here. A
 backend that is not present yields a clear reason, which becomes an
-"unavailable" record rather than a crash or a missing cell.
+"unavailable" record rather than a crash or a missing cell. On a GPU the reason
+also covers the installed stack (doctor.backend_problem): a GPU it has no code
+for, a precision the GPU only emulates, a test kernel that fails.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from accelbench import doctor
 from accelbench.devices import Device, cuda_unavailable_reason
 
 
-def _numba_reason(device: Device) -> str | None:
+def _numba_reason(device: Device, dtype: str | None) -> str | None:
     try:
         import numba  # noqa: F401
     except ImportError as err:
@@ -25,38 +27,36 @@ def _numba_reason(device: Device) -> str | None:
     return None
 
 
-def _cupy_reason(device: Device) -> str | None:
+def _cupy_reason(device: Device, dtype: str | None) -> str | None:
     try:
-        import cupy
+        import cupy  # noqa: F401
     except ImportError as err:
         return f"CuPy is not installed ({err})"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as err:  # CUDARuntimeError or a missing driver library
-        return f"CuPy finds no usable CUDA device ({type(err).__name__}: {err})"
-    if count < device.count:
-        return f"CuPy sees {count} GPUs, {device.name} needs {device.count}"
-    return doctor.backend_problem("cupy")
+    return doctor.backend_problem("cupy", range(device.count), dtype)
 
 
-def _numba_cuda_reason(device: Device) -> str | None:
+def _numba_cuda_reason(device: Device, dtype: str | None) -> str | None:
     try:
-        from numba import config, cuda
+        from numba import config, cuda  # noqa: F401
     except ImportError as err:
         return f"Numba's CUDA target is not installed ({err})"
-    if not cuda.is_available():
-        return "Numba CUDA finds no CUDA driver or device on this host"
-    if len(cuda.gpus) < device.count:
-        return f"Numba CUDA sees {len(cuda.gpus)} GPUs, {device.name} needs {device.count}"
+    if refusal := doctor.cuda_simulator_refusal():
+        return refusal
     if config.ENABLE_CUDASIM:
-        return None  # the simulator runs no CUDA library: nothing for the doctor to check
-    return doctor.backend_problem("numba-cuda")
+        return None  # the test suite's simulator runs no CUDA library: nothing to check
+    return doctor.backend_problem("numba-cuda", range(device.count), dtype)
 
 
-def _torch_reason(device: Device) -> str | None:
+def _torch_reason(device: Device, dtype: str | None) -> str | None:
     if not device.is_gpu:
         return None
-    return cuda_unavailable_reason(device) or doctor.backend_problem("torch")
+    return cuda_unavailable_reason(device) or doctor.backend_problem(
+        "torch", range(device.count), dtype
+    )
+
+
+def _any(device: Device, dtype: str | None) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,24 +64,25 @@ class Backend:
     name: str
     device_kinds: tuple[str, ...]
     timer: str  # "torch" (torch.utils.benchmark), "cupy" (cupyx.profiler), "cuda-events"
-    _reason: Callable[[Device], str | None]
+    _reason: Callable[[Device, str | None], str | None]
     naive: bool = False  # plain interpreted loops: only run up to a configured size
 
-    def unavailable_reason(self, device: Device) -> str | None:
-        """Why this backend cannot run on `device` here, or None if it can."""
-        return self._reason(device)
+    def unavailable_reason(self, device: Device, dtype: str | None = None) -> str | None:
+        """Why this backend cannot run on `device` (in `dtype`, where one is named) here,
+        or None if it can."""
+        return self._reason(device, dtype)
 
 
 BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
-        Backend("numpy", ("cpu",), "torch", lambda device: None),
+        Backend("numpy", ("cpu",), "torch", _any),
         Backend("numba", ("cpu",), "torch", _numba_reason),
         Backend("numba-parallel", ("cpu",), "torch", _numba_reason),
         Backend("torch", ("cpu", "cuda"), "torch", _torch_reason),
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
         Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
-        Backend("python", ("cpu",), "torch", lambda device: None, naive=True),
+        Backend("python", ("cpu",), "torch", _any, naive=True),
     )
 }
 
@@ -91,7 +92,7 @@ def _library_reason(module: str, label: str, extra: str | None = None) -> Callab
     installs it), or, for a GPU library, no usable CUDA device."""
     install = f" (optional extra {extra}; see README, RAPIDS)" if extra else ""
 
-    def reason(device: Device) -> str | None:
+    def reason(device: Device, dtype: str | None) -> str | None:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -103,7 +104,7 @@ def _library_reason(module: str, label: str, extra: str | None = None) -> Callab
     return reason
 
 
-def _polars_reason(device: Device) -> str | None:
+def _polars_reason(device: Device, dtype: str | None) -> str | None:
     """polars sizes its thread pool once, from POLARS_MAX_THREADS when it is first imported:
     set here for the device, and checked, since a pool of another size cannot be resized."""
     if "polars" not in sys.modules:

@@ -121,7 +121,9 @@ def command_compare(args: argparse.Namespace) -> int:
 
 def command_doctor(args: argparse.Namespace) -> int:
     """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
-    diagnosis = doctor.diagnose()
+    from accelbench import experiment  # torch, Numba and the measuring code: seconds
+
+    diagnosis = doctor.diagnose(preload=experiment.preload)
     print(doctor.render(diagnosis))
     return diagnosis.exit_code
 

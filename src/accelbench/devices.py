@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from accelbench import doctor
+
 DEVICE_PATTERN = re.compile(r"^(?P<kind>cpu|cuda)(?P<count>[1-9][0-9]*)$")
 MULTI_NODE_PATTERN = re.compile(r"^(?P<nodes>[0-9]+)x(?P<count>[0-9]+)(?P<kind>[a-z]+)$")
 DEVICE_FORMS = (
@@ -89,10 +91,12 @@ def names_a_gpu(text: str) -> bool:
 
 
 def visible_gpu_count() -> int:
-    """GPUs the CUDA runtime can use in this process (0 without a driver or a GPU)."""
-    import torch
+    """GPUs PyTorch can use in this process (0 without a driver or a GPU).
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    Asked in a forked child (doctor.visible_gpus): the process asking may go on
+    to fork runs or launch ranks, which could not use CUDA had it asked itself.
+    """
+    return len(doctor.visible_gpus())
 
 
 def cuda_unavailable_reason(device: Device) -> str | None:

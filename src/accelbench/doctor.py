@@ -4,12 +4,20 @@ The three GPU stacks find their CUDA libraries in different ways: torch links
 the CUDA 13 wheels it pins, CuPy and Numba-CUDA look them up at run time with
 cuda-pathfinder, which takes the first major version it finds. A venv that
 mixes them can import every package and still fail, or silently run CuPy's
-CUDA 12 build on CUDA 13's compiler. The doctor reports, for the driver, each
-GPU and each backend, what was loaded from where and whether a tiny kernel
-gives the right answer, and names the fix when a GPU is present but a backend
-cannot use it. The workflow asks the same backend check once per process
-before any GPU experiment (`backend_problem`), so a broken stack becomes an
-"unavailable" record naming the cause.
+CUDA 12 build on CUDA 13's compiler. And a build carries code for some GPU
+architectures only: the CUDA 13 torch has none for Volta, yet sees a V100. The
+doctor reports, for the driver, each GPU (with its compute capability) and each
+backend, what was loaded from where, which architectures the build can run and
+whether a tiny kernel gives the right answer, and names the fix (the stack to
+pick) when a GPU is present but a backend cannot use it.
+
+It checks each backend the way the experiments use it: after the measuring
+process's imports (experiment.preload), in a forked child. So it fails where
+those imports have initialised CUDA and no forked run could use it. The
+workflow asks the same check once per process before any GPU experiment
+(`backend_problem`), also in a forked child (accelbench.forked_cuda), so a
+broken stack or an unsupported GPU or precision becomes an "unavailable" record
+naming the cause, and the asking process never holds a CUDA context.
 """
 
 from __future__ import annotations
@@ -17,17 +25,30 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from accelbench import forked_cuda, gpu_support
+from accelbench.gpu_support import Capability, VisibleGpu, capability_text
+from accelbench.processes import call_in_fork
 
 # The CUDA libraries worth naming: runtime, compiler (NVRTC, NVVM), BLAS, FFT, driver.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")
 STACK_FIX = (
-    "install one CUDA stack: `make CUDA=13` (driver >= 580) or `make CUDA=12` (driver < 580); "
+    "install one CUDA stack: `make CUDA=13` (driver >= 580) or `make CUDA=12` (driver >= 525); "
     "see README, CUDA stacks"
+)
+# The test suite runs Numba-CUDA kernels under Numba's CUDA simulator
+# (NUMBA_ENABLE_CUDASIM=1) and says so with this variable; anywhere else the
+# simulator's times would be recorded as GPU times.
+SIMULATOR_ALLOWANCE = "ACCELBENCH_ALLOW_CUDA_SIMULATOR"
+BAD_FORK_FIX = (
+    "report it: something imported before the runs are forked (experiment.preload) asks "
+    "the CUDA driver"
 )
 
 
@@ -37,6 +58,7 @@ class Gpu:
     name: str
     memory_mib: int
     uuid: str
+    capability: Capability | None = None  # compute capability, where the driver says
 
 
 @dataclass
@@ -60,6 +82,8 @@ class BackendReport:
     kernel_ok: bool | None = None  # None: not tried (no GPU)
     problem: str | None = None
     fix: str | None = None
+    archs: list[str] = field(default_factory=list)  # GPU architectures it can run (gpu_support)
+    gpus: list[VisibleGpu] = field(default_factory=list)  # the GPUs it sees, in its own order
 
 
 def _cuda_version(number: int) -> str:
@@ -87,6 +111,7 @@ def driver_from_nvml(nvml=None) -> Driver:
                     name=_text(nvml.nvmlDeviceGetName(handle)),
                     memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // 2**20,
                     uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    capability=tuple(nvml.nvmlDeviceGetCudaComputeCapability(handle)),
                 )
             )
         return Driver(
@@ -110,7 +135,7 @@ def driver_from_nvidia_smi(run: Callable[..., subprocess.CompletedProcess] = sub
     done = run(
         [
             "nvidia-smi",
-            "--query-gpu=index,name,memory.total,uuid,driver_version",
+            "--query-gpu=index,name,memory.total,uuid,driver_version,compute_cap",
             "--format=csv,noheader,nounits",
         ],
         capture_output=True,
@@ -121,8 +146,9 @@ def driver_from_nvidia_smi(run: Callable[..., subprocess.CompletedProcess] = sub
         return Driver(note=f"nvidia-smi failed: {done.stderr.strip() or done.stdout.strip()}")
     gpus, version = [], None
     for line in done.stdout.strip().splitlines():
-        index, name, memory, uuid, version = (part.strip() for part in line.split(","))
-        gpus.append(Gpu(int(index), name, int(float(memory)), uuid))
+        index, name, memory, uuid, version, capability = (part.strip() for part in line.split(","))
+        major, minor = capability.split(".")
+        gpus.append(Gpu(int(index), name, int(float(memory)), uuid, (int(major), int(minor))))
     return Driver(version=version, gpus=gpus, source="nvidia-smi")
 
 
@@ -168,27 +194,90 @@ def _import(report: BackendReport, module: str):
     return imported
 
 
-def probe_torch(gpu_present: bool) -> BackendReport:
+def cuda_simulator_refusal() -> str | None:
+    """Why Numba-CUDA may not measure here: its CUDA simulator is on outside the test suite."""
+    from numba import config  # Numba: lazy, as every backend import here
+
+    if not config.ENABLE_CUDASIM or os.environ.get(SIMULATOR_ALLOWANCE) == "1":
+        return None
+    return (
+        "NUMBA_ENABLE_CUDASIM=1 is set: Numba-CUDA would run its CUDA simulator on the CPU "
+        "and its times would be recorded as GPU times; unset NUMBA_ENABLE_CUDASIM"
+    )
+
+
+def _build(report: BackendReport) -> str:
+    """The backend's build as people name it: "torch 2.14.1+cu130", "cupy-cuda13x 14.2.0"."""
+    if report.version.startswith(report.name):
+        return report.version
+    return f"{report.name} {report.version}".strip()
+
+
+def _no_gpu(report: BackendReport, kernel_gpu: int | None, why: str, fix: str | None = None):
+    """Note that the backend does not see GPU `kernel_gpu` (a problem only where one is asked)."""
+    if kernel_gpu is not None and kernel_gpu >= len(report.gpus):
+        seen = f"sees {len(report.gpus)} GPU(s), not GPU {kernel_gpu}" if report.gpus else why
+        report.problem, report.fix = f"{report.name} {seen}", fix
+
+
+def _kernel_check(report: BackendReport, gpu: int | None, run: Callable[[], bool]) -> None:
+    """The backend's test kernel on GPU `gpu`, where it sees that GPU and has code for it
+    (on a GPU without code the kernel would only fail with "no kernel image")."""
+    if gpu is None or report.problem:
+        return
+    seen = report.gpus[gpu]
+    if problem := gpu_support.arch_problem(seen.capability, report.archs, _build(report)):
+        report.problem = f"GPU {gpu} ({seen.name}): {problem}"
+        report.fix = gpu_support.stack_advice([seen.capability], None)
+        return
+    try:
+        report.kernel_ok = run()
+    except Exception as err:  # CUDA, NVRTC or NVVM errors, a missing library
+        report.problem = (
+            f"{report.name} cannot run a kernel on GPU {gpu}: {type(err).__name__}: {err}"
+        )
+        report.fix = STACK_FIX
+
+
+def probe_torch(kernel_gpu: int | None, torch=None) -> BackendReport:
+    """torch's build, architectures and GPUs; its test kernel on `kernel_gpu` (None: none).
+
+    `torch` stands in for the module where given.
+    """
     report = BackendReport("torch")
-    if (torch := _import(report, "torch")) is None:
+    if (torch := torch or _import(report, "torch")) is None:
         return report
+    report.imported = True
     report.version = torch.__version__
     report.cuda = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
-    if not gpu_present:
-        return report
-    if not torch.cuda.is_available():
-        report.problem = f"PyTorch {torch.__version__} sees no GPU although the driver lists one"
-        report.fix = (
-            f"PyTorch was built for CUDA {torch.version.cuda}; the driver must support it "
-            "(CUDA 13 needs driver >= 580). " + STACK_FIX
-        )
-        return report
-    values = torch.arange(1000, dtype=torch.float64, device="cuda")
-    report.kernel_ok = float((values * 2).sum().item()) == 999000.0
+    report.archs = torch.cuda.get_arch_list()
+    if torch.cuda.is_available():
+        report.gpus = [
+            VisibleGpu(
+                i,
+                torch.cuda.get_device_name(i),
+                torch.cuda.get_device_capability(i),
+                str(torch.cuda.get_device_properties(i).uuid),
+            )
+            for i in range(torch.cuda.device_count())
+        ]
+    _no_gpu(
+        report,
+        kernel_gpu,
+        f"{torch.__version__} sees no GPU",
+        f"PyTorch was built for CUDA {torch.version.cuda}; the driver must support it. {STACK_FIX}",
+    )
+
+    def doubled() -> bool:
+        values = torch.arange(1000, dtype=torch.float64, device=f"cuda:{kernel_gpu}")
+        return float((values * 2).sum().item()) == 999000.0
+
+    _kernel_check(report, kernel_gpu, doubled)
     return report
 
 
-def probe_cupy(gpu_present: bool) -> BackendReport:
+def probe_cupy(kernel_gpu: int | None) -> BackendReport:
+    """CuPy's build, its compiler's architectures and GPUs; its test kernel on `kernel_gpu`."""
     report = BackendReport("cupy")
     cupy = _import(report, "cupy")
     nvrtc = cupy and _import(report, "cupy_backends.cuda.libs.nvrtc")
@@ -197,30 +286,51 @@ def probe_cupy(gpu_present: bool) -> BackendReport:
         return report
     report.version = _distribution("cupy-cuda13x", "cupy-cuda12x", "cupy") or cupy.__version__
     built_for = "13" if "cuda13x" in report.version else "12" if "cuda12x" in report.version else ""
-    if not gpu_present:
+    try:
+        compiler_major, compiler_minor = nvrtc.getVersion()
+        report.archs = gpu_support.compiler_archs(nvrtc.getSupportedArchs())
+    except Exception as err:  # NVRTC's library missing or of another CUDA major version
+        report.problem = f"CuPy cannot load NVRTC: {type(err).__name__}: {err}"
+        report.fix = STACK_FIX
+        return report
+    report.cuda = f"NVRTC {compiler_major}.{compiler_minor}"
+    if built_for and str(compiler_major) != built_for:
+        report.problem = (
+            f"{report.version} is built for CUDA {built_for} but loaded NVRTC "
+            f"{compiler_major}.{compiler_minor}"
+        )
+        report.fix = STACK_FIX
         return report
     try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:  # CUDARuntimeError: no driver, no device
+        _no_gpu(report, kernel_gpu, f"finds no usable CUDA device ({type(err).__name__}: {err})")
+        return report
+    for index in range(count):
+        properties = cupy.cuda.runtime.getDeviceProperties(index)
+        capability = (properties["major"], properties["minor"])
+        report.gpus.append(VisibleGpu(index, _text(properties["name"]), capability))
+    if count:
         runtime = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
-        compiler_major, compiler_minor = nvrtc.getVersion()
-        report.cuda = f"runtime {runtime}, NVRTC {compiler_major}.{compiler_minor}"
-        if built_for and str(compiler_major) != built_for:
-            report.problem = (
-                f"{report.version} is built for CUDA {built_for} but loaded NVRTC "
-                f"{compiler_major}.{compiler_minor}"
-            )
-            report.fix = STACK_FIX
-            return report
-        doubled = cupy.ElementwiseKernel("float64 x", "float64 y", "y = 2 * x", "doubled")
-        report.kernel_ok = float(doubled(cupy.arange(1000, dtype=cupy.float64)).sum()) == 999000.0
-    except Exception as err:  # CUDARuntimeError, NVRTCError, a missing library
-        report.problem = f"CuPy cannot run a kernel: {type(err).__name__}: {err}"
-        report.fix = STACK_FIX
+        report.cuda = f"runtime {runtime}, {report.cuda}"
+
+    def doubled() -> bool:
+        with cupy.cuda.Device(kernel_gpu):
+            kernel = cupy.ElementwiseKernel("float64 x", "float64 y", "y = 2 * x", "doubled")
+            return float(kernel(cupy.arange(1000, dtype=cupy.float64)).sum()) == 999000.0
+
+    _no_gpu(report, kernel_gpu, "sees no GPU")
+    _kernel_check(report, kernel_gpu, doubled)
     return report
 
 
-def probe_numba_cuda(gpu_present: bool) -> BackendReport:
+def probe_numba_cuda(kernel_gpu: int | None) -> BackendReport:
+    """Numba-CUDA's build, its compiler's architectures and GPUs; its kernel on `kernel_gpu`."""
     report = BackendReport("numba-cuda")
     if (cuda := _import(report, "numba.cuda")) is None:
+        return report
+    if refusal := cuda_simulator_refusal():
+        report.problem, report.fix = refusal, "unset NUMBA_ENABLE_CUDASIM"
         return report
     report.version = _distribution("numba-cuda")
     if not report.version:
@@ -230,26 +340,38 @@ def probe_numba_cuda(gpu_present: bool) -> BackendReport:
         )
         report.fix = "pip install 'numba-cuda[cu13]' (or [cu12]); " + STACK_FIX
         return report
-    if not gpu_present:
+    if importlib.import_module("numba").config.ENABLE_CUDASIM:
+        report.cuda = f"CUDA simulator (NUMBA_ENABLE_CUDASIM=1, {SIMULATOR_ALLOWANCE}=1)"
         return report
     try:
-        if not cuda.is_available():
-            raise RuntimeError("numba.cuda.is_available() is False")
-        runtime = cuda.runtime.get_version()
-        report.cuda = f"runtime {runtime[0]}.{runtime[1]}"
+        nvrtc = importlib.import_module("numba.cuda.cudadrv.nvrtc")
+        report.archs = gpu_support.compiler_archs(nvrtc.get_supported_ccs())
+        if cuda.is_available():
+            report.gpus = [
+                VisibleGpu(gpu.id, _text(gpu.name), tuple(gpu.compute_capability))
+                for gpu in cuda.gpus
+            ]
+            runtime = cuda.runtime.get_version()
+            report.cuda = f"runtime {runtime[0]}.{runtime[1]}"
+    except Exception as err:  # NvvmSupportError, CudaSupportError, a missing library
+        report.problem = f"Numba-CUDA cannot load CUDA: {type(err).__name__}: {err}"
+        report.fix = STACK_FIX
+        return report
 
+    def doubled() -> bool:
         @cuda.jit
         def double(values):
             index = cuda.grid(1)
             if index < values.size:
                 values[index] *= 2
 
-        values = cuda.to_device(_host_range())
-        double[4, 256](values)
-        report.kernel_ok = float(values.copy_to_host().sum()) == 999000.0
-    except Exception as err:  # NvvmSupportError, CudaSupportError, a missing library
-        report.problem = f"Numba-CUDA cannot run a kernel: {type(err).__name__}: {err}"
-        report.fix = STACK_FIX
+        with cuda.gpus[kernel_gpu]:
+            values = cuda.to_device(_host_range())
+            double[4, 256](values)
+            return float(values.copy_to_host().sum()) == 999000.0
+
+    _no_gpu(report, kernel_gpu, "finds no CUDA driver or device on this host")
+    _kernel_check(report, kernel_gpu, doubled)
     return report
 
 
@@ -258,24 +380,62 @@ def _host_range():
     return numpy.arange(1000, dtype=numpy.float64)
 
 
-PROBES: dict[str, Callable[[bool], BackendReport]] = {
+PROBES: dict[str, Callable[[int | None], BackendReport]] = {
     "torch": probe_torch,
     "cupy": probe_cupy,
     "numba-cuda": probe_numba_cuda,
 }
 
 
-@functools.cache
-def backend_problem(name: str) -> str | None:
-    """Why backend `name` cannot use the GPU this process sees, with the fix; None if it can.
+def inspect(
+    name: str, probe: Callable[[int | None], BackendReport], kernel_gpu: int | None
+) -> BackendReport:
+    """Backend `name`'s report from `probe` in this process, with the CUDA libraries it has
+    loaded; in a child of a process that had initialised CUDA, that problem instead."""
+    if forked_cuda.in_bad_fork():
+        return BackendReport(name, problem=forked_cuda.BAD_FORK, fix=BAD_FORK_FIX)
+    report = probe(kernel_gpu)
+    report.libraries = loaded_cuda_libraries()
+    return report
 
-    Run once per process before the first GPU experiment of that backend.
+
+@functools.cache
+def inspected(name: str, kernel_gpu: int | None) -> BackendReport:
+    """Backend `name`'s report, inspected in a forked child (forked_cuda.ask), once per process."""
+    return forked_cuda.ask(inspect, name, PROBES[name], kernel_gpu)
+
+
+def visible_gpus() -> list[VisibleGpu]:
+    """The GPUs PyTorch can use in this process (none without a driver or a GPU).
+
+    Asked in a forked child: this process may still fork runs or launch ranks that use them.
     """
-    report = PROBES[name](True)
+    return inspected("torch", None).gpus
+
+
+def backend_problem(
+    name: str, gpus: Sequence[int] = (0,), precision: str | None = None
+) -> str | None:
+    """Why backend `name` cannot run an experiment on this process's GPUs `gpus` in
+    `precision` (a training precision or a kernel dtype), with the fix; None if it can.
+
+    The backend runs its test kernel on the first of the GPUs in a forked child,
+    once per process; every GPU is checked against the architectures the backend
+    carries, and the precision against what the GPU generation really computes.
+    """
+    report = inspected(name, gpus[0])
     if report.problem:
-        return f"{report.problem}; fix: {report.fix}"
+        return f"{report.problem}; fix: {report.fix}" if report.fix else report.problem
+    if len(report.gpus) <= max(gpus):
+        return f"{name} sees {len(report.gpus)} GPU(s); this experiment needs {len(gpus)}"
     if report.kernel_ok is False:
         return f"{name}: a test kernel gave a wrong result on this GPU; fix: {STACK_FIX}"
+    for gpu in (report.gpus[index] for index in gpus):
+        if problem := gpu_support.arch_problem(gpu.capability, report.archs, _build(report)):
+            fix = gpu_support.stack_advice([gpu.capability], None)
+            return f"GPU {gpu.index} ({gpu.name}): {problem}; fix: {fix}"
+        if precision and (problem := gpu_support.precision_problem(gpu.capability, precision)):
+            return f"GPU {gpu.index} ({gpu.name}): {problem}"
     return None
 
 
@@ -286,17 +446,74 @@ class Diagnosis:
     libraries: list[str]
 
     @property
+    def forks_broken(self) -> bool:
+        """Whether the imports before the fork initialised CUDA: no forked run could use it."""
+        return any(report.problem == forked_cuda.BAD_FORK for report in self.backends)
+
+    def unsupported(self, gpu: Gpu) -> list[str]:
+        """Why backends cannot drive `gpu` ("name: reason"), from its compute capability."""
+        if gpu.capability is None:
+            return []
+        found = []
+        for report in self.backends:
+            if problem := gpu_support.arch_problem(gpu.capability, report.archs, _build(report)):
+                found.append(problem)
+        return found
+
+    @property
     def exit_code(self) -> int:
         broken = [b for b in self.backends if b.problem or b.kernel_ok is False]
-        return 1 if self.driver.gpus and broken else 0
+        unsupported = any(self.unsupported(gpu) for gpu in self.driver.gpus)
+        return 1 if self.forks_broken or (self.driver.gpus and (broken or unsupported)) else 0
 
 
 def diagnose(
-    driver: Driver | None = None, probes: dict[str, Callable[[bool], BackendReport]] = PROBES
+    driver: Driver | None = None,
+    probes: dict[str, Callable[[int | None], BackendReport]] = PROBES,
+    preload: Callable[[], None] | None = None,
 ) -> Diagnosis:
+    """Each backend inspected as the experiments use it: after `preload` (the measuring
+    process's imports), in a forked child, with its test kernel on GPU 0 if the driver
+    lists a GPU."""
     driver = driver or read_driver()
-    reports = [probe(bool(driver.gpus)) for probe in probes.values()]
-    return Diagnosis(driver, reports, loaded_cuda_libraries())
+    if preload is not None:
+        preload()
+    preloaded = loaded_cuda_libraries()
+    kernel_gpu = 0 if driver.gpus else None
+    reports = [call_in_fork(inspect, name, probe, kernel_gpu) for name, probe in probes.items()]
+    for report in reports:
+        report.libraries = [path for path in report.libraries if path not in preloaded]
+    return Diagnosis(driver, reports, preloaded)
+
+
+def _gpu_lines(diagnosis: Diagnosis, gpu: Gpu) -> list[str]:
+    capability = f", compute capability {capability_text(gpu.capability)}" if gpu.capability else ""
+    lines = [f"GPU {gpu.index}: {gpu.name}, {gpu.memory_mib} MiB, {gpu.uuid}{capability}"]
+    if gpu.capability is None:
+        return lines
+    unsupported = diagnosis.unsupported(gpu)
+    lines += [f"  cannot run: {problem}" for problem in unsupported]
+    if unsupported:
+        advice = gpu_support.stack_advice([gpu.capability], _driver_cuda(diagnosis.driver))
+        lines.append(f"  fix: {advice}")
+    refused = [
+        precision
+        for precision in ("bf16", "tf32")
+        if gpu_support.precision_problem(gpu.capability, precision)
+    ]
+    if refused:
+        lines.append(
+            f"  {' and '.join(refused)} experiments are unavailable on it: "
+            + "; ".join(gpu_support.precision_problem(gpu.capability, p) for p in refused)
+        )
+    return lines
+
+
+def _driver_cuda(driver: Driver) -> Capability | None:
+    if not driver.cuda:
+        return None
+    major, minor = driver.cuda.split(".")
+    return int(major), int(minor)
 
 
 def render(diagnosis: Diagnosis) -> str:
@@ -308,24 +525,37 @@ def render(diagnosis: Diagnosis) -> str:
         cuda = f", supports CUDA {driver.cuda}" if driver.cuda else ""
         lines.append(f"NVIDIA driver {driver.version}{cuda} (read with {driver.source})")
     for gpu in driver.gpus:
-        lines.append(f"GPU {gpu.index}: {gpu.name}, {gpu.memory_mib} MiB, {gpu.uuid}")
+        lines += _gpu_lines(diagnosis, gpu)
     if not driver.gpus:
         lines.append("No NVIDIA GPU on this machine: GPU experiments will be 'unavailable'.")
     for report in diagnosis.backends:
-        state = "imports" if report.imported else "does not import"
+        state = (
+            "not checked"
+            if report.problem == forked_cuda.BAD_FORK
+            else "imports"
+            if report.imported
+            else "does not import"
+        )
         details = ", ".join(part for part in (report.version, report.cuda) if part)
         kernel = {None: "", True: "; test kernel: correct", False: "; test kernel: WRONG"}
         lines.append(
             f"{report.name}: {state}{f' ({details})' if details else ''}{kernel[report.kernel_ok]}"
         )
+        if report.archs:
+            lines.append(f"  runs on: {' '.join(report.archs)}")
         if report.problem:
             lines.append(f"  problem: {report.problem}")
-            lines.append(f"  fix: {report.fix}")
+            lines.append(f"  fix: {report.fix or STACK_FIX}")
+        if report.libraries:
+            lines.append("  CUDA libraries it loaded besides those of the imports:")
+            lines += [f"    {path}" for path in report.libraries]
     if diagnosis.libraries:
-        lines.append("CUDA libraries loaded in this process:")
+        lines.append("CUDA libraries loaded by the measuring process's imports:")
         lines += [f"  {path}" for path in diagnosis.libraries]
     verdict = (
-        "A GPU is present but a backend cannot use it (see the fixes above)."
+        "The imports before the runs fork initialise CUDA: no forked run can use a GPU."
+        if diagnosis.forks_broken
+        else "A GPU is present but a backend cannot use it (see the fixes above)."
         if diagnosis.exit_code
         else "Every backend can use the GPU."
         if driver.gpus

@@ -109,7 +109,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     After the timing, the kernel runs again in an energy window (accelbench.energy).
     """
     spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
-    reason = backend.unavailable_reason(device)
+    reason = backend.unavailable_reason(device, exp.dtype)
     if reason:
         return Outcome("unavailable", reason)
     if backend.naive and exp.size > (limit := naive_size_limit(spec, settings)):

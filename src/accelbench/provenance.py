@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
+from accelbench import doctor
 from accelbench.devices import usable_cpus
 
 LIBRARIES = (
@@ -109,21 +110,21 @@ def gpu_info() -> dict[str, Any]:
 
     `uuids` are the CUDA devices' UUIDs in CUDA's order, as torch writes them (NVML and
     nvidia-smi put "GPU-" or "MIG-" before the same text): which board NVML measured
-    the energy of can be checked against the one the experiment ran on.
+    the energy of can be checked against the one the experiment ran on. The GPUs
+    are asked in a forked child (doctor.visible_gpus): this process may be one
+    that forks runs.
     """
     import torch
 
+    gpus = doctor.visible_gpus()
     info: dict[str, Any] = {
         "cuda_runtime": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "gpus": [],
-        "uuids": [],
+        "gpus": [gpu.name for gpu in gpus],
+        "uuids": [gpu.uuid for gpu in gpus],
         "driver": None,
     }
-    if torch.cuda.is_available():
-        devices = range(torch.cuda.device_count())
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in devices]
-        info["uuids"] = [str(torch.cuda.get_device_properties(i).uuid) for i in devices]
+    if gpus:
         try:
             done = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -66,7 +66,7 @@ def _candidates(kernel, backends, device: Device, dtype_name: str) -> tuple[list
             continue
         if dtype_name not in spec.dtypes(name):
             reasons.append(f"{name}: no {dtype_name} {kernel}")
-        elif reason := backend.unavailable_reason(device):
+        elif reason := backend.unavailable_reason(device, dtype_name):
             reasons.append(f"{name}: {reason}")
         else:
             usable.append(name)

@@ -39,15 +39,6 @@ from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TrainSettings
 
 
-def precision_unavailable_reason(precision: str, is_gpu: bool) -> str | None:
-    """A precision the device cannot do; asked once the device itself is known to exist."""
-    import torch
-
-    if precision == "bf16" and is_gpu and not torch.cuda.is_bf16_supported():
-        return f"this GPU ({torch.cuda.get_device_name(0)}) does not support bfloat16"
-    return None
-
-
 @contextlib.contextmanager
 def _tensor_cores(allow_tf32: bool):
     """TF32 on or off for this experiment only; the process-wide flags are restored after."""
@@ -357,16 +348,21 @@ def _unavailable_reason(
             if visible_gpu_count()
             else f"no CUDA device available to PyTorch in this task{hint}"
         )
+        gpus = [_local_gpu(launched)] if reason is None else []
     else:
         reason = cuda_unavailable_reason(device)
+        gpus = range(device.count)
     if reason is None and device.is_gpu:
-        reason = doctor.backend_problem("torch")
+        # Checked in a forked child: a process that goes on to launch the ranks (torchrun)
+        # must hold no CUDA context, or the ranks cannot use its GPUs in EXCLUSIVE_PROCESS
+        # mode; a launched rank checks its own GPU, not GPU 0 of its node.
+        reason = doctor.backend_problem("torch", gpus, exp.precision)
     if reason is None and settings.compile != "off" and exp.strategy not in strategies.COMPILABLE:
         reason = (
             f"torch.compile is applied with strategies {', '.join(strategies.COMPILABLE)}; "
             f"train.compile is {settings.compile!r} and the strategy is {exp.strategy!r}"
         )
-    return reason or precision_unavailable_reason(exp.precision, device.is_gpu)
+    return reason
 
 
 def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
