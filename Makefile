@@ -3,8 +3,10 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
-# The CUDA stack the GPU backends use: 13 (default: PyPI's torch; NVIDIA driver >= 580)
-# or 12 (driver < 580; torch from the PyTorch wheel index). See README, "CUDA stacks".
+# The CUDA stack the GPU backends use: 13 (default: PyPI's torch; Turing to Blackwell GPUs,
+# NVIDIA driver >= 580) or 12 (GPUs before Turing, or a driver < 580 and >= 525.60.13; torch's
+# CUDA 12.6 build from the PyTorch wheel index). See README, "CUDA stacks"; `accelbench doctor`
+# names the stack each GPU needs.
 CUDA ?= 13
 ifeq ($(filter $(CUDA),12 13),)
 $(error CUDA must be 12 or 13, not '$(CUDA)')

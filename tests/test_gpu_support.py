@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 from accelbench import gpu_support
 from accelbench.gpu_support import arch_problem, precision_problem, runs_on, stack_advice
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CUDA13_TORCH = gpu_support.STACKS[0].torch_archs
 CUDA12_TORCH = gpu_support.STACKS[1].torch_archs
 V100, T4, A100, A10, L40S, H100 = (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0)
@@ -121,3 +125,29 @@ def test_blackwell_under_an_old_driver_needs_a_driver_update():
 def test_a_gpu_no_stack_drives_is_said_plainly():
     advice = stack_advice([(3, 7)], (12, 4))
     assert advice.startswith("no CUDA stack of this project drives compute capability 3.7")
+
+
+def _cuda12_pins() -> list[list[str]]:
+    """The pip lines of the CUDA 12 stack: requirements-cuda12.txt and the conda env's pip list."""
+    requirements = (REPO_ROOT / "requirements-cuda12.txt").read_text().splitlines()
+    env = yaml.safe_load((REPO_ROOT / "envs" / "accelbench-cuda12.yaml").read_text())
+    pip = next(entry["pip"] for entry in env["dependencies"] if isinstance(entry, dict))
+    return [requirements, pip]
+
+
+def test_the_cuda12_stack_pins_a_torch_build_its_release_publishes():
+    """PyTorch's release matrix, as the installed torch (the same release) lists it: a pin of a
+    build it does not publish (cu128 from 2.12 on) cannot be installed."""
+    released = torch.cuda.PYTORCH_RELEASES_CODE_CC
+    for lines in _cuda12_pins():
+        [pin] = [line for line in lines if line.startswith("torch==")]
+        version, label = pin.removeprefix("torch==").split("+")
+        assert version == torch.__version__.split("+")[0]
+        cuda = f"{label[2:-1]}.{label[-1]}"  # cu126 -> 12.6
+        assert cuda in released, f"torch {version} has no CUDA {cuda} build: {sorted(released)}"
+        index = [line.split()[-1] for line in lines if line.startswith("--extra-index-url")]
+        assert index == [f"https://download.pytorch.org/whl/{label}"]
+        assert f"torchvision==0.29.1+{label}" in lines
+        archs = {f"sm_{code}" for code in released[cuda]["x86_64"]}
+        assert archs == set(CUDA12_TORCH)
+    assert {f"sm_{code}" for code in released["13.0"]["x86_64"]} == set(CUDA13_TORCH)
