@@ -335,3 +335,29 @@ def test_the_cuda_simulator_is_refused_outside_the_test_suite(tmp_path):
         "its times would be recorded as GPU times; unset NUMBA_ENABLE_CUDASIM"
     )
     assert found == {"record": ["unavailable", refusal], "doctor": refusal}
+
+
+def test_a_rapids_library_is_imported_only_after_the_forked_gpu_check(monkeypatch, tmp_path):
+    """Importing cuDF initialises CUDA (it checks the driver and the GPUs): done before the
+    check, the check's forked child could no longer use CUDA and would find no GPU."""
+    order = []
+    (tmp_path / "cudf.py").write_text("import order\norder.calls.append('import cudf')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "order", type(sys)("order"))
+    sys.modules["order"].calls = order
+    monkeypatch.setitem(sys.modules, "cudf", None)  # undone: the stand-in leaves no trace
+    monkeypatch.delitem(sys.modules, "cudf")
+    monkeypatch.setattr(
+        backends, "cuda_unavailable_reason", lambda device: order.append("GPU check")
+    )
+    reason = backends.DATASCI_BACKENDS["cudf"].unavailable_reason(parse_device("cuda1"))
+    assert reason is None
+    assert order == ["GPU check", "import cudf"]
+
+
+def test_a_rapids_library_that_is_not_installed_says_which_extra_installs_it():
+    reason = backends.DATASCI_BACKENDS["cugraph"].unavailable_reason(parse_device("cuda1"))
+    assert reason == (
+        "cuGraph is not installed (optional extra rapids-cuda13 or rapids-cuda12, as the CUDA "
+        "stack; see README, RAPIDS): No module named 'cugraph'"
+    )

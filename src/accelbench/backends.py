@@ -10,6 +10,7 @@ for, a precision the GPU only emulates, a test kernel that fails.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -28,10 +29,8 @@ def _numba_reason(device: Device, dtype: str | None) -> str | None:
 
 
 def _cupy_reason(device: Device, dtype: str | None) -> str | None:
-    try:
-        import cupy  # noqa: F401
-    except ImportError as err:
-        return f"CuPy is not installed ({err})"
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (No module named 'cupy')"
     return doctor.backend_problem("cupy", range(device.count), dtype)
 
 
@@ -89,17 +88,24 @@ BACKENDS: dict[str, Backend] = {
 
 def _library_reason(module: str, label: str, extra: str | None = None) -> Callable:
     """Why a data science library cannot run on a device: not installed (with the extra that
-    installs it), or, for a GPU library, no usable CUDA device."""
+    installs it), or, for a GPU library, no usable CUDA device.
+
+    A RAPIDS library initialises CUDA when imported (it checks the driver and the
+    GPUs), so it is imported only after the GPU check, which a child forked from
+    a process that has initialised CUDA could not make.
+    """
     install = f" (optional extra {extra}; see README, RAPIDS)" if extra else ""
 
     def reason(device: Device, dtype: str | None) -> str | None:
+        if importlib.util.find_spec(module) is None:
+            return f"{label} is not installed{install}: No module named {module!r}"
+        if device.is_gpu and (missing := cuda_unavailable_reason(device)):
+            return missing
         try:
             importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            return f"{label} is not installed{install}: {err}"
         except Exception as err:  # a RAPIDS library that finds no CUDA driver fails to import
             return f"{label} cannot load here: {type(err).__name__}: {err}"
-        return cuda_unavailable_reason(device) if device.is_gpu else None
+        return None
 
     return reason
 
