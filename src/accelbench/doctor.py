@@ -387,7 +387,7 @@ PROBES: dict[str, Callable[[int | None], BackendReport]] = {
 }
 
 
-def inspect(
+def inspect_backend(
     name: str, probe: Callable[[int | None], BackendReport], kernel_gpu: int | None
 ) -> BackendReport:
     """Backend `name`'s report from `probe` in this process, with the CUDA libraries it has
@@ -402,7 +402,7 @@ def inspect(
 @functools.cache
 def inspected(name: str, kernel_gpu: int | None) -> BackendReport:
     """Backend `name`'s report, inspected in a forked child (forked_cuda.ask), once per process."""
-    return forked_cuda.ask(inspect, name, PROBES[name], kernel_gpu)
+    return forked_cuda.ask(inspect_backend, name, PROBES[name], kernel_gpu)
 
 
 def visible_gpus() -> list[VisibleGpu]:
@@ -451,7 +451,7 @@ class Diagnosis:
         return any(report.problem == forked_cuda.BAD_FORK for report in self.backends)
 
     def unsupported(self, gpu: Gpu) -> list[str]:
-        """Why backends cannot drive `gpu` ("name: reason"), from its compute capability."""
+        """Why backends cannot drive `gpu`, one reason each, from its compute capability."""
         if gpu.capability is None:
             return []
         found = []
@@ -480,9 +480,11 @@ def diagnose(
         preload()
     preloaded = loaded_cuda_libraries()
     kernel_gpu = 0 if driver.gpus else None
-    reports = [call_in_fork(inspect, name, probe, kernel_gpu) for name, probe in probes.items()]
-    for report in reports:
+    reports = []
+    for name, probe in probes.items():
+        report = call_in_fork(inspect_backend, name, probe, kernel_gpu)
         report.libraries = [path for path in report.libraries if path not in preloaded]
+        reports.append(report)
     return Diagnosis(driver, reports, preloaded)
 
 
