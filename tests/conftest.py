@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,15 @@ def snakemake(
         text=True,
         timeout=timeout,
     )
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run as {rule: count}."""
+    stats = output.split("Job stats:", 1)[1]
+    return {
+        name: int(count)
+        for name, count in re.findall(r"^(\w+)\s+(\d+)$", stats, flags=re.MULTILINE)
+    }
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import sys
 
 import pytest
@@ -253,13 +252,6 @@ def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path)
     assert "exceeded the job's time limit: stopped after 5 s" in record["reason"]
 
 
-def test_killed_child_is_described():
-    assert "was killed by SIGKILL" in supervise._describe_exit(-signal.SIGKILL, None)
-    assert "the measuring process exited with code 2" in supervise._describe_exit(2, None)
-    described = supervise._describe_exit(1, ["srun", "--ntasks=2"])
-    assert described == "the tasks started by `srun --ntasks=2` exited with code 1"
-
-
 def test_launcher_prefix_starts_the_child(tmp_path):
     """The child runs under the launcher's command line (srun on a cluster; env here)."""
     out = tmp_path / "r.json"
@@ -284,7 +276,11 @@ def test_failing_launcher_is_recorded_on_the_last_attempt(tmp_path):
     )
     record = load_record(out)
     assert record["status"] == "failed"
-    assert record["reason"] == "the tasks started by `false` exited with code 1"
+    assert record["reason"] == (
+        "the tasks started by `false` exited with code 1 without a record or an error of its "
+        "own; a passing fault: the next run measures it again"
+    )
+    assert record["transient"] is True
 
 
 # Runs the command it is given as two tasks of one job step, as srun would
@@ -579,11 +575,20 @@ def test_a_task_killed_without_a_word_is_the_cause_not_its_peers_lost_connection
         supervise.TaskEnd("node2", 3, "Terminated"),
         supervise.TaskEnd("node1", 0, "Terminated"),
     ]
-    reason, status = supervise.first_failure([PEER_LOST], ends)
-    assert reason.startswith(
+    failure = supervise.first_failure([PEER_LOST], ends)
+    assert failure.reason.startswith(
         "rank 2 on node2: Killed (as srun reports it; the task wrote no error of its own)"
     )
-    assert status == "oom"
+    # Killed is any SIGKILL; Slurm's memory cgroup makes srun say "Out Of Memory" instead.
+    assert (failure.status, failure.transient) == ("failed", True)
+
+
+def test_a_task_slurm_killed_for_memory_is_oom_and_a_crash_stays():
+    oom = supervise.first_failure([], [supervise.TaskEnd("node1", 0, "Out Of Memory")])
+    assert (oom.status, oom.transient) == ("oom", False)
+    assert oom.reason.startswith("rank 0 on node1: Out Of Memory (as srun reports it")
+    crash = supervise.first_failure([], [supervise.TaskEnd("node1", 1, "Segmentation fault")])
+    assert (crash.status, crash.transient) == ("failed", False)
 
 
 def test_a_task_that_failed_first_is_named_in_its_own_words():
@@ -591,12 +596,14 @@ def test_a_task_that_failed_first_is_named_in_its_own_words():
         supervise.TaskEnd("node1", 1, "Exited with exit code 1"),
         supervise.TaskEnd("node1", 0, "Terminated"),
     ]
-    assert supervise.first_failure([PEER_LOST], ends) == (
+    failure = supervise.first_failure([PEER_LOST], ends)
+    assert (failure.reason, failure.status) == (
         "rank 1: RuntimeError: Connection reset by peer",
         "failed",
     )
     # Without srun's reports (another launcher): the lowest rank's note.
-    assert supervise.first_failure([PEER_LOST], []) == (
+    failure = supervise.first_failure([PEER_LOST, {**PEER_LOST, "rank": 3}], [])
+    assert (failure.reason, failure.status) == (
         "rank 1: RuntimeError: Connection reset by peer",
         "failed",
     )

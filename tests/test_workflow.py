@@ -8,21 +8,12 @@ import re
 import pandas as pd
 import pytest
 
-from conftest import snakemake
+from conftest import planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
 KERNEL_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
 TRAIN_TARGET = "results/train/resnet18/cpu1/fp32/single/bs2.json"
-
-
-def planned_jobs(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a dry run as {rule: count}."""
-    stats = output.split("Job stats:", 1)[1]
-    return {
-        name: int(count)
-        for name, count in re.findall(r"^(\w+)\s+(\d+)$", stats, flags=re.MULTILINE)
-    }
 
 
 def test_default_grid_plans_every_cell(workflow_dir):

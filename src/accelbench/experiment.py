@@ -9,7 +9,6 @@ atomic write guarantees no half-written one either.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 import traceback
 from collections.abc import Callable
@@ -33,10 +32,11 @@ from accelbench.outcome import (
     Outcome,
     RankFailure,
     RetryableFailure,
-    is_out_of_memory,
     note_rank_failure,
+    of_error,
+    of_process_end,
 )
-from accelbench.processes import OOM_HINT, ChildFailed, call_in_fork, exit_text
+from accelbench.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.results import make_record, write_record
 from accelbench.roofs import later_runs as roof_later_runs
 from accelbench.roofs import measure_roof, roof_sizes
@@ -48,13 +48,12 @@ log = logging.getLogger(__name__)
 
 
 def _guarded(measure, exp, settings) -> Outcome:
-    """Turn any exception from a measurement into an "oom" or "failed" outcome."""
+    """Turn any exception from a measurement into its outcome (outcome.of_error)."""
     try:
         return measure(exp, settings)
     except Exception as err:  # the record must say what went wrong, whatever it was
         log.error("%s raised:\n%s", exp.id, traceback.format_exc())
-        status = "oom" if is_out_of_memory(err) else "failed"
-        return Outcome(status, f"{type(err).__name__}: {err}", raised=True)
+        return of_error(err)
 
 
 @dataclass(frozen=True)
@@ -85,12 +84,11 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
     (OpenMP cannot be forked), which is why only the supervisor's fresh child
     asks for it. The outcome comes back pickled through a pipe.
     """
+    kills = OomKills.read()
     try:
         return call_in_fork(_guarded, measure, exp, settings)
-    except ChildFailed as died:
-        oom = died.code == -signal.SIGKILL
-        reason = f"the run's process {exit_text(died.code)}{OOM_HINT if oom else ''}"
-        return Outcome("oom" if oom else "failed", reason, raised=True)
+    except ChildFailed as died:  # _guarded answers every exception: the run's process died
+        return of_process_end("the run's process", died.code, kills)
 
 
 def combine_runs(outcomes: list[Outcome]) -> Outcome:
@@ -319,6 +317,7 @@ def write_outcome(
             raw=outcome.raw,
             measured_by=outcome.measured_by,
             energy=outcome.energy,
+            transient=outcome.transient,
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

@@ -338,8 +338,9 @@ class ServedProcess:
                 os.kill(self.pid, signum)
 
 
-def request(payload: dict[str, Any]) -> ServedProcess | None:
-    """Have this run's server fork the measuring process for `payload`; None if it cannot."""
+def request(payload: dict[str, Any], stderr: int = 2) -> ServedProcess | None:
+    """Have this run's server fork the measuring process for `payload`, writing to this
+    process's stdout and to `stderr` (a descriptor); None if it cannot."""
     address = os.environ.get(ADDRESS_VARIABLE)
     if not address:
         return None
@@ -348,14 +349,14 @@ def request(payload: dict[str, Any]) -> ServedProcess | None:
         connection.connect(address)
         sys.stdout.flush()
         sys.stderr.flush()
-        # The process writes where a child of this one would: this process's stdout and stderr.
+        # The process writes where a child of this one would: this process's stdout, `stderr`.
         message = {
             "payload": payload,
             "executable": sys.executable,
             "cwd": os.getcwd(),
             "environment": dict(os.environ),
         }
-        _send(connection, message, fds=[1, 2])
+        _send(connection, message, fds=[1, stderr])
         reply, _ = _receive(connection)
     except OSError as err:
         connection.close()

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from accelbench import results
 from accelbench.devices import DeviceError, parse_device
 from accelbench.train.strategies import STRATEGY_NAMES
 
@@ -322,10 +323,12 @@ def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
 
 
 def target_check(family: str, train_config: Mapping[str, Any] | None = None):
-    """A rule's input function that parses its target path and asks for no input.
+    """A rule's input function that parses its target path and asks for no input but the
+    record's retry flag, where a record there once failed by a passing fault.
 
     Snakemake evaluates it while planning, so a wrong part of a path named as a
-    target stops the run before any job starts, with GridError naming the part.
+    target stops the run before any job starts, with GridError naming the part;
+    and a transient record, older than its flag (results.retry_flag), is measured again.
     """
     parse = {
         "kernel": parse_kernel,
@@ -335,8 +338,9 @@ def target_check(family: str, train_config: Mapping[str, Any] | None = None):
     }[family]
 
     def check(wildcards) -> list[str]:
-        parse(dict(wildcards.items()))
-        return []
+        exp = parse(dict(wildcards.items()))
+        flag = results.retry_flag(exp.path)
+        return [str(flag)] if flag.exists() else []
 
     return check
 

@@ -16,16 +16,24 @@ from accelbench import experiment
 from accelbench.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
+    UNRECORDED_EXIT_CODE,
     RankFailure,
     RetryableFailure,
+    last_words,
+    of_error,
 )
-from accelbench.train.distributed import is_primary_process
+from accelbench.train.distributed import from_environment, is_primary_process
 
 log = logging.getLogger(__name__)
 
 
 def main(payload: dict[str, Any]) -> int:
-    """Measure and write the record, or signal a retry (RETRY_EXIT_CODE)."""
+    """Measure and write the record, or signal a retry (RETRY_EXIT_CODE).
+
+    An error outside the measurement (the record's write on a full disk) cannot go
+    into the record: its text goes to the supervisor as the process's last words on
+    stderr (UNRECORDED_EXIT_CODE), and the supervisor records it or retries.
+    """
     # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
     to_file = payload["log_file"] and is_primary_process()
     logging.basicConfig(
@@ -50,6 +58,13 @@ def main(payload: dict[str, Any]) -> int:
     except RankFailure as err:
         log.error("%s", err)
         return RANK_FAILED_EXIT_CODE
+    except Exception as err:  # whatever it was, the supervisor must hear its text
+        log.exception("%s: no record written", exp.id)
+        launched = from_environment()
+        outcome = of_error(err, "outside the measurement: ")
+        print(last_words(outcome, launched.rank if launched else 0), file=sys.stderr)
+        sys.stderr.flush()
+        return UNRECORDED_EXIT_CODE
     return 0
 
 

@@ -14,13 +14,30 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
-# A process killed by SIGKILL that nobody meant to stop was most likely the OOM killer's.
-OOM_HINT = " (the usual sign of the host running out of memory)"
+# Signals a process raises against itself when its own code goes wrong (a segfault in a
+# native library, an abort): the same configuration crashes the same way next time. Any
+# other signal came from outside (a user, the scheduler, the OOM killer), a passing fault.
+CRASH_SIGNALS = frozenset(
+    {
+        signal.SIGSEGV,
+        signal.SIGBUS,
+        signal.SIGILL,
+        signal.SIGFPE,
+        signal.SIGABRT,
+        signal.SIGSYS,
+        signal.SIGTRAP,
+    }
+)
+# Where the kernel says which cgroups a process is in, and where their files are.
+PROC_CGROUP = Path("/proc/self/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def die_with_parent(signum: int = signal.SIGKILL) -> None:
@@ -85,3 +102,71 @@ def call_in_fork(function: Callable[..., T], *args: Any) -> T:
     if not answered:
         raise ChildFailed(f"{function.__name__} raised in its process: {answer}")
     return answer
+
+
+def crashed(code: int) -> bool:
+    """Whether a process with this exit code (negative: a signal) crashed by its own fault."""
+    return code < 0 and -code in CRASH_SIGNALS
+
+
+@dataclass(frozen=True)
+class OomKills:
+    """How many processes the OOM killer has killed in this process's memory cgroup.
+
+    The kernel counts every kill of a process of the cgroup, by its own memory limit
+    (a Slurm job's) or by the host running out of memory, before it sends SIGKILL:
+    the cgroup v2 `memory.events` and cgroup v1 `memory.oom_control` files, key
+    `oom_kill`. Read before a child starts and after it ended, a rise says the
+    OOM killer was at work; a SIGKILL without one came from someone else. A machine
+    whose counter cannot be read (no memory controller) gives no evidence either way.
+    """
+
+    file: Path | None
+    count: int | None
+
+    @classmethod
+    def read(cls) -> OomKills:
+        for file in _memory_event_files():
+            count = _oom_kill_count(file)
+            if count is not None:
+                return cls(file, count)
+        return cls(None, None)
+
+    def since(self) -> int | None:
+        """Kills counted since this reading; None where the counter cannot be read."""
+        if self.file is None:
+            return None
+        count = _oom_kill_count(self.file)
+        return None if count is None else count - self.count
+
+
+def _memory_event_files() -> list[Path]:
+    """The OOM-kill counters of this process's memory cgroup, v2 first (pure or hybrid)."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return []
+    files = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        relative = path.lstrip("/")
+        if controllers == "":
+            files += [
+                CGROUP_ROOT / relative / "memory.events",
+                CGROUP_ROOT / "unified" / relative / "memory.events",
+            ]
+        elif "memory" in controllers.split(","):
+            files.append(CGROUP_ROOT / "memory" / relative / "memory.oom_control")
+    return files
+
+
+def _oom_kill_count(file: Path) -> int | None:
+    try:
+        text = file.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return None

@@ -36,6 +36,10 @@ MEASURED_BY_KEY = "measured_by"
 # Optional: the energy of the measured work (accelbench.energy): "ok" with the method, the
 # idle baseline and each window, or "too_short"/"unavailable" with the reason.
 ENERGY_KEY = "energy"
+# Optional, on a "failed" record only: true where the failure was a passing fault (a full
+# disk, a process killed from outside other than by the OOM killer; accelbench.outcome), so
+# the workflow's next run measures the cell again instead of keeping the record.
+TRANSIENT_KEY = "transient"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -68,6 +72,7 @@ def make_record(
     raw: dict[str, Any] | None = None,
     measured_by: dict[str, str] | None = None,
     energy: dict[str, Any] | None = None,
+    transient: bool = False,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -91,6 +96,8 @@ def make_record(
         record[MEASURED_BY_KEY] = measured_by
     if energy:
         record[ENERGY_KEY] = energy
+    if transient:
+        record[TRANSIENT_KEY] = True
     validate_record(record)
     return record
 
@@ -140,6 +147,8 @@ def validate_record(record: Any, source: str = "record") -> None:
         )
     if ENERGY_KEY in record and (problem := validate_energy(record[ENERGY_KEY])):
         raise RecordError(f"{source}: {ENERGY_KEY!r} {problem}")
+    if TRANSIENT_KEY in record and (record[TRANSIENT_KEY] is not True or status != "failed"):
+        raise RecordError(f"{source}: {TRANSIENT_KEY!r} is only ever true, on a 'failed' record")
 
 
 def _validate_raw(raw: Any, source: str) -> None:
@@ -222,6 +231,8 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+    if record.get(TRANSIENT_KEY):
+        _flag_transient(target)
     return target
 
 
@@ -234,6 +245,25 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise RecordError(f"{path}: not valid JSON ({err})") from err
     validate_record(record, str(path))
     return record
+
+
+def retry_flag(path: str | os.PathLike[str]) -> Path:
+    """The hidden file beside a record that failed by a passing fault, a second newer than the
+    record: the workflow asks for it as the record's input where it exists
+    (grid.target_check), so Snakemake measures the experiment again. It stays once the cell
+    is measured (older than the new record then): were it removed, Snakemake would see the
+    experiment's inputs change and measure it yet again."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.retry")
+
+
+def _flag_transient(path: Path) -> None:
+    """Give a transient record just written its retry flag (file times move in clock ticks:
+    a flag written right after the record could bear the same time)."""
+    flag = retry_flag(path)
+    flag.touch()
+    newer = path.stat().st_mtime_ns + 1_000_000_000
+    os.utime(flag, ns=(newer, newer))
 
 
 # Below results/: previous versions of records that were measured again, one folder per run.

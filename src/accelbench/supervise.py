@@ -14,12 +14,22 @@ a note in a folder next to the record and exits non-zero (srun then stops the
 others); its reason, not a peer's disconnect, goes into the record. A task that
 dies without a word (killed by a signal) is named as srun reports it: srun's
 first "srun: error: NODE: task N: ..." line says which task ended the step.
+
+A child that ended without its record is "oom" only where the OOM killer says so
+(the cgroup's count of OOM kills rose while it ran, or srun reports "Out Of
+Memory"); a crash is the configuration's failure; any other kill, a child that
+could not write its record (its last words on stderr say why), or one that died
+without a word is a passing fault, recorded as transient (accelbench.outcome).
+The log of an attempt that is retried is kept beside the job's log
+(`n64.attempt1.log`), since Snakemake empties the log before the next attempt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import shutil
 import signal
@@ -33,8 +43,17 @@ from typing import Any
 
 from accelbench import fork_server, provenance
 from accelbench.grid import Experiment
-from accelbench.outcome import RETRY_EXIT_CODE, Outcome, RetryableFailure, rank_failures
-from accelbench.processes import OOM_HINT, exit_text
+from accelbench.outcome import (
+    MEASURED_AGAIN,
+    RETRY_EXIT_CODE,
+    Outcome,
+    RetryableFailure,
+    heard,
+    of_note,
+    of_process_end,
+    rank_failures,
+)
+from accelbench.processes import CRASH_SIGNALS, OomKills
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +88,33 @@ def task_end(line: str) -> TaskEnd | None:
     return TaskEnd(match["node"], int(match["first"]), match["what"])
 
 
-def _relay_stderr(stream, ends: list[TaskEnd]) -> None:
-    """Copy the launcher's stderr (srun's and its tasks') to ours; keep srun's task reports."""
+def _relay_stderr(stream, ends: list[TaskEnd], words: list[dict[str, Any]]) -> None:
+    """Copy the child's stderr (under a launcher, srun's and its tasks') to ours; keep srun's
+    task reports and the measuring process's last words (outcome.LAST_WORDS).
+
+    A write that fails (our stderr on a full disk) does not stop the copying: the child
+    would block on a full pipe.
+    """
     for line in stream:
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.write(line)
+            sys.stderr.flush()
         end = task_end(line)
         if end is not None:
             ends.append(end)
+        note = heard(line.rstrip("\n"))
+        if note is not None:
+            words.append(note)
 
 
-def first_failure(notes: list[dict[str, Any]], ends: list[TaskEnd]) -> tuple[str, str] | None:
-    """(reason, status) of the task that failed first, in its own words where it left any.
+# srun's words for a task ended by SIG_OOM (Slurm's memory cgroup), and for a crash signal
+# (strsignal's text, as srun prints it).
+SRUN_OUT_OF_MEMORY = "Out Of Memory"
+SRUN_CRASHES = frozenset(signal.strsignal(signum) for signum in CRASH_SIGNALS)
+
+
+def first_failure(notes: list[dict[str, Any]], ends: list[TaskEnd]) -> Outcome | None:
+    """The failure of the task that failed first, in its own words where it left any.
 
     srun reports tasks in the order they ended, so its first report names the
     cause; the notes of tasks that then lost their peers are consequences.
@@ -91,22 +125,44 @@ def first_failure(notes: list[dict[str, Any]], ends: list[TaskEnd]) -> tuple[str
         first = ends[0]
         note = by_rank.get(first.rank)
         if note is not None:
-            return f"rank {note['rank']}: {note['reason']}", note["status"]
-        killed = first.what == "Killed"
+            return of_note(note, f"rank {note['rank']}: ")
         reason = (
             f"rank {first.rank} on {first.node}: {first.what} (as srun reports it; the task "
-            f"wrote no error of its own){OOM_HINT if killed else ''}"
+            "wrote no error of its own)"
         )
-        return reason, "oom" if killed else "failed"
+        if first.what == SRUN_OUT_OF_MEMORY:
+            return Outcome("oom", reason, raised=True)
+        if first.what in SRUN_CRASHES:
+            return Outcome("failed", reason, raised=True)
+        return Outcome("failed", f"{reason}; {MEASURED_AGAIN}", raised=True, transient=True)
     if notes:
-        return f"rank {notes[0]['rank']}: {notes[0]['reason']}", notes[0]["status"]
+        ranked = sorted(notes, key=lambda note: note["rank"])
+        return of_note(ranked[0], f"rank {ranked[0]['rank']}: ")
     return None
 
 
-def _describe_exit(code: int, launcher: list[str] | None) -> str:
-    what = f"the tasks started by `{' '.join(launcher)}`" if launcher else "the measuring process"
-    hint = OOM_HINT if code == -signal.SIGKILL else ""
-    return f"{what} {exit_text(code, plural=bool(launcher))}{hint}"
+def _child_name(launcher: list[str] | None) -> str:
+    return f"the tasks started by `{' '.join(launcher)}`" if launcher else "the measuring process"
+
+
+def keep_attempt_log(log_file: str | None, attempt: int) -> Path | None:
+    """A copy of the job's log as `NAME.attemptN.log` beside it: Snakemake empties the log
+    before the next attempt, and the failure of this one must stay readable."""
+    if not log_file or not Path(log_file).is_file():
+        return None
+    log_path = Path(log_file)
+    kept = log_path.with_name(f"{log_path.stem}.attempt{attempt}{log_path.suffix}")
+    shutil.copyfile(log_path, kept)
+    return kept
+
+
+def _retry(exp: Experiment, why: str, log_file: str | None, attempt: int, max_attempts: int):
+    """Log why attempt `attempt` failed, keep its log, and raise RetryableFailure."""
+    log.error("%s: attempt %d of %d failed: %s", exp.id, attempt, max_attempts, why)
+    kept = keep_attempt_log(log_file, attempt)
+    if kept is not None:
+        log.info("the log of attempt %d is kept as %s", attempt, kept)
+    return RetryableFailure(f"{exp.id}: {why}; attempt {attempt} of {max_attempts}")
 
 
 def run_supervised(
@@ -142,23 +198,27 @@ def run_supervised(
         "log_file": log_file,
         "failure_dir": failure_dir,
     }
+    # The OOM killer's count before the child starts: only a rise calls its SIGKILL "oom".
+    kills = OomKills.read()
+    # The child's stderr comes through a pipe, relayed to ours (_relay_stderr).
+    read_end, write_end = os.pipe()
     # Locally, the run's fork server starts the process without the imports' cost;
     # srun's tasks, or a job without a server, start a new interpreter. The payload
     # goes on the command line: srun hands every task its arguments.
-    child = None if launcher else fork_server.request(payload)
+    try:
+        child = None if launcher else fork_server.request(payload, stderr=write_end)
+        if child is not None:
+            log.info("measuring process %d forked by the fork server", child.pid)
+        else:
+            command = [sys.executable, "-m", "accelbench.measuring_process", json.dumps(payload)]
+            child = subprocess.Popen([*(launcher or []), *command], stderr=write_end)
+    finally:
+        os.close(write_end)
     ends: list[TaskEnd] = []
-    relay = None
-    if child is not None:
-        log.info("measuring process %d forked by the fork server", child.pid)
-    else:
-        command = [sys.executable, "-m", "accelbench.measuring_process", json.dumps(payload)]
-        stderr = subprocess.PIPE if launcher else None
-        child = subprocess.Popen(
-            [*(launcher or []), *command], stderr=stderr, text=True, errors="replace"
-        )
-        if launcher:
-            relay = threading.Thread(target=_relay_stderr, args=(child.stderr, ends), daemon=True)
-            relay.start()
+    words: list[dict[str, Any]] = []
+    stream = os.fdopen(read_end, errors="replace")
+    relay = threading.Thread(target=_relay_stderr, args=(stream, ends, words), daemon=True)
+    relay.start()
 
     def stop_child() -> None:
         child.terminate()
@@ -181,8 +241,7 @@ def run_supervised(
         except subprocess.TimeoutExpired:
             stop_child()
             code = None
-        if relay is not None:
-            relay.join(timeout=10)
+        relay.join(timeout=10)
         if failure_dir:
             notes = rank_failures(failure_dir)
     finally:
@@ -193,21 +252,24 @@ def run_supervised(
         return
     if code == RETRY_EXIT_CODE and not notes and not ends:
         # The child already decided: an error on a non-final attempt, logged by the child.
-        raise RetryableFailure(f"{exp.id}: attempt {attempt} of {max_attempts} failed")
-    failure = first_failure(notes, ends)
-    if failure is not None:
-        reason, status = failure
-    elif code is None:
-        reason = f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
-        status = "failed"
+        raise _retry(exp, "the measurement failed", log_file, attempt, max_attempts)
+    if code is None:
+        outcome = Outcome(
+            "failed", f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
+        )
+    elif launcher:
+        outcome = first_failure(notes + words, ends) or of_process_end(
+            _child_name(launcher), code, kills, plural=True
+        )
+    elif words:
+        outcome = of_note(words[-1])
     else:
-        reason = _describe_exit(code, launcher)
-        status = "oom" if code == -signal.SIGKILL else "failed"
+        outcome = of_process_end(_child_name(launcher), code, kills)
     if not final:
-        raise RetryableFailure(f"{exp.id}: {reason}; attempt {attempt} of {max_attempts}")
-    log.error("%s: %s (last attempt: recorded as %s)", exp.id, reason, status)
+        raise _retry(exp, outcome.reason, log_file, attempt, max_attempts)
+    log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
     # Only here, when the measuring process could not write the record itself: the
     # measuring code imports Numba and the kernels, a second this light parent saves.
     from accelbench import experiment
 
-    experiment.write_outcome(exp, settings, output, Outcome(status, reason), started)
+    experiment.write_outcome(exp, settings, output, outcome, started)
