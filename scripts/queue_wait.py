@@ -4,6 +4,10 @@ import logging
 from pathlib import Path
 
 from accelbench.analysis import queue_wait, sacct, style
+from accelbench.processes import die_with_parent
+
+# Snakemake's own child: it must not outlive a Snakemake that was killed.
+die_with_parent()
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 log = logging.getLogger("queue_wait")

@@ -6,6 +6,10 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench.analysis import roofline, style
+from accelbench.processes import die_with_parent
+
+# Snakemake's own child: it must not outlive a Snakemake that was killed.
+die_with_parent()
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 

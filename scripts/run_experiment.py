@@ -1,11 +1,17 @@
 """Rule entry point: run the experiment its output path names and write the record."""
 
 import logging
+import signal
 import sys
 
 from accelbench import cluster, grid, provenance, supervise
 from accelbench.devices import parse_device
 from accelbench.outcome import RetryableFailure
+from accelbench.processes import die_with_parent
+
+# Snakemake's own child: it must not outlive a Snakemake that was killed.
+# SIGTERM: the supervisor stops its measuring process before it ends.
+die_with_parent(signal.SIGTERM)
 
 logging.basicConfig(
     filename=snakemake.log[0],

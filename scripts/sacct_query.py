@@ -3,6 +3,10 @@
 import logging
 
 from accelbench.analysis import sacct
+from accelbench.processes import die_with_parent
+
+# Snakemake's own child: it must not outlive a Snakemake that was killed.
+die_with_parent()
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 

@@ -5,6 +5,10 @@ import logging
 import pandas as pd
 
 from accelbench.analysis import tidy
+from accelbench.processes import die_with_parent
+
+# Snakemake's own child: it must not outlive a Snakemake that was killed.
+die_with_parent()
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 log = logging.getLogger("tidy")

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -166,6 +167,7 @@ def _measure(
     try:
         die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is not its
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         for target, fd in zip((1, 2), fds, strict=True):
@@ -186,7 +188,18 @@ def _measure(
 
 
 def serve(address: str) -> None:
-    """Accept requests on the Unix socket `address` until killed, one process per request."""
+    """Accept requests on the Unix socket `address` until stopped (SIGTERM), one process per
+    request; then remove the socket and its folder."""
+    # Stopped (by `stop`, or by the death of the Snakemake that started it), it leaves no
+    # folder behind; its processes die with it.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        _serve(address)
+    finally:
+        shutil.rmtree(Path(address).parent, ignore_errors=True)
+
+
+def _serve(address: str) -> None:
     # The imports set variables of their own, which a job's process sets too when it imports.
     before = dict(os.environ)
     main = _preload()
@@ -271,35 +284,40 @@ def start(log_file: str | Path) -> None:
     global _server
     if _server is not None:
         raise RuntimeError(f"a fork server is already running (pid {_server.pid})")
-    folder = tempfile.mkdtemp(prefix="accelbench-fork-")
-    address = os.path.join(folder, "socket")
     Path(log_file).parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as output:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.fork_server", address],
-            stdout=subprocess.PIPE,
-            stderr=output,
-            preexec_fn=lambda: die_with_parent(signal.SIGTERM),
-        )
+        folder = tempfile.mkdtemp(prefix="accelbench-fork-")
+        address = os.path.join(folder, "socket")
+        try:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "accelbench.fork_server", address],
+                stdout=subprocess.PIPE,
+                stderr=output,
+                preexec_fn=lambda: die_with_parent(signal.SIGTERM),
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
     ready = server.stdout.readline()
     server.stdout.close()
     if not ready:
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError(f"the fork server did not start; see {log_file}")
     os.environ[ADDRESS_VARIABLE] = address
     _server = server
 
 
 def stop() -> None:
-    """Stop the server `start` started (if any) and remove its socket."""
+    """Stop the server `start` started (if any); it removes its socket and folder."""
     global _server
     if _server is None:
         return
     os.environ.pop(ADDRESS_VARIABLE, None)
     _server.terminate()
     _server.wait()
-    address = Path(_server.args[-1])
-    address.unlink(missing_ok=True)
-    address.parent.rmdir()
+    # A server killed before it could clean up (SIGKILL) leaves them to us.
+    shutil.rmtree(Path(_server.args[-1]).parent, ignore_errors=True)
     _server = None
 
 

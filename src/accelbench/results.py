@@ -270,21 +270,54 @@ def _flag_transient(path: Path) -> None:
 REPLACED_DIR = "replaced"
 
 
+def attempt_log(log_file: str | os.PathLike[str], attempt: int | str) -> Path:
+    """Where the log of a job's failed attempt is kept, beside the job's log
+    (`n64.log` -> `n64.attempt1.log`): Snakemake empties the log before the next attempt.
+    `attempt` "*" gives the pattern of them all."""
+    log_path = Path(log_file)
+    return log_path.with_name(f"{log_path.stem}.attempt{attempt}{log_path.suffix}")
+
+
 def keep_replaced(
     paths: Iterable[str | os.PathLike[str]], results: Path, archive: Path
 ) -> list[Path]:
-    """Copy each existing record under `results` that is about to be measured again to `archive`.
+    """Copy each existing file under `results` about to be replaced (the records measured again,
+    the logs of their jobs) to `archive`, and move there the logs of their jobs' failed
+    attempts (attempt_log). Returns the copies.
 
-    Snakemake removes a job's old output before the job runs and again when it
-    fails, also when it fails before it ran (a submission Slurm refused), so
-    without this copy a valid measurement could be lost for none. Returns the copies.
+    Snakemake removes a job's old output and log before the job runs and again when it
+    fails, also when it fails before it ran (a submission Slurm refused), so without this
+    copy a valid measurement could be lost for none. Each copy is written whole or not at
+    all (temporary file, fsync, rename): a disk that fills meanwhile stops the run with
+    the record still in its place, and no truncated copy.
     """
     kept = []
     for path in map(Path, paths):
-        if path.suffix != ".json" or not path.is_file():
-            continue
-        copy = archive / path.relative_to(results)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, copy)
-        kept.append(copy)
+        if path.is_file():
+            kept.append(_archive(path, archive / path.relative_to(results)))
+        for attempt in sorted(path.parent.glob(attempt_log(path, "*").name)):
+            kept.append(_archive(attempt, archive / attempt.relative_to(results)))
+            attempt.unlink()
     return kept
+
+
+def _archive(path: Path, copy: Path) -> Path:
+    """`path` copied to `copy` atomically, with its times."""
+    partial = None
+    try:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=f".{copy.name}.", suffix=".tmp", dir=copy.parent)
+        os.close(fd)
+        shutil.copyfile(path, partial)
+        with open(partial, "rb") as written:
+            os.fsync(written.fileno())
+        shutil.copystat(path, partial)
+        os.replace(partial, copy)
+    except BaseException as err:
+        if partial is not None:
+            Path(partial).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            why = f"cannot keep {path} before it is measured again: {err}"
+            raise OSError(err.errno, why) from err
+        raise
+    return copy

@@ -54,6 +54,7 @@ from accelbench.outcome import (
     rank_failures,
 )
 from accelbench.processes import CRASH_SIGNALS, OomKills
+from accelbench.results import attempt_log
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +147,12 @@ def _child_name(launcher: list[str] | None) -> str:
 
 
 def keep_attempt_log(log_file: str | None, attempt: int) -> Path | None:
-    """A copy of the job's log as `NAME.attemptN.log` beside it: Snakemake empties the log
+    """A copy of the job's log beside it (results.attempt_log): Snakemake empties the log
     before the next attempt, and the failure of this one must stay readable."""
     if not log_file or not Path(log_file).is_file():
         return None
-    log_path = Path(log_file)
-    kept = log_path.with_name(f"{log_path.stem}.attempt{attempt}{log_path.suffix}")
-    shutil.copyfile(log_path, kept)
+    kept = attempt_log(log_file, attempt)
+    shutil.copyfile(log_file, kept)
     return kept
 
 

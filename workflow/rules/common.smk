@@ -126,15 +126,15 @@ onstart:
         )
         interrupts.interrupt_once()
         group_errors.show_group_messages()
-    # A record about to be measured again is copied first: Snakemake removes it before
-    # its job runs and again if the job fails, even when it never ran.
+    # A record about to be measured again is copied first, with its job's logs: Snakemake
+    # removes them before its job runs and again if the job fails, even when it never ran.
     results.keep_replaced(
         [
             path
             for job in workflow.dag.needrun_jobs()
             if job.rule.name
             in ("kernel_benchmark", "roof_benchmark", "datasci_benchmark", "train_benchmark")
-            for path in job.output
+            for path in [*job.output, *job.log]
         ],
         Path("results"),
         Path("results", results.REPLACED_DIR, time.strftime("%Y-%m-%dT%H%M%S")),
