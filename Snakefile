@@ -6,9 +6,9 @@ and the default target. The logic lives in the accelbench package (src/).
 
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
-from accelbench.config import check_configfile_options, check_configfiles
+from accelbench.config import check_configfile_options, check_configfiles, check_loaded
 
 min_version("9.0")
 
@@ -18,13 +18,20 @@ min_version("9.0")
 workdir: workflow.basedir
 
 
-configfile: "config/config.yaml"
+# By its full path: under --directory DIR a relative one would be looked for in DIR, and
+# Snakemake skips a config file it cannot find when --configfile names others.
+DEFAULT_CONFIG = f"{workflow.basedir}/config/config.yaml"
+
+
+configfile: DEFAULT_CONFIG
 
 
 check_configfiles(workflow.overwrite_configfiles)
 if workflow.is_main_process:
     check_configfile_options(sys.argv)
-validate(config, "workflow/schemas/config.schema.yaml")
+# Before anything reads the config: each file's size, depth and repeated keys, the
+# schema (workflow/schemas/, filling in its defaults) and the names it cannot know.
+check_loaded(config, [DEFAULT_CONFIG, *workflow.overwrite_configfiles], workflow.basedir)
 
 
 report: "workflow/report/workflow.rst"

@@ -130,5 +130,6 @@ def test_a_hostile_gpu_model_stops_the_workflow_before_any_job(workflow_dir: Pat
         "config/hostile.yaml",
     )
     assert done.returncode != 0
-    assert "On instance['slurm']['gpu_model']" in done.stdout + done.stderr
+    hostile = workflow_dir / "config" / "hostile.yaml"
+    assert f"{hostile}: config key slurm.gpu_model: " in done.stdout + done.stderr
     assert not marker.exists()

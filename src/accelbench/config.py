@@ -11,15 +11,26 @@ names. So a bad value gets the same message from `accelbench grid` as from
 The workflow's files are found from the installed package (an editable
 install from the checkout), not from the working directory; the variable
 ACCELBENCH_WORKFLOW names another checkout.
+
+Before a file is parsed it is measured from its YAML events, without building
+anything: a file whose values, once its aliases are expanded, exceed
+MAX_NODES (an alias bomb: 400 bytes that stand for millions of values), or nest
+deeper than MAX_DEPTH, or give a key twice in one mapping, is refused in one
+line. Every error names the file that set the key (the last one merged that
+has it), and no message is longer than MESSAGE_LIMIT.
 """
 
 from __future__ import annotations
 
+import collections
+import copy
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 from snakemake.utils import validate as validate_against_schema
 from snakemake_interface_common.exceptions import WorkflowError
@@ -29,10 +40,23 @@ from accelbench import grid
 WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+# The default grid has 339 values, nested 6 deep, the cluster grid 574.
+MAX_NODES = 20_000
+MAX_DEPTH = 32
+MESSAGE_LIMIT = 1_000
 
 
 class ConfigError(ValueError):
-    """A config file that is missing or unreadable, or a config the workflow would refuse."""
+    """A config file that is missing or unreadable, or a config the workflow would refuse.
+
+    The message is cut to MESSAGE_LIMIT characters: a value it quotes may be long.
+    """
+
+    def __init__(self, message: str):
+        if len(message) > MESSAGE_LIMIT:
+            left_out = len(message) - MESSAGE_LIMIT
+            message = f"{message[:MESSAGE_LIMIT]}... ({left_out} more characters left out)"
+        super().__init__(message)
 
 
 def _is_workflow(folder: Path) -> bool:
@@ -73,12 +97,83 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
+def measure(text: str, source: str | os.PathLike[str]) -> None:
+    """Refuse YAML that expands beyond MAX_NODES values, nests beyond MAX_DEPTH or repeats
+    a key in one mapping, from its parser's events: nothing is built, no alias expanded."""
+    open_nodes: list[_Open] = []
+    expanded: dict[str, tuple[int, int]] = {}  # anchor -> (values, height)
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.NodeEvent) and open_nodes:
+                open_nodes[-1].child(event, source, line)
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_nodes.append(_Open(event))
+                values, height = 0, 0
+            elif isinstance(event, yaml.CollectionEndEvent):
+                closed = open_nodes.pop()
+                values, height = closed.values, closed.height
+                if closed.anchor:
+                    expanded[closed.anchor] = (values, height)
+            elif isinstance(event, yaml.AliasEvent):
+                values, height = expanded.get(event.anchor, (1, 0))
+            elif isinstance(event, yaml.ScalarEvent):
+                values, height = 1, 0
+                if event.anchor:
+                    expanded[event.anchor] = (values, height)
+            else:
+                continue
+            if open_nodes and not isinstance(event, yaml.CollectionStartEvent):
+                open_nodes[-1].values += values
+                open_nodes[-1].height = max(open_nodes[-1].height, height + 1)
+            if len(open_nodes) + height > MAX_DEPTH:
+                raise ConfigError(
+                    f"config file {source} nests values more than {MAX_DEPTH} deep (line {line})"
+                )
+            if sum(node.values for node in open_nodes) > MAX_NODES:
+                raise ConfigError(
+                    f"config file {source} holds more than {MAX_NODES} values, its "
+                    f"aliases expanded (line {line}); a config needs a few hundred"
+                )
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {source} cannot be read: {err}") from None
+
+
+class _Open:
+    """A collection whose end the parser has not reached yet: what it holds so far."""
+
+    def __init__(self, start: yaml.CollectionStartEvent):
+        self.anchor = start.anchor
+        self.values, self.height = 1, 0
+        # A mapping's children alternate key, value; its scalar keys so far.
+        self.keys: set[str] | None = set() if isinstance(start, yaml.MappingStartEvent) else None
+        self.next_is_key = True
+
+    def child(self, event: yaml.NodeEvent, source, line: int) -> None:
+        """Note a child starting; refuse a key given twice."""
+        if self.keys is None:
+            return
+        if self.next_is_key and isinstance(event, yaml.ScalarEvent):
+            if event.value in self.keys:
+                raise ConfigError(
+                    f"config file {source}: key {event.value!r} is given twice in one mapping "
+                    f"(line {line}); the second would silently replace the first"
+                )
+            self.keys.add(event.value)
+        self.next_is_key = not self.next_is_key
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"config file {path} cannot be read: {err}") from None
+    measure(text, path)
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} cannot be read: {err}") from None
     if loaded is None:
         return {}
@@ -130,24 +225,92 @@ def check_values(config: dict[str, Any]) -> None:
             )
 
 
-def validate(config: dict[str, Any]) -> None:
-    """The workflow's checks: the schema (filling in its defaults), then check_values."""
+# The files merged into a config, in order, each with what it holds.
+Sources = Sequence[tuple[Path, dict[str, Any]]]
+_NAMED_KEY = re.compile(r"^config key ([^\s:]+)")
+
+
+def setting_file(keys: Sequence[Any], sources: Sources) -> str:
+    """The file that set the value at `keys` (a key path; list indices end it): the last
+    one merged that holds the longest part of it, else all of them."""
+    best, found = -1, ""
+    for path, loaded in sources:
+        held, section = 0, loaded
+        for key in keys:
+            if not isinstance(key, str) or not isinstance(section, dict) or key not in section:
+                break
+            held, section = held + 1, section[key]
+        if held >= best and held > 0:
+            best, found = held, str(path)
+    return found or " + ".join(str(path) for path, _ in sources)
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
+    """(key path, what is wrong) of a schema error, saying which value repeats."""
+    keys = list(error.absolute_path)
+    if error.validator == "uniqueItems":
+        counts = collections.Counter(map(repr, error.instance))
+        value, times = counts.most_common(1)[0]
+        return keys, f"{value} is given {times} times; give each value once"
+    return keys, error.message
+
+
+def validate(
+    config: dict[str, Any], sources: Sources = (), root: str | os.PathLike[str] | None = None
+) -> None:
+    """The workflow's checks: the schema of the workflow at `root` (filling in its defaults),
+    then check_values; ConfigError names the file that set the wrong key (`sources`)."""
+    schema = Path(root or workflow_root()) / SCHEMA
+    if not schema.is_file():
+        raise ConfigError(
+            f"the workflow's config schema {schema} is missing: {schema.parents[2]} is not a "
+            "whole accelbench checkout (Snakefile, config/, workflow/, src/)"
+        )
     try:
-        validate_against_schema(config, str(workflow_root() / SCHEMA))
-    except WorkflowError as err:
-        raise ConfigError(str(err)) from None
+        validate_against_schema(config, str(schema))
+    except WorkflowError as err:  # Snakemake's, with jsonschema's error as its context
+        if not isinstance(err.__context__, jsonschema.ValidationError):
+            raise ConfigError(str(err)) from None
+        keys, problem = _schema_problem(err.__context__)
+        dotted = ".".join(map(str, keys)) or "(top level)"
+        where = setting_file(keys, sources)
+        raise ConfigError(f"{where}: config key {dotted}: {problem}") from None
     try:
         check_values(config)
-    except grid.GridError as err:
-        raise ConfigError(str(err)) from None
+    except (grid.GridError, ConfigError) as err:
+        named = _NAMED_KEY.match(str(err))
+        keys = named[1].split(".") if named else []
+        raise ConfigError(f"{setting_file(keys, sources)}: {err}") from None
+
+
+def check_files(paths: Sequence[str | os.PathLike[str]]) -> Sources:
+    """Each config file measured and read (its values by file, for the errors to name it)."""
+    return [(Path(path), _read(Path(path))) for path in paths]
+
+
+def where_set(key: str, configfiles: Sequence[str | os.PathLike[str]] = ()) -> str:
+    """The file that set config key `key` (dotted) among the default config and
+    `configfiles` (setting_file)."""
+    return setting_file(key.split("."), check_files([default_config_path(), *configfiles]))
+
+
+def check_loaded(
+    config: dict[str, Any],
+    paths: Sequence[str | os.PathLike[str]],
+    root: str | os.PathLike[str],
+) -> None:
+    """The Snakefile's checks of the config Snakemake merged from `paths` (the default config
+    first), for the workflow at `root`: each file measured and read again, then validate."""
+    validate(config, check_files(paths), root)
 
 
 def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
     """The default config with `configfiles` merged over it, validated as the workflow does."""
+    sources = check_files([default_config_path(), *configfiles])
     config: dict[str, Any] = {}
-    for path in [default_config_path(), *map(Path, configfiles)]:
-        merge(config, _read(path))
-    validate(config)
+    for _, loaded in sources:
+        merge(config, copy.deepcopy(loaded))  # each source keeps its own values
+    validate(config, sources)
     return config
 
 

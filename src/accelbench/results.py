@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -268,6 +269,11 @@ def _flag_transient(path: Path) -> None:
 
 # Below results/: previous versions of records that were measured again, one folder per run.
 REPLACED_DIR = "replaced"
+
+
+def replaced_folder(results: Path) -> Path:
+    """The folder of this run's replaced records: results/replaced/<run start>."""
+    return results / REPLACED_DIR / time.strftime("%Y-%m-%dT%H%M%S")
 
 
 def attempt_log(log_file: str | os.PathLike[str], attempt: int | str) -> Path:

@@ -4,7 +4,6 @@
 import functools
 import os
 import sys
-import time
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
@@ -15,7 +14,6 @@ from accelbench.analysis import fillable, tidy, titles
 from accelbench.devices import parse_device
 from accelbench.train import datasets, settings
 
-accelbench_config.check_values(config)
 GRID = grid.expand(config)
 PLANNED = fillable.Planned.of(GRID)
 
@@ -137,7 +135,7 @@ onstart:
             for path in [*job.output, *job.log]
         ],
         Path("results"),
-        Path("results", results.REPLACED_DIR, time.strftime("%Y-%m-%dT%H%M%S")),
+        results.replaced_folder(Path("results")),
     )
     # Local experiment jobs get their measuring processes from one pre-imported server.
     if workflow.executor_plugin.name == "local":
