@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench import cli
-from accelbench.results import load_record
+from accelbench import benchmark, cli, experiment
+from accelbench.results import load_record, make_record, write_record
 
 from conftest import REPO_ROOT
 
@@ -95,3 +95,104 @@ def test_train_refuses_a_path_that_is_not_an_experiment(workflow_dir, monkeypatc
     assert "ddp needs at least 2 processes; cpu1 gives one" in capsys.readouterr().err
     assert cli.main(["train", "results/train/fcn.json"]) == 2
     assert "is not a training result path" in capsys.readouterr().err
+
+
+# --- bad arguments are refused before anything is measured ------------------------------------
+
+
+@pytest.fixture
+def nothing_measured(monkeypatch):
+    """Any measurement fails the test: a refusal must come before it."""
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured although the arguments are refused")
+
+    monkeypatch.setattr(benchmark, "measure_roof", measured)
+    monkeypatch.setattr(benchmark, "measure_kernel", measured)
+    monkeypatch.setattr(experiment, "run", measured)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--samples", "-3", "argument --samples: -3 is not a positive integer"),
+        ("--samples", "0", "argument --samples: 0 is not a positive integer"),
+        ("--samples", "many", "argument --samples: many is not a positive integer"),
+        ("--min-run-time", "nan", "argument --min-run-time: nan is not a positive number of s"),
+        ("--min-run-time", "inf", "argument --min-run-time: inf is not a positive number of s"),
+        ("--min-run-time", "-1", "argument --min-run-time: -1 is not a positive number of s"),
+        ("--min-run-time", "0", "argument --min-run-time: 0 is not a positive number of s"),
+    ],
+)
+def test_benchmark_refuses_a_count_or_a_time_that_makes_no_sense(
+    nothing_measured, capsys, option, value, message
+):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["benchmark", option, value])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("kernel", ["mandelbrot", "matmul"])
+def test_benchmark_refuses_a_config_without_the_sizes_it_measures(
+    nothing_measured, tmp_path, capsys, kernel
+):
+    extra = tmp_path / "empty.yaml"
+    extra.write_text(f"kernels:\n  sizes: {{{kernel}: []}}\n")
+    assert cli.main(["benchmark", "--configfile", str(extra)]) == 2
+    assert capsys.readouterr().err == (
+        f"accelbench: {extra}: config key kernels.sizes.{kernel} is empty; the benchmark "
+        f"measures {kernel} at its {'largest' if kernel == 'matmul' else 'first'} size\n"
+    )
+
+
+def test_benchmark_takes_the_samples_it_is_given_else_the_configs(monkeypatch, capsys):
+    asked = []
+
+    def run(config, dtypes, min_run_time, samples):
+        asked.append(samples)
+        return []
+
+    monkeypatch.setattr(benchmark, "run", run)
+    assert cli.main(["benchmark", "--samples", "7"]) == 0
+    assert cli.main(["benchmark"]) == 0
+    assert asked == [7, 5]  # config/config.yaml: kernels.samples 5
+
+
+TRAIN_TARGET = "results/train/fcn/cpu1/fp32/single/bs4.json"
+
+
+def test_train_keeps_the_record_it_replaces(workflow_dir, monkeypatch, capsys):
+    monkeypatch.chdir(workflow_dir)
+    old = make_record(
+        experiment="train",
+        experiment_id=TRAIN_TARGET.removeprefix("results/").removesuffix(".json"),
+        status="unavailable",
+        reason="measured before",
+        params={},
+        provenance={},
+    )
+    write_record(TRAIN_TARGET, old)
+
+    def run(exp, settings, path):
+        write_record(path, {**old, "reason": "measured now"})
+        return "unavailable"
+
+    monkeypatch.setattr(experiment, "run", run)
+    assert cli.main(["train", TRAIN_TARGET]) == 0
+    (kept,) = (workflow_dir / "results" / "replaced").glob("*/train/fcn/cpu1/fp32/single/bs4.json")
+    assert load_record(kept)["reason"] == "measured before"
+    assert load_record(TRAIN_TARGET)["reason"] == "measured now"
+
+
+def test_train_refuses_a_directory_as_its_record_before_measuring(
+    workflow_dir, monkeypatch, nothing_measured, capsys
+):
+    monkeypatch.chdir(workflow_dir)
+    (workflow_dir / TRAIN_TARGET).mkdir(parents=True)
+    assert cli.main(["train", TRAIN_TARGET]) == 2
+    assert capsys.readouterr().err == (
+        f"accelbench: {TRAIN_TARGET} is a directory; the record is written as a file there\n"
+    )

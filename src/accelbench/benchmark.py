@@ -30,6 +30,8 @@ GEMM_TARGET = 80.0  # percent of the GEMM roof
 MEMORY_TARGET = 70.0  # percent of the STREAM memory roof
 MANDELBROT_TARGET = 100.0  # times naive Python
 MEMORY_KERNELS = ("saxpy", "stencil", "reduction")
+# The grid's sizes the table measures: kernel -> which of its config sizes.
+MEASURED_SIZES = {"matmul": "largest", "mandelbrot": "first"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,11 @@ def _best(kernel: str, device: str, dtype: str, size: int, metric: str, settings
         found[name] = _measure(kernel, device, name, dtype, size, settings)[metric]["median"]
     best = max(found, key=found.get)
     return best, found[best]
+
+
+def unsized(config: dict[str, Any]) -> list[str]:
+    """The kernels of MEASURED_SIZES whose list of sizes in the config is empty."""
+    return [kernel for kernel in MEASURED_SIZES if not config["kernels"]["sizes"].get(kernel)]
 
 
 def memory_size(kernel: str, copy_elements: int) -> int:

@@ -7,6 +7,7 @@ runs by hand is exactly what the workflow and the tests run.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench import config as workflow_config
-from accelbench import doctor, gpu_check, grid, run_status
+from accelbench import doctor, gpu_check, grid, results, run_status
 from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
 
 
@@ -35,12 +36,23 @@ def command_train(args: argparse.Namespace) -> int:
 
     What `srun --ntasks=P accelbench train PATH` runs in each task of a ddp/fsdp
     job (rank 0 writes the record); also a way to rerun one experiment by hand.
+    A record already there is kept in results/replaced/ first, as the workflow does.
     """
     from accelbench import experiment, provenance
     from accelbench.train import settings
+    from accelbench.train.distributed import is_primary_process
 
     config = workflow_config.load(args.configfile)
     exp = grid.parse_train_path(args.path)
+    if Path(args.path).is_dir():
+        print(
+            f"accelbench: {args.path} is a directory; the record is written as a file there",
+            file=sys.stderr,
+        )
+        return 2
+    if is_primary_process():
+        folder = Path(grid.RESULTS_DIR)
+        results.keep_replaced([args.path], folder, results.replaced_folder(folder))
     run_settings = {
         **settings.for_model(config, exp.model),
         "config_hash": provenance.config_hash(config),
@@ -147,18 +159,46 @@ def command_benchmark(args: argparse.Namespace) -> int:
     from accelbench.devices import usable_cpus
 
     config = workflow_config.load(args.configfile)
+    for kernel in benchmark.unsized(config):
+        key = f"kernels.sizes.{kernel}"
+        raise workflow_config.ConfigError(
+            f"{workflow_config.where_set(key, args.configfile)}: config key {key} is empty; "
+            f"the benchmark measures {kernel} at its {benchmark.MEASURED_SIZES[kernel]} size"
+        )
     try:
         lines = benchmark.run(
             config,
             args.dtype or ["float64", "float32"],
             min_run_time=args.min_run_time,
-            samples=args.samples or config["kernels"]["samples"],
+            samples=config["kernels"]["samples"] if args.samples is None else args.samples,
         )
     except benchmark.BenchmarkError as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 1
     print(benchmark.format_table(lines, f"cpu{usable_cpus()}"))
     return 0
+
+
+def positive_int(text: str) -> int:
+    """An argument that counts something: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argument that is a time: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def _add_configfile(parser: argparse.ArgumentParser) -> None:
@@ -254,12 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--min-run-time",
-        type=float,
+        type=positive_seconds,
         default=1.0,
         help="seconds of timed runs per measurement (default: 1.0)",
     )
     bench.add_argument(
-        "--samples", type=int, help="timed samples per measurement (default: the config's)"
+        "--samples",
+        type=positive_int,
+        help="timed samples per measurement (default: the config's)",
     )
     bench.set_defaults(handler=command_benchmark)
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
