@@ -1,9 +1,11 @@
 """accelbench: does the GPU pay off for this workload, and by how much?
 
 This file only wires things: configuration and its validation, the rule files,
-and the default target. The logic lives in the accelbench package (src/).
+the default target and the check of the targets asked for. The logic lives in the
+accelbench package (src/).
 """
 
+import os
 import sys
 
 from snakemake.utils import min_version
@@ -78,3 +80,9 @@ rule all:
         rules.roofline.output if fills("roofline") else [],
         rules.kernel_crossover.output if fills("kernel_crossover") else [],
         rules.shi2016_comparison.output if fills("shi2016_comparison") else [],
+
+
+# Last, once every rule is known: a target no rule makes is refused with its wrong part
+# named (an absolute path, a part of no record's shape), not Snakemake's "No rule to produce".
+if workflow.is_main_process:
+    grid.check_targets(targets.requested(), made_by_a_rule, os.getcwd())

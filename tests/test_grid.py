@@ -384,3 +384,54 @@ def test_roofs_exist_only_for_devices_kernels_run_on():
         with pytest.raises(grid.GridError, match="roofs bound kernels, which run on one node's"):
             grid.parse_roof({"device": device, "dtype": "float32"})
     assert grid.parse_roof({"device": "cuda1", "dtype": "float32"}).device == "cuda1"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "results/kernels/matmul/cpu1/numpy/float32/16.json",
+            "results/kernels/matmul/cpu1/numpy/float32/16.json: part 7, '16.json', must read "
+            "'n{size}.json' (results/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json)",
+        ),
+        (
+            "results/kernel/matmul/cpu1/numpy/float32/n16.json",
+            "results/kernel/matmul/cpu1/numpy/float32/n16.json: no result is named 'kernel' "
+            "(did you mean 'kernels'?); records are results/kernels/{kernel}/{device}/"
+            "{backend}/{dtype}/n{size}.json, results/train/",
+        ),
+        (
+            "results/train/resnet18/cpu1/fp32/bs16.json",
+            "results/train/resnet18/cpu1/fp32/bs16.json has 6 parts; a train record has 7: "
+            "results/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json",
+        ),
+        (
+            "results/roofs/cpu1/float64",
+            "results/roofs/cpu1/float64: part 4, 'float64', must read '{dtype}.json'",
+        ),
+    ],
+)
+def test_a_target_no_rule_makes_is_told_which_part_is_wrong(target, message):
+    assert message in grid.unmade_target_reason(target, "/work/flow")
+
+
+def test_an_absolute_target_is_told_the_path_to_name(tmp_path):
+    inside = tmp_path / "results/kernels/matmul/cpu1/numpy/float64/n16.json"
+    assert grid.unmade_target_reason(str(inside), str(tmp_path)) == (
+        f"{inside}: name targets relative to the workflow's folder {tmp_path}: "
+        "results/kernels/matmul/cpu1/numpy/float64/n16.json"
+    )
+    wrong = tmp_path / "results/kernels/matmul/cpu1/numpy/float64/16.json"
+    assert grid.unmade_target_reason(str(wrong), str(tmp_path)).endswith(
+        "; results/kernels/matmul/cpu1/numpy/float64/16.json: part 7, '16.json', must read "
+        "'n{size}.json' (results/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json)"
+    )
+    outside = "/elsewhere/results/roofs/cpu1/float64.json"
+    assert grid.unmade_target_reason(outside, str(tmp_path)) == (
+        f"{outside} is outside the workflow's folder {tmp_path}, where every target lies"
+    )
+
+
+def test_targets_outside_results_are_left_to_snakemake():
+    assert grid.unmade_target_reason("data/cifar10", "/work/flow") is None
+    assert grid.unmade_target_reason("everything", "/work/flow") is None

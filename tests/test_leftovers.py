@@ -193,3 +193,53 @@ def test_every_rule_script_dies_with_its_parent(script):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
     ]
     assert any(getattr(call, "id", None) == "die_with_parent" for call in calls)
+
+
+# --- a results folder that cannot be written ---------------------------------------------------
+
+
+def test_a_results_folder_that_cannot_be_written_is_refused_in_one_line(tmp_path):
+    blocked = tmp_path / "results"
+    blocked.write_text("a file where the results folder should be")
+    with pytest.raises(OSError, match=f"cannot write to {blocked}/ ") as error:
+        results.ensure_writable(blocked)
+    assert "the workflow writes its records, logs and tables there" in str(error.value)
+    writable = tmp_path / "fresh" / "results"
+    results.ensure_writable(writable)
+    assert writable.is_dir() and list(writable.iterdir()) == []
+
+
+def _without_root_privilege() -> list[str]:
+    """A command prefix under which permissions hold: root ignores them unless it drops
+    CAP_DAC_OVERRIDE."""
+    if os.geteuid() != 0:
+        return []
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
+
+
+@pytest.mark.workflow
+def test_a_run_into_a_read_only_results_folder_says_so_before_any_job(workflow_dir):
+    (workflow_dir / "results").mkdir()
+    (workflow_dir / "results").chmod(0o555)
+    done = subprocess.run(
+        [
+            *_without_root_privilege(),
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "1",
+            "--configfile=config/tiny.yaml",
+            "results/kernels/matmul/cpu1/numpy/float64/n32.json",
+        ],
+        cwd=workflow_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "cannot write to results/ (Permission denied)" in output
+    assert "pathlib.py" not in output  # the first write that failed, as it was before
+    assert not (workflow_dir / "results" / "kernels").exists()

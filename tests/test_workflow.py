@@ -82,6 +82,11 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
         ("results/roofs/2x1cuda/float32.json", "2x1cuda spans 2 nodes"),
         ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one node"),
         ("results/kernels/matmul/2x2cpu/numpy/float32/n64.json", "2x2cpu spans 2"),
+        (
+            "results/kernels/matmul/cpu1/numpy/float32/16.json",
+            "part 7, '16.json', must read 'n{size}.json'",
+        ),
+        ("results/kernel/matmul/cpu1/numpy/float32/n16.json", "(did you mean 'kernels'?)"),
     ],
 )
 def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
@@ -89,6 +94,15 @@ def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     assert done.returncode != 0
     assert message in done.stdout + done.stderr
     assert not (workflow_dir / "results").exists()
+
+
+def test_an_absolute_target_is_told_the_path_to_name(workflow_dir):
+    target = workflow_dir / KERNEL_TARGET
+    done = snakemake(workflow_dir, "-n", str(target))
+    assert done.returncode != 0
+    assert f"name targets relative to the workflow's folder {workflow_dir}: {KERNEL_TARGET}" in (
+        done.stdout + done.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,13 @@ target fails before any job starts with that same reason.
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from accelbench import results
@@ -406,6 +409,62 @@ def cell_of_path(path: str) -> tuple[str, str, dict[str, str]] | None:
         if match:
             record_id = match.group(0).lstrip("/").removesuffix(".json")
             return family, record_id, match.groupdict()
+    return None
+
+
+# Every record's path pattern, by the part after results/ that names its family.
+RECORD_PATTERNS = {
+    pattern.split("/")[1]: pattern
+    for pattern in (KERNEL_PATTERN, TRAIN_PATTERN, ROOF_PATTERN, DATASCI_PATTERN)
+}
+
+
+def unmade_target_reason(target: str, workdir: str) -> str | None:
+    """What is wrong with a target no rule makes: an absolute path (Snakemake matches targets
+    relative to the workflow's folder), or a path below results/ of no record's shape,
+    naming the part that is wrong. None for a target elsewhere: Snakemake's message stands.
+    """
+    path = Path(target)
+    if not path.is_absolute():
+        return _record_shape_problem(os.path.normpath(target))
+    try:
+        relative = path.resolve().relative_to(Path(workdir).resolve()).as_posix()
+    except ValueError:
+        return f"{target} is outside the workflow's folder {workdir}, where every target lies"
+    hint = f"{target}: name targets relative to the workflow's folder {workdir}: {relative}"
+    problem = _record_shape_problem(relative)
+    return f"{hint}; {problem}" if problem else hint
+
+
+def check_targets(targets: Iterable[str], made: Callable[[str], bool], workdir: str) -> None:
+    """Refuse the first target no rule makes (`made` says which do) with what is wrong with
+    it (unmade_target_reason), before Snakemake says only "No rule to produce"."""
+    for target in targets:
+        if not made(target) and (reason := unmade_target_reason(target, workdir)):
+            raise GridError(reason)
+
+
+def _record_shape_problem(path: str) -> str | None:
+    """The part of `path`, below results/, that no record path has there."""
+    parts = path.split("/")
+    if len(parts) < 2 or parts[0] != RESULTS_DIR:
+        return None
+    pattern = RECORD_PATTERNS.get(parts[1])
+    if pattern is None:
+        close = difflib.get_close_matches(parts[1], RECORD_PATTERNS, n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        return (
+            f"{path}: no result is named {parts[1]!r}{guess}; records are "
+            f"{', '.join(RECORD_PATTERNS.values())}"
+        )
+    shapes = pattern.split("/")
+    family = parts[1].removesuffix("s")
+    if len(parts) != len(shapes):
+        return f"{path} has {len(parts)} parts; a {family} record has {len(shapes)}: {pattern}"
+    for number, (part, shape) in enumerate(zip(parts, shapes, strict=True), start=1):
+        regex = "[^/]+".join(map(re.escape, re.split(r"\{\w+\}", shape)))
+        if not re.fullmatch(regex, part):
+            return f"{path}: part {number}, {part!r}, must read {shape!r} ({pattern})"
     return None
 
 

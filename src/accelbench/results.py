@@ -271,6 +271,21 @@ def _flag_transient(path: Path) -> None:
 REPLACED_DIR = "replaced"
 
 
+def ensure_writable(results: Path) -> None:
+    """Refuse a run whose results folder cannot be written, before anything is measured,
+    in one line (not the traceback of the first write that fails)."""
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=results):
+            pass
+    except OSError as err:
+        raise OSError(
+            err.errno,
+            f"cannot write to {results}/ ({err.strerror}): the workflow writes its records, "
+            "logs and tables there; make it writable, or run in a checkout you can write to",
+        ) from None
+
+
 def replaced_folder(results: Path) -> Path:
     """The folder of this run's replaced records: results/replaced/<run start>."""
     return results / REPLACED_DIR / time.strftime("%Y-%m-%dT%H%M%S")

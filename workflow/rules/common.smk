@@ -8,7 +8,16 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import cluster, fork_server, grid, group_errors, interrupts, results, run_profile
+from accelbench import (
+    cluster,
+    fork_server,
+    grid,
+    group_errors,
+    interrupts,
+    results,
+    run_profile,
+    targets,
+)
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.devices import parse_device
@@ -78,6 +87,11 @@ def experiment_resources(family):
     return resources
 
 
+def made_by_a_rule(target):
+    """Whether a target names a rule or a file some rule makes."""
+    return workflow.is_rule(target) or any(rule.is_producer(target) for rule in workflow.rules)
+
+
 def experiment_threads(wildcards):
     return cluster.local_threads(parse_device(wildcards.device))
 
@@ -124,6 +138,7 @@ onstart:
         )
         interrupts.interrupt_once()
         group_errors.show_group_messages()
+    results.ensure_writable(Path("results"))
     # A record about to be measured again is copied first, with its job's logs: Snakemake
     # removes them before its job runs and again if the job fails, even when it never ran.
     results.keep_replaced(
