@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,12 +85,13 @@ def test_the_logs_of_a_job_measured_again_go_with_its_record(tmp_path, a_record)
 
 
 @pytest.fixture
-def temporary_folder(monkeypatch, tmp_path) -> Path:
-    """The folder tempfile puts things in, here a fresh one to look into."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
+def temporary_folder(monkeypatch) -> Iterator[Path]:
+    """The folder tempfile puts things in, here a fresh one to look into (short: a socket's
+    path must stay within 108 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="t"))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
+    yield folder
+    shutil.rmtree(folder)
 
 
 def test_a_fork_server_that_does_not_start_leaves_no_folder(
