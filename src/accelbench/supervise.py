@@ -157,7 +157,7 @@ def keep_attempt_log(log_file: str | None, attempt: int) -> Path | None:
 
 
 def _retry(exp: Experiment, why: str, log_file: str | None, attempt: int, max_attempts: int):
-    """Log why attempt `attempt` failed, keep its log, and raise RetryableFailure."""
+    """Log why attempt `attempt` failed and keep its log; the RetryableFailure to raise."""
     log.error("%s: attempt %d of %d failed: %s", exp.id, attempt, max_attempts, why)
     kept = keep_attempt_log(log_file, attempt)
     if kept is not None:
