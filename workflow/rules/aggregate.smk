@@ -108,7 +108,7 @@ rule figures:
 
 
 rule shi2016_comparison:
-    """Shi et al. (2016) networks: measured time per mini-batch beside the paper's."""
+    """Shi et al. (2016) networks: time per mini-batch and thread scaling beside the paper's."""
     input:
         rules.tidy.output.parquet,
     output:
@@ -126,6 +126,13 @@ rule shi2016_comparison:
             caption="../report/shi2016_comparison.rst",
             category="Training",
             labels={"item": titles.TITLES["shi2016_comparison"]},
+        ),
+        scaling_pdf="results/figures/shi2016_scaling.pdf",
+        scaling_png=report(
+            "results/figures/shi2016_scaling.png",
+            caption="../report/shi2016_scaling.rst",
+            category="Training",
+            labels={"item": titles.TITLES["shi2016_scaling"]},
         ),
     log:
         "results/logs/shi2016_comparison.log",

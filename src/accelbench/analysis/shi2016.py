@@ -1,11 +1,19 @@
-"""Measured time per mini-batch beside Shi et al. (2016), Table 7 (Torch): table and figure.
+"""Measured time per mini-batch beside Shi et al. (2016), Table 7: a table and two figures.
 
 `config/shi2016.yaml` plans the paper's seven networks (accelbench.analysis.shi2016_paper).
 A record stands for a network only if its model, batch, precision (fp32),
 strategy (single) and options match: a ResNet-50 at 64 x 64 pixels is not the
 paper's ResNet-50, and the table lists it as not compared with the option that
-differs. A cell the paper's data here lack says "not transcribed"; nothing is
-estimated or filled in.
+differs.
+
+A record is set beside the paper's columns of the same kind of platform: a CPU
+device here (cpuN on one node) beside the paper's desktop and server CPUs on N
+threads, one GPU here beside the paper's three GPUs. In each column it meets the
+paper's Torch time (Torch is PyTorch's ancestor) and the fastest of the paper's
+five tools, with the measured time's ratio to each. The GPUs of 2016 ran with
+that year's CUDA, cuDNN and tools: a GPU here is another generation of hardware
+and software, so those rows and lines are a reference, not a like-for-like
+claim. A cell the paper prints as "-" says "did not run"; nothing is estimated.
 """
 
 from __future__ import annotations
@@ -17,18 +25,22 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from accelbench.analysis import figures, plain_tables, style
 from accelbench.analysis.shi2016_paper import (
     CITATION,
     NETWORKS,
+    PLATFORMS,
     PRECISION,
-    PUBLISHED,
+    REFERENCE_TOOL,
     STRATEGY,
+    TOOLS,
     Network,
-    Published,
+    best,
     differing_options,
+    published,
 )
 from accelbench.analysis.tables import (
     ABOVE_IDEAL_MARK,
@@ -41,27 +53,41 @@ from accelbench.analysis.tables import (
 from accelbench.analysis.tidy import STATUS_TEXT, device_key, flagged
 from accelbench.devices import DeviceError, parse_device
 
-NOT_TRANSCRIBED = "not transcribed"
+DID_NOT_RUN = "did not run"
+NONE_RAN = "none ran"
+CPU_PLATFORMS = tuple(platform for platform in PLATFORMS.values() if not platform.is_gpu)
+GPU_PLATFORMS = tuple(platform for platform in PLATFORMS.values() if platform.is_gpu)
+OTHER_GENERATION = (
+    "The paper's GPUs (GTX 980, GTX 1080, Tesla K80) ran with 2016's CUDA, cuDNN and "
+    "tools: a GPU here is another generation of hardware and software, so its rows are "
+    "a reference line, not a like-for-like comparison."
+)
+
+
+def _device(device: str):
+    """The parsed device, or None for a name that is not one."""
+    try:
+        return parse_device(device)
+    except DeviceError:
+        return None
 
 
 def _threads(device: str) -> int | None:
     """Threads of a one-node CPU device; None for any other device."""
-    try:
-        parsed = parse_device(device)
-    except DeviceError:
-        return None
-    return parsed.count if parsed.kind == "cpu" and parsed.nodes == 1 else None
+    parsed = _device(device)
+    return parsed.count if parsed and parsed.kind == "cpu" and parsed.nodes == 1 else None
 
 
-def published(network: str, device: str) -> Published | None:
-    """The paper's cell for a device here: a CPU's by its thread count (GPUs differ by
-    model, so a GPU here has no published counterpart to divide by)."""
-    threads = _threads(device)
-    if threads is None:
-        return None
-    return next(
-        (cell for cell in PUBLISHED if cell.network == network and cell.threads == threads), None
-    )
+def paper_columns(device: str) -> list[tuple[str, int]]:
+    """(platform, threads) of the paper's columns a device here is compared with: a one-node
+    CPU's at its thread count on the desktop and the server, one GPU's on the three GPUs;
+    none for anything else (the paper ran one process on one GPU or one CPU)."""
+    parsed = _device(device)
+    if parsed is None or parsed.nodes != 1:
+        return []
+    if parsed.kind == "cpu":
+        return [(p.key, parsed.count) for p in CPU_PLATFORMS if parsed.count in p.threads]
+    return [(p.key, 1) for p in GPU_PLATFORMS] if parsed.count == 1 else []
 
 
 def _records(frame: pd.DataFrame, network: Network) -> pd.DataFrame:
@@ -83,10 +109,13 @@ def _options(record: pd.Series) -> dict[str, Any]:
 
 
 def comparison(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """(one row per record of a paper network, in the paper's order and devices in natural
-    order; a note per record with the paper's model and batch but other options, which is
-    not compared). A row has the measured median and interval, the published seconds and
-    the ratio, and on CPUs the speed-up over one thread here and in the paper."""
+    """(one row per record of a paper network and column of the paper it meets, in the
+    paper's network order and devices in natural order; a note per record with the paper's
+    model and batch but other options, which is not compared). A row has the measured
+    median and interval, the paper's Torch time and the best of its five tools in that
+    column with their ratios, and on CPUs the speed-up over one thread here and in the
+    paper (Torch on the same platform). A record that meets no column of the paper keeps
+    one row without them."""
     rows, not_compared = [], []
     for network in NETWORKS:
         compared = []
@@ -100,9 +129,9 @@ def comparison(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         one_thread = next(
             (_measured(record)[0] for record in compared if record["device"] == "cpu1"), math.nan
         )
-        paper_one_thread = published(network.name, "cpu1")
         for record in compared:
-            rows.append(_row(network, record, one_thread, paper_one_thread))
+            for column in paper_columns(record["device"]) or [(None, None)]:
+                rows.append(_row(network, record, one_thread, *column))
     return pd.DataFrame(rows, columns=list(COLUMNS)), not_compared
 
 
@@ -115,13 +144,23 @@ def _measured(record: pd.Series) -> tuple[float, float, float]:
     return tuple(record.get(f"time_per_batch_{field}", math.nan) for field in fields)
 
 
+def _seconds(cell) -> float:
+    return cell.seconds if cell is not None and cell.ran else math.nan
+
+
 def _row(
-    network: Network, record: pd.Series, one_thread: float, paper_one_thread: Published | None
+    network: Network,
+    record: pd.Series,
+    one_thread: float,
+    platform: str | None,
+    threads: int | None,
 ) -> dict[str, Any]:
     ok = record["status"] == "ok"
     median, low, high = _measured(record)
-    cell = published(network.name, record["device"])
-    threads = _threads(record["device"])
+    torch = published(network.name, REFERENCE_TOOL, platform, threads) if platform else None
+    fastest = best(network.name, platform, threads) if platform else None
+    torch_one = published(network.name, REFERENCE_TOOL, platform, 1) if platform else None
+    on_cpu = _threads(record["device"])
     return {
         "network": network.name,
         "model": network.model,
@@ -134,13 +173,19 @@ def _row(
         "measured_s": median,
         "measured_low_s": low,
         "measured_high_s": high,
-        "published_s": cell.seconds if cell else math.nan,
-        "published_platform": cell.platform if cell else None,
-        "ratio": median / cell.seconds if cell else math.nan,
-        "threads": threads,
-        "speedup_here": one_thread / median if threads else math.nan,
-        "speedup_paper": (
-            paper_one_thread.seconds / cell.seconds if cell and paper_one_thread else math.nan
+        "threads": on_cpu,
+        "platform": platform,
+        "torch_s": _seconds(torch),
+        "torch_ran": bool(torch and torch.ran),
+        "torch_ratio": median / _seconds(torch),
+        "best_s": _seconds(fastest),
+        "best_tool": fastest.tool if fastest else None,
+        "best_ratio": median / _seconds(fastest),
+        "speedup_here": one_thread / median if on_cpu else math.nan,
+        "speedup_torch": (
+            _seconds(torch_one) / _seconds(torch)
+            if platform and not PLATFORMS[platform].is_gpu
+            else math.nan
         ),
     }
 
@@ -157,18 +202,30 @@ COLUMNS = (
     "measured_s",
     "measured_low_s",
     "measured_high_s",
-    "published_s",
-    "published_platform",
-    "ratio",
     "threads",
+    "platform",
+    "torch_s",
+    "torch_ran",
+    "torch_ratio",
+    "best_s",
+    "best_tool",
+    "best_ratio",
     "speedup_here",
-    "speedup_paper",
+    "speedup_torch",
 )
 STAND_IN_MARK = "*"
 
 
 def _number(value: float, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else MISSING
+
+
+def _ratio(value: float) -> str:
+    """A ratio to two decimals, or to two significant digits below 0.1 (a GPU against a
+    CPU of 2016 can be a hundred times faster)."""
+    if not math.isfinite(value):
+        return MISSING
+    return f"{value:.{max(2, 1 - math.floor(math.log10(value)))}f}"
 
 
 def _speedup(value: float, threads: float) -> str:
@@ -178,46 +235,73 @@ def _speedup(value: float, threads: float) -> str:
     return f"{value:.2f}" + (ABOVE_IDEAL_MARK if value > threads else "")
 
 
+def _paper(seconds: float, ran: bool, platform: str | None, none: str) -> str:
+    """A time of the paper as it prints it (three decimals), `none` where it prints "-",
+    a dash where it has no such column."""
+    if platform is None:
+        return MISSING
+    return f"{seconds:.3f}" if ran else none
+
+
 def display_table(numbers: pd.DataFrame) -> pd.DataFrame:
-    """The comparison as text cells: seconds with the measured interval, the ratio, the
-    speed-ups over one thread here and in the paper."""
+    """The comparison as text cells, one line per record and column of the paper: the
+    measured median and its interval, the paper's Torch time and its best of five with
+    the ratios, the speed-ups over one thread here and for Torch in the paper. A record's
+    second column of the paper leaves its network, device and measurement blank, as
+    the lines above hold them."""
     cells = []
+    previous_network, previous_record = None, None
     for row in numbers.itertuples():
         if row.status == "ok":
             measured = format_with_ci(row.measured_s, row.measured_low_s, row.measured_high_s)
-            measured += BUSY_MARK if row.busy else ""
+            median, interval = measured.split(" ", 1)
+            median += BUSY_MARK if row.busy else ""
         else:
-            measured = STATUS_TEXT.get(row.status, row.status)
-        # A CPU here compares with the paper's CPU at its thread count; a GPU with none.
-        on_cpu = pd.notna(row.threads)
-        paper = _number(row.published_s) if pd.notna(row.published_s) else NOT_TRANSCRIBED
+            median, interval = STATUS_TEXT.get(row.status, row.status), ""
+        first = (row.network, row.device) != previous_record
         cells.append(
             {
-                "Network": row.network + ("" if row.faithful else STAND_IN_MARK),
-                "Device": row.device,
-                "Measured (s)": measured,
-                "Paper (s)": paper if on_cpu else MISSING,
-                "Measured / paper": _number(row.ratio),
-                "Speed-up here": _speedup(row.speedup_here, row.threads),
-                "Speed-up in paper": _speedup(row.speedup_paper, row.threads),
+                "Network": (row.network + ("" if row.faithful else STAND_IN_MARK))
+                if row.network != previous_network
+                else "",
+                "Device": row.device if first else "",
+                "Paper column": PLATFORMS[row.platform].label if row.platform else MISSING,
+                "Measured (s)": median if first else "",
+                "95% interval": interval if first else "",
+                "Torch (s)": _paper(row.torch_s, row.torch_ran, row.platform, DID_NOT_RUN),
+                "Measured / Torch": _ratio(row.torch_ratio),
+                "Best of five (s)": _paper(
+                    row.best_s, row.best_tool is not None, row.platform, NONE_RAN
+                ),
+                "Best tool": row.best_tool or MISSING,
+                "Measured / best": _ratio(row.best_ratio),
+                "Speed-up here": _speedup(row.speedup_here, row.threads) if first else "",
+                "Speed-up, Torch": _speedup(row.speedup_torch, row.threads),
             }
         )
+        previous_network, previous_record = row.network, (row.network, row.device)
     return pd.DataFrame(cells, columns=DISPLAY_COLUMNS)
 
 
 DISPLAY_COLUMNS = (
     "Network",
     "Device",
+    "Paper column",
     "Measured (s)",
-    "Paper (s)",
-    "Measured / paper",
+    "95% interval",
+    "Torch (s)",
+    "Measured / Torch",
+    "Best of five (s)",
+    "Best tool",
+    "Measured / best",
     "Speed-up here",
-    "Speed-up in paper",
+    "Speed-up, Torch",
 )
 
 
 def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
-    """What the table's marks and dashes mean, how each model differs, and what was left out."""
+    """What the table's columns, marks and dashes mean, how each model differs, and what
+    was left out."""
     if numbers.empty:
         found = [
             "No record of a Shi et al. (2016) network at the paper's batch size, "
@@ -225,15 +309,19 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
         ]
         return found + not_compared
     said = [
-        f"Paper: {CITATION}. A CPU device here (cpuN) is compared with the paper's CPU "
-        "time on N threads. Speed-up: time on one thread over time on N threads of the "
-        "same network, here and in the paper.",
-        f"{NOT_TRANSCRIBED}: the paper's value for this cell is not in the project's data; "
-        f"{MISSING}: nothing to compare (a GPU here has no published counterpart of its "
-        "model, or one side lacks the one-thread time).",
-        "Measured: median [95% prediction interval for one more run] of the seconds per "
-        "training step (forward, backward, optimiser step).",
+        f"Paper: {CITATION}. Paper column: a CPU device here (cpuN) meets the paper's "
+        "desktop CPU and server CPU on N threads, one GPU here the paper's three GPUs. "
+        f"Torch: the paper's {REFERENCE_TOOL} time there; best of five: the fastest of its "
+        f"tools there ({', '.join(TOOLS)}; TF is TensorFlow). {DID_NOT_RUN}, {NONE_RAN}: "
+        "the paper prints - (the tool could not run the network there).",
+        "Measured: median and 95% prediction interval for one more run of the seconds "
+        "per training step (forward, backward, optimiser step). Speed-up: time on one "
+        "thread over time on N threads of the same network, here and for Torch on the "
+        f"same platform of the paper. {MISSING}: nothing to compare (the paper has no "
+        "such column, or one side lacks the one-thread time).",
     ]
+    if numbers["platform"].map(lambda key: key in {p.key for p in GPU_PLATFORMS}).any():
+        said.append(OTHER_GENERATION)
     if numbers["busy"].any():
         said.append(f"{BUSY_MARK} {BUSY_NOTE}")
     if any(ABOVE_IDEAL_MARK in text for text in display_table(numbers).to_numpy().ravel()):
@@ -245,7 +333,7 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
             f"{network.name}{mark} (model {network.model}, batch {network.batch}): "
             f"{network.differs}."
         )
-    failed = numbers[numbers["status"] != "ok"]
+    failed = numbers[numbers["status"] != "ok"].drop_duplicates(["network", "device"])
     said += [f"{row.network} on {row.device}: {row.reason}" for row in failed.itertuples()]
     return said + [f"Not compared: {line}." for line in not_compared]
 
@@ -253,11 +341,12 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
 def write_table(numbers: pd.DataFrame, not_compared: list[str], stem: str) -> list:
     """`<stem>.md`, `.tex` from the display cells, `.csv` with the numbers behind them."""
     caption = (
-        "Time per mini-batch measured here beside Shi et al. (2016), Torch, by network and device"
+        "Time per mini-batch measured here beside Shi et al. (2016): the paper's Torch "
+        "and the best of its five tools on the same kind of platform"
     )
     display = display_table(numbers)
     return plain_tables.write(
-        display, numbers, caption, notes(numbers, not_compared), stem, text_columns=2
+        display, numbers, caption, notes(numbers, not_compared), stem, text_columns=3
     )
 
 
@@ -266,25 +355,89 @@ TICKS = (1.0, 2.0, 3.0, 5.0)
 MIN_SPAN = 4.0
 
 
-def _log_axis(ax, values: list[float]) -> None:
-    """A log time axis spanning at least MIN_SPAN around the values, so a panel whose
-    times differ by less than that still shows two labelled ticks to read them by."""
+def _log_axis(ax, values: list[float], ticks=TICKS) -> None:
+    """A log axis spanning at least MIN_SPAN around the values, so a panel whose values
+    differ by less than that still shows two labelled ticks to read them by."""
     low, high = min(values), max(values)
     if high / low < MIN_SPAN:
         centre = math.sqrt(low * high)
         low, high = centre / math.sqrt(MIN_SPAN), centre * math.sqrt(MIN_SPAN)
+    pad = max(1.1, (high / low) ** 0.04)  # room around the outermost marks and lines
     ax.set_yscale("log")
-    ax.set_ylim(low / 1.1, high * 1.1)
-    ax.yaxis.set_major_locator(LogLocator(subs=TICKS))
+    ax.set_ylim(low / pad, high * pad)
+    ax.yaxis.set_major_locator(LogLocator(subs=ticks))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_locator(LogLocator(subs="auto"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
 
 
+def _thread_axis(ax, threads: list[int]) -> None:
+    """A log2 axis of CPU thread counts with a labelled tick at each count shown."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(min(threads) / 1.4, max(threads) * 1.4)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(threads))))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("CPU threads")
+
+
+def torch_curve(network: str, platform: str) -> tuple[list[int], list[float]]:
+    """(threads, seconds) of the paper's Torch on a CPU platform, where it ran."""
+    cells = [published(network, REFERENCE_TOOL, platform, n) for n in PLATFORMS[platform].threads]
+    ran = [cell for cell in cells if cell.ran]
+    return [cell.threads for cell in ran], [cell.seconds for cell in ran]
+
+
+def best_curve(network: str, platform: str) -> tuple[list[int], list[float]]:
+    """(threads, seconds) of the fastest of the paper's tools at each thread count of a CPU
+    platform, where one ran."""
+    cells = [best(network, platform, n) for n in PLATFORMS[platform].threads]
+    ran = [cell for cell in cells if cell is not None]
+    return [cell.threads for cell in ran], [cell.seconds for cell in ran]
+
+
+def scaling_curve(network: str, platform: str) -> tuple[list[int], list[float]]:
+    """(threads, speed-up over one thread) of the paper's Torch on a CPU platform."""
+    threads, seconds = torch_curve(network, platform)
+    if 1 not in threads:
+        return [], []
+    one = seconds[threads.index(1)]
+    return threads, [one / value for value in seconds]
+
+
+# How the paper's platforms are drawn: CPU curves in their own colours, GPUs grey.
+CPU_MARKERS = {"desktop_cpu": "s", "server_cpu": "^"}
+GPU_DASHES = {"gpu_gtx980": (0, (5, 2)), "gpu_gtx1080": (0, (1, 1)), "gpu_tesla_k80": "-."}
+GPU_GREY = "0.45"
+
+
+def _one_gpu(numbers: pd.DataFrame) -> pd.DataFrame:
+    """The ok records of one GPU (those that meet the paper's GPUs), one row each."""
+    on_gpu = numbers[numbers["platform"].isin([p.key for p in GPU_PLATFORMS])]
+    return on_gpu[on_gpu["status"] == "ok"].drop_duplicates("device")
+
+
+def _panels(count: int, width: float | None) -> tuple[Figure, list]:
+    width, nrows, ncols, height = style.panel_grid(count, width or style.DOUBLE_COLUMN)
+    fig = Figure(figsize=(width, nrows * height), layout="constrained")
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def _title(ax, name: str) -> None:
+    network = next(network for network in NETWORKS if network.name == name)
+    stand_in = "" if network.faithful else ", stand-in"
+    ax.set_title(f"{name} (batch {network.batch}{stand_in})")
+
+
 def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
-    """Seconds per mini-batch against the device, a panel per network: measured medians
-    with their intervals, the paper's values hollow beside them, on a log axis so that
-    the thread-scaling shapes compare."""
+    """Seconds per mini-batch against CPU threads, a panel per network measured: the
+    medians here with their intervals, the paper's Torch and its best of five tools on
+    the desktop and the server CPU; a GPU here as a horizontal line with its interval,
+    beside the paper's three GPUs as grey reference lines of another generation. Log
+    axes, so that the thread-scaling shapes compare."""
     style.apply()
     measured = numbers[numbers["status"] == "ok"]
     if measured.empty:
@@ -292,64 +445,151 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
             "no record of a Shi et al. (2016) network at the paper's batch size", width
         )
     names = list(dict.fromkeys(measured["network"]))
-    width, nrows, ncols, height = style.panel_grid(len(names), width or style.DOUBLE_COLUMN)
-    fig = Figure(figsize=(width, nrows * height), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    here, paper = style.colors(2)
+    fig, axes = _panels(len(names), width)
+    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
+    colour = dict(zip((p.key for p in CPU_PLATFORMS), platform_colors, strict=True))
+    gpus_drawn, busy = False, False
     for ax, name in zip(axes, names, strict=False):
-        rows = numbers[numbers["network"] == name]
-        ok = rows[rows["status"] == "ok"]
-        known = rows.dropna(subset=["published_s"])
-        # Only devices with a number; CPU thread counts joined by a line, a GPU apart.
-        devices = [
-            device for device in rows["device"] if device in {*ok["device"], *known["device"]}
-        ]
-        at = {device: index for index, device in enumerate(devices)}
-        for on_cpu in (True, False):
-            part = ok[ok["threads"].notna() == on_cpu]
-            ax.errorbar(
-                part["device"].map(at),
-                part["measured_s"],
-                yerr=[
-                    part["measured_s"] - part["measured_low_s"],
-                    part["measured_high_s"] - part["measured_s"],
-                ],
-                marker="o",
-                color=here,
-                linestyle="-" if on_cpu else "none",
-            )
-        figures.hollow_busy(ax, ok["device"].map(at), ok["measured_s"], ok, here)
-        ax.plot(
-            known["device"].map(at),
-            known["published_s"],
-            marker="s",
-            fillstyle="none",
-            color=paper,
-            linestyle="--",
+        rows = measured[measured["network"] == name]
+        on_cpu = rows[rows["threads"].notna()].drop_duplicates("device")
+        ax.errorbar(
+            on_cpu["threads"],
+            on_cpu["measured_s"],
+            yerr=[
+                on_cpu["measured_s"] - on_cpu["measured_low_s"],
+                on_cpu["measured_high_s"] - on_cpu["measured_s"],
+            ],
+            marker="o",
+            color=here,
         )
-        ax.set_xticks(range(len(devices)), devices)
-        ax.set_xlim(-0.5, len(devices) - 0.5)
-        _log_axis(ax, [*ok["measured_low_s"], *ok["measured_high_s"], *known["published_s"]])
-        network = next(network for network in NETWORKS if network.name == name)
-        stand_in = "" if network.faithful else ", stand-in"
-        ax.set_title(f"{name} (batch {network.batch}{stand_in})")
-        ax.set_xlabel("Device")
+        figures.hollow_busy(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
+        busy = busy or bool(on_cpu["busy"].any())
+        values = [*on_cpu["measured_low_s"], *on_cpu["measured_high_s"]]
+        threads = [int(n) for n in on_cpu["threads"]]
+        for platform in CPU_PLATFORMS:
+            for curve, line in ((torch_curve, "--"), (best_curve, ":")):
+                x, y = curve(name, platform.key)
+                ax.plot(
+                    x,
+                    y,
+                    marker=CPU_MARKERS[platform.key],
+                    fillstyle="none" if curve is torch_curve else "full",
+                    markersize=3 if curve is best_curve else None,
+                    linestyle=line,
+                    color=colour[platform.key],
+                )
+                values += y
+                threads += x
+        for gpu in _one_gpu(rows).itertuples():
+            ax.axhspan(gpu.measured_low_s, gpu.measured_high_s, color=here, alpha=0.2, lw=0)
+            ax.axhline(gpu.measured_s, color=here, linewidth=1.5)
+            for platform in GPU_PLATFORMS:
+                cell = published(name, REFERENCE_TOOL, platform.key, 1)
+                if cell.ran:
+                    ax.axhline(cell.seconds, color=GPU_GREY, linestyle=GPU_DASHES[platform.key])
+                    values.append(cell.seconds)
+            values += [gpu.measured_low_s, gpu.measured_high_s]
+            gpus_drawn = True
+        _thread_axis(ax, threads)
+        _log_axis(ax, values)
+        _title(ax, name)
         ax.set_ylabel("Time per mini-batch (s)")
-    for ax in axes[len(names) :]:
-        ax.set_visible(False)
-    handles = [
-        Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)"),
+    handles = [Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)")]
+    for platform in CPU_PLATFORMS:
+        handles += [
+            Line2D(
+                [],
+                [],
+                color=colour[platform.key],
+                marker=CPU_MARKERS[platform.key],
+                fillstyle="none",
+                linestyle="--",
+                label=f"{REFERENCE_TOOL}, {platform.label} (2016)",
+            ),
+            Line2D(
+                [],
+                [],
+                color=colour[platform.key],
+                marker=CPU_MARKERS[platform.key],
+                markersize=3,
+                linestyle=":",
+                label=f"best of five tools, {platform.label} (2016)",
+            ),
+        ]
+    if gpus_drawn:
+        handles.append(Patch(facecolor=here, alpha=0.5, label="one GPU here (line: median)"))
+        handles += [
+            Line2D(
+                [],
+                [],
+                color=GPU_GREY,
+                linestyle=GPU_DASHES[platform.key],
+                label=f"{platform.label}, {REFERENCE_TOOL} (2016: another generation)",
+            )
+            for platform in GPU_PLATFORMS
+        ]
+    if busy:
+        handles.append(figures.busy_handle())
+    style.legend(fig, handles)
+    return fig
+
+
+def scaling_figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
+    """Speed-up over one thread against CPU threads, a panel per network measured on one
+    thread and more: here, and the paper's Torch on its desktop and server CPUs over all
+    their thread counts, with the ideal (N on N threads) for scale."""
+    style.apply()
+    on_cpu = numbers[(numbers["status"] == "ok") & numbers["speedup_here"].notna()].drop_duplicates(
+        ["network", "device"]
+    )
+    names = [
+        name for name in dict.fromkeys(on_cpu["network"]) if (on_cpu["network"] == name).sum() > 1
+    ]
+    if not names:
+        return style.empty_figure(
+            "no Shi et al. (2016) network measured on one CPU thread and on more", width
+        )
+    fig, axes = _panels(len(names), width)
+    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
+    busy = False
+    for ax, name in zip(axes, names, strict=False):
+        rows = on_cpu[on_cpu["network"] == name]
+        ax.plot(rows["threads"], rows["speedup_here"], marker="o", color=here)
+        figures.hollow_busy(ax, rows["threads"], rows["speedup_here"], rows, here)
+        busy = busy or bool(rows["busy"].any())
+        values, threads = list(rows["speedup_here"]), [int(n) for n in rows["threads"]]
+        for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True):
+            x, y = scaling_curve(name, platform.key)
+            ax.plot(
+                x,
+                y,
+                marker=CPU_MARKERS[platform.key],
+                fillstyle="none",
+                linestyle="--",
+                color=colour,
+            )
+            values, threads = values + y, threads + x
+        ideal = sorted(set(threads))
+        ax.plot(ideal, ideal, color=GPU_GREY, linewidth=0.6, zorder=0)
+        _thread_axis(ax, threads)
+        _log_axis(ax, values)
+        _title(ax, name)
+        ax.set_ylabel("Speed-up over one thread (×)")
+    handles = [Line2D([], [], color=here, marker="o", label="measured here")]
+    handles += [
         Line2D(
             [],
             [],
-            color=paper,
-            marker="s",
+            color=colour,
+            marker=CPU_MARKERS[platform.key],
             fillstyle="none",
             linestyle="--",
-            label="Shi et al. (2016), Torch",
-        ),
+            label=f"{REFERENCE_TOOL}, {platform.label} (2016)",
+        )
+        for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True)
     ]
-    if numbers["busy"].any():
+    handles.append(Line2D([], [], color=GPU_GREY, linewidth=0.6, label="ideal: N on N threads"))
+    if busy:
         handles.append(figures.busy_handle())
     style.legend(fig, handles)
     return fig
