@@ -18,15 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis.tables import (
-    column_width,
-    decimal_pads,
-    latex_escape,
-    latex_float,
-    latex_parts,
-    latex_tabular,
-    markdown_escape,
-)
+from accelbench.analysis.latex_pages import Tabular, column_width, latex_float, latex_parts
+from accelbench.analysis.tables import decimal_pads, latex_escape, markdown_escape
 
 # Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
 _LATEX_MATH = {
@@ -128,7 +121,8 @@ def to_latex(
             spec = "".join("l" if index < text_columns else "r" for index in chosen)
             header = [_latex(names[index]) for index in chosen]
             rows = [[cells[index][row] for index in chosen] for row in range(len(display))]
-            tabulars.append(latex_tabular(spec, header, rows))
+            width = sum(widths[index] for index in chosen)
+            tabulars.append(Tabular(spec, header, rows, width))
     notes = [_latex(note) for note in notes]
     return latex_float(_latex(caption), label, tabulars, notes)
 

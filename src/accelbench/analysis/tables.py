@@ -11,7 +11,8 @@ only where its interval clears the runner-up's, and a speedup above the ideal
 (more than N on N devices) is marked. Numbers keep the digits their interval
 supports and no more, and a table of times is printed in the unit (s, ms, µs,
 ns) that makes its middle time at least 1. LaTeX tables are split into parts
-that fit the text width, with decimal points aligned.
+that fit the text width, with decimal points aligned, and laid out on pages as
+accelbench.analysis.latex_pages says (a column or both, continued floats).
 
 Tables: the classic one (rows x devices), the same across precisions, speedup
 over a baseline device, and scaling efficiency over device counts. Each builder
@@ -35,6 +36,14 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
+from accelbench.analysis.latex_pages import (
+    COLUMN_SEP_PT,
+    TEXT_WIDTH_PT,
+    Tabular,
+    column_width,
+    latex_float,
+    latex_parts,
+)
 from accelbench.devices import DeviceError, parse_device
 from accelbench.timing import CI_LEVEL, RERUN_INTERVAL
 
@@ -701,39 +710,8 @@ def markdown_escape(text: str) -> str:
     return _MARKDOWN_PATTERN.sub(r"\\\1", text)
 
 
-# Page geometry for LaTeX: a 6.5 in text width, glyphs at 10 pt (0.5 em on average; digits
-# are exactly that wide) and \tabcolsep on either side of every column.
-TEXT_WIDTH_PT = 469.0
-CHAR_PT = 5.0
-COLUMN_SEP_PT = 12.0
 _NUMBER_CELL = re.compile(r"(?P<median>\S+) (?P<interval>\[[^\]]*\])(?P<marks>\S*)")
 _INTEGER = re.compile(r"[-+]?[\d,]+")
-
-
-def text_width(text: str) -> float:
-    """Estimated width in points of `text` set in the table font."""
-    return CHAR_PT * len(text)
-
-
-def column_width(texts: Sequence[str]) -> float:
-    """Estimated width in points of a column holding `texts` (its header among them)."""
-    return max(map(text_width, texts), default=0.0) + 2 * COLUMN_SEP_PT
-
-
-def latex_parts(
-    key_width: float, widths: Sequence[float], limit: float = TEXT_WIDTH_PT
-) -> list[list[int]]:
-    """Indices of the columns in each part of a table split to fit `limit` points: as many
-    as fit beside the key columns repeated in every part (`key_width`), at least one."""
-    parts: list[list[int]] = []
-    used = math.inf
-    for index, width in enumerate(widths):
-        if used + width > limit:
-            parts.append([])
-            used = key_width
-        parts[-1].append(index)
-        used += width
-    return parts
 
 
 def decimal_pads(numbers: Sequence[str]) -> list[str]:
@@ -744,44 +722,6 @@ def decimal_pads(numbers: Sequence[str]) -> list[str]:
     ]
     widest = max(tails, key=len, default="")
     return [widest[len(tail) :] for tail in tails]
-
-
-def latex_tabular(spec: str, header: list[str], rows: list[list[str]]) -> list[str]:
-    """A booktabs tabular from cells already escaped."""
-    return [
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(header) + r" \\",
-        r"\midrule",
-        *(" & ".join(row) + r" \\" for row in rows),
-        r"\bottomrule",
-        r"\end{tabular}",
-    ]
-
-
-def latex_float(caption: str, label: str, tabulars: list[list[str]], notes: list[str]) -> str:
-    """A table float of tabulars stacked (the parts of one table), notes in small type below;
-    without tabulars the notes say why there is no table."""
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        r"\small",
-        rf"\caption{{{caption}}}",
-        rf"\label{{tab:{label}}}",
-    ]
-    for index, tabular in enumerate(tabulars):
-        lines += [r"\par\medskip", *tabular] if index else tabular
-    if notes and not tabulars:
-        lines.append(" \\\\\n".join(notes))
-    elif notes:
-        lines += [
-            r"\par\smallskip",
-            r"\begin{minipage}{\linewidth}\footnotesize",
-            " \\\\\n".join(notes),
-            r"\end{minipage}",
-        ]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
 
 
 def _bold_cells(table: pd.DataFrame) -> set[tuple[str, str]]:
@@ -830,7 +770,7 @@ def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _latex_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> list[list[str]]:
+def _latex_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> list[Tabular]:
     """The tabulars of one block. A column of numbers is two: the median, right-aligned with
     its decimal point lined up, and the interval; columns that do not fit the text width
     beside the row labels go to a further tabular, and a lone text column too wide wraps."""
@@ -896,7 +836,8 @@ def _latex_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> li
             [latex_escape(row), *(cell(index, row, columns[position]) for position in part)]
             for index, row in enumerate(rows)
         ]
-        tabulars.append(latex_tabular(spec, header, body))
+        width = key_width + sum(widths[position] for position in part)
+        tabulars.append(Tabular(spec, header, body, width))
     return tabulars
 
 
