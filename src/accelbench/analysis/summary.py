@@ -22,6 +22,7 @@ STYLE = (
     "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
     "th,td{padding:0.2em 0.6em;text-align:left;border-bottom:1px solid #ccc}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "p{overflow-wrap:anywhere}div.wide{overflow-x:auto}"
 )
 
 
@@ -131,7 +132,10 @@ def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str
         + "</tr>"
         for row in table.itertuples(index=False)
     )
-    return heading + f"<table><thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>\n"
+    # A table wider than the window (the report shows this page in a narrow frame) scrolls
+    # in its own box.
+    table_html = f"<table><thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+    return heading + f'<div class="wide">{table_html}</div>\n'
 
 
 def summary_html(frame: pd.DataFrame, baseline: str) -> str:

@@ -863,7 +863,8 @@ thead th { border-top: 2px solid black; border-bottom: 1px solid black; }
 tbody tr:last-child td { border-bottom: 2px solid black; }
 th, td { padding: 0.2em 0.8em; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
-p.note { font-size: 12px; max-width: 60em; }
+p.note { font-size: 12px; max-width: 60em; overflow-wrap: anywhere; }
+div.wide { overflow-x: auto; }
 """
 
 
@@ -881,8 +882,10 @@ def to_html(table: pd.DataFrame, footnotes: list[str]) -> str:
             for row in _rows(table, rows, columns, html.escape, lambda text: f"<b>{text}</b>")
         )
         title = f"<caption>{caption}</caption>\n" if index == 0 else ""
+        # A table wider than the window scrolls in its own box; the notes stay in view.
         parts.append(
-            f"<table>{title}<thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+            f'<div class="wide"><table>{title}<thead><tr>{header}</tr></thead>\n'
+            f"<tbody>\n{body}\n</tbody></table></div>"
         )
     if not parts:
         parts.append(f"<p><b>{caption}</b></p>")
