@@ -38,15 +38,17 @@ run: venv
 	@echo "Report:  results/report.html (it opens with results/summary.html)"
 
 # The whole suite. As root it first installs and starts the local Slurm
-# (tools/slurm-local/start.sh) so the real-scheduler tests run too. The tests run
+# (tools/slurm-local/start.sh) so the real-scheduler tests run too, and installs
+# pdflatex and Chromium (tools/paper-tools/install.sh) for the paper-ready output
+# tests (tests/test_paper_ready.py). The tests run
 # in TEST_WORKERS processes (pytest-xdist): the Slurm tests of one group of nodes one
 # after another in one of them (they mostly wait for the scheduler), the others
 # alongside (tests/conftest.py);
 # then, alone, the tests that measure the machine's own load (marker `quiet`).
 TEST_WORKERS ?= 3
 test: venv
-	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh; \
-	 else echo "not root: the local Slurm is not started; Slurm tests will skip"; fi
+	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh && tools/paper-tools/install.sh; \
+	 else echo "not root: no local Slurm, no TeX or Chromium installed; their tests will skip"; fi
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
 

@@ -202,6 +202,11 @@ SLURM_MODULES = {
 }
 
 
+# Modules whose tests share one costly module-scoped fixture: under pytest-xdist each is
+# one work unit, so that the fixture is built once, in one worker.
+SHARED_FIXTURE_MODULES = {"tests/test_paper_ready.py": "paper-ready"}
+
+
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
@@ -221,12 +226,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
-    """Each test is a work unit of its own, except the Slurm modules' tests: one unit per
-    group of nodes."""
+    """Each test is a work unit of its own, except the Slurm modules' tests (one unit per
+    group of nodes) and those of a module that shares a costly fixture (one unit each)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return SLURM_MODULES.get(_module(nodeid), nodeid)
+            module = _module(nodeid)
+            return SLURM_MODULES.get(module) or SHARED_FIXTURE_MODULES.get(module, nodeid)
 
     return SlurmTogether(config, log)

@@ -1,0 +1,310 @@
+"""Paper-ready output, checked by the tools that read it: pdflatex and a browser.
+
+The default grid and the Shi et al. (2016) grid are each run from planted records
+(tests/planted.py: one per planned experiment, nothing measured), so their tables,
+figures, summary and report are the files the workflow's own rules make. Then:
+
+- every LaTeX table is compiled by pdflatex inside a minimal one-column and a
+  two-column paper, and fails on an error, a line wider than its column or a float
+  taller than the page; every figure is set in the same papers at the width of what it
+  was drawn for (a column, or the text width), and the smallest font in its PDF, scaled
+  as the paper scales the figure, must stay legible;
+- the summary page and the Snakemake report (its first view and every table, figure and
+  page it shows) are opened in headless Chromium at 800 and 1400 px and fail on a page
+  that scrolls sideways or an element cut off (tests/data/layout_problems.js says what
+  counts). One screenshot per page and width is kept, under the pytest base temporary
+  directory: <basetemp>/paper-ready0/<grid>/screenshots/<page>-<width>.png (by default
+  <basetemp> is /tmp/pytest-of-<user>/pytest-<n>; pytest keeps the last three).
+
+Without pdflatex or Chromium the tests skip, except in CI (CI=true), where they fail;
+tools/paper-tools/install.sh installs both (`make test` runs it as root).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from accelbench import config as accelbench_config
+from accelbench.analysis import figures, fillable, style, tables
+from accelbench.grid import expand
+
+import planted
+from chromium import Chromium, executable
+from conftest import REPO_ROOT, copy_workflow, missing, snakemake
+
+pytestmark = pytest.mark.workflow
+
+GRIDS = {"default": (), "shi2016": ("config/shi2016.yaml",)}
+WIDTHS = (800, 1400)
+WINDOW_HEIGHT = 900
+LAYOUT_PROBLEMS = (REPO_ROOT / "tests" / "data" / "layout_problems.js").read_text()
+INSTALL = "install it with tools/paper-tools/install.sh (as root; `make test` does)"
+
+# Papers: US letter, 10 pt article, 9 in of text height; one column 6.5 in wide, or two
+# of 3.33 in (7 in of text, 0.33 in between), as in the common two-column styles.
+PAPERS = {
+    "one-column": (r"\documentclass[10pt]{article}", "textwidth=6.5in"),
+    "two-column": (r"\documentclass[10pt,twocolumn]{article}", "textwidth=7in,columnsep=0.33in"),
+}
+# An overfull box TeX reports by less than this is not visible on paper.
+OVERFULL_TOLERANCE_PT = 1.0
+# The smallest type a figure may set on paper; journals ask for 6 to 8 pt. Exponents of
+# log-axis tick labels are scripts, which mathtext (like TeX) sets at 70% of their text:
+# they are held to 70% of it.
+MIN_FONT_PT = 6.0
+SCRIPT_SHRINK = 0.7
+STYLE_SIZES = {size for key, size in style.RC.items() if key.endswith("size")}
+# A figure drawn for one column (style.SINGLE_COLUMN) may come out a little wider than
+# asked, from a tight bounding box; anything wider is drawn for the text width.
+COLUMN_FIGURE_BP = style.SINGLE_COLUMN * 72 * 1.1
+TEX_PER_BP = 72.27 / 72  # TeX points (1/72.27 in) per PostScript point (1/72 in)
+
+
+def tool(name: str, path: str | None) -> str:
+    if path is None:
+        missing(f"{name} not found: {INSTALL}")
+    return path
+
+
+def planned_rules(output: str) -> set[str]:
+    """The rules of a run's 'Job stats' table."""
+    stats = output.split("Job stats:", 1)[-1]
+    return set(re.findall(r"^(\w+)\s+\d+$", stats, flags=re.MULTILINE)) - {"total"}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> dict[str, Path]:
+    """results/ of each grid, with its report: planted records, then the workflow's rules."""
+    found, base = {}, tmp_path_factory.mktemp("paper-ready")
+    for grid, configfiles in GRIDS.items():
+        (base / grid).mkdir()
+        root = copy_workflow(base / grid)
+        planted.plant(root / "results", [root / path for path in configfiles])
+        options = [option for path in configfiles for option in ("--configfile", path)]
+        done = snakemake(root, "--cores", "2", *options)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output[-3000:]
+        assert not {rule for rule in planned_rules(output) if rule.endswith("_benchmark")}
+        report = snakemake(root, "--report", "results/report.html", *options)
+        assert report.returncode == 0, (report.stdout + report.stderr)[-3000:]
+        found[grid] = root / "results"
+    return found
+
+
+def fillable_outputs(grid: str) -> set[str]:
+    """The tables and figures (by file name) the grid's default target asks for."""
+    config = accelbench_config.load([REPO_ROOT / path for path in GRIDS[grid]])
+    plan = fillable.Planned.of(expand(config))
+    baseline = config["report"]["baseline_device"]
+    return {name for name in fillable.NEEDS if fillable.fills(name, plan, baseline)}
+
+
+def paper(layout: str, body: str) -> str:
+    document_class, geometry = PAPERS[layout]
+    return "\n".join(
+        [
+            document_class,
+            r"\usepackage[T1]{fontenc}",
+            rf"\usepackage[letterpaper,textheight=9in,{geometry}]{{geometry}}",
+            r"\usepackage{booktabs}",
+            r"\usepackage{graphicx}",
+            r"\begin{document}",
+            body,
+            r"\end{document}",
+            "",
+        ]
+    )
+
+
+def compile_latex(directory: Path, name: str, text: str) -> tuple[str, list[str]]:
+    """(pdflatex's log, what is wrong on paper) for the document `text`."""
+    pdflatex = tool("pdflatex", shutil.which("pdflatex"))
+    (directory / f"{name}.tex").write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", name],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "max_print_line": "10000"},  # one log line per message
+    )
+    log = (directory / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+    problems = []
+    if done.returncode != 0:
+        errors = [line for line in log.splitlines() if line.startswith("!")]
+        problems.append(f"{name}: pdflatex failed: {errors or done.stdout[-1000:]}")
+    for wider, where in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)(.*)", log):
+        if float(wider) > OVERFULL_TOLERANCE_PT:
+            problems.append(f"{name}: a line {wider} pt wider than its column{where}")
+    for taller in re.findall(r"Float too large for page by ([\d.]+)pt", log):
+        problems.append(f"{name}: a float {taller} pt taller than the page")
+    return log, problems
+
+
+def latex_tables(results: Path) -> list[Path]:
+    return sorted(results.glob("tables/*.tex")) + sorted(results.glob("*.tex"))
+
+
+def test_every_latex_table_fits_a_one_and_a_two_column_paper(made, tmp_path):
+    problems = []
+    for grid, results in made.items():
+        for table in latex_tables(results):
+            for layout in PAPERS:
+                name = f"{grid}-{table.stem}-{layout}"
+                _, found = compile_latex(tmp_path, name, paper(layout, rf"\input{{{table}}}"))
+                problems += found
+    assert problems == []
+    for grid, results in made.items():
+        with_tex = {*tables.TABLES, "offload_break_even", "shi2016_comparison"}
+        expected = (fillable_outputs(grid) & with_tex) | {"provenance"}
+        assert {table.stem for table in latex_tables(results)} == expected
+
+
+def pdf_width_and_font_sizes(pdf: Path) -> tuple[float, list[float]]:
+    """(page width in PostScript points, the size of every font the page sets text in),
+    read from the PDF itself: its MediaBox and each content stream's Tf operators."""
+    data = pdf.read_bytes()
+    box = re.search(rb"/MediaBox\s*\[\s*([-\d.]+)\s+[-\d.]+\s+([-\d.]+)\s+[-\d.]+\s*\]", data)
+    sizes = []
+    for stream in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            content = zlib.decompress(stream[1])
+        except zlib.error:
+            content = stream[1]
+        sizes += [float(size) for size in re.findall(rb"/F\d+ ([\d.]+) Tf", content)]
+    return float(box[2]) - float(box[1]), sizes
+
+
+def figure_body(pdf: Path, environment: str) -> str:
+    """A figure float that includes `pdf` at the line width and logs the width it got."""
+    return "\n".join(
+        [
+            rf"\begin{{{environment}}}[p]",
+            r"\centering",
+            rf"\sbox0{{\includegraphics[width=\linewidth]{{{pdf}}}}}",
+            r"\typeout{FIGURE-WIDTH=\the\wd0}",
+            r"\usebox0",
+            rf"\caption{{{pdf.stem.replace('_', ' ')}}}",
+            rf"\end{{{environment}}}",
+        ]
+    )
+
+
+def test_every_figure_is_legible_at_the_width_a_paper_sets_it(made, tmp_path):
+    problems = []
+    for grid, results in made.items():
+        for pdf in sorted(results.glob("figures/*.pdf")):
+            width, sizes = pdf_width_and_font_sizes(pdf)
+            assert sizes, f"{pdf.name}: no text found in the PDF"
+            # A column's figure in a column, a wider one across the text (figure*).
+            environment = "figure" if width <= COLUMN_FIGURE_BP else "figure*"
+            for layout in PAPERS:
+                name = f"{grid}-{pdf.stem}-{layout}"
+                log, found = compile_latex(
+                    tmp_path, name, paper(layout, figure_body(pdf, environment))
+                )
+                problems += found
+                included = float(re.search(r"FIGURE-WIDTH=([\d.]+)pt", log)[1]) / TEX_PER_BP
+                for size in sorted(set(sizes)):
+                    on_paper, least = size * included / width, MIN_FONT_PT
+                    if any(math.isclose(size, SCRIPT_SHRINK * base) for base in STYLE_SIZES):
+                        least *= SCRIPT_SHRINK
+                    if on_paper < least:
+                        problems.append(
+                            f"{name}: {size:g} pt type in a {width / 72:.2f} in figure set "
+                            f"{included / 72:.2f} in wide is {on_paper:.1f} pt on paper, "
+                            f"under {least:.1f} pt"
+                        )
+    assert problems == []
+    for grid, results in made.items():
+        drawn = {pdf.stem for pdf in results.glob("figures/*.pdf")}
+        by_rules = {"roofline", "kernel_crossover", "offload_break_even", "shi2016_comparison"}
+        expected = fillable_outputs(grid) & {*figures.FIGURES, *by_rules}
+        if "shi2016_comparison" in expected:  # its rule draws the thread scaling too
+            expected.add("shi2016_scaling")
+        assert drawn == expected
+
+
+def report_items(browser: Chromium) -> list[tuple[list[str], int]]:
+    """How to reach every item the report lists: (the menu entries to click, from its
+    first view, to the item's list; the item's row in that list)."""
+    menu = (
+        "[...document.querySelectorAll('a')].filter(a => a.querySelector('svg') && "
+        "a.textContent.trim()).map(a => a.textContent.trim())"
+    )
+    general = {"Workflow", "Statistics", "About"}
+    items = []
+    for category in [entry for entry in browser.evaluate(menu) if entry not in general]:
+        _click(browser, [category])
+        subcategories = [entry for entry in browser.evaluate(menu) if entry != category]
+        for path in [[category, sub] for sub in subcategories] or [[category]]:
+            _click(browser, path)
+            items += [(path, row) for row in range(browser.evaluate(ROWS + ".length"))]
+    return items
+
+
+# The report's rows of items it shows itself: their first button (the eye) opens the item
+# in the report, where another item's is a link that downloads the file.
+ROWS = (
+    "[...document.querySelectorAll('tr')].filter(tr => "
+    "tr.querySelector('a[type=button]')?.getAttribute('href') === '#')"
+)
+
+
+def _click(browser: Chromium, path: list[str]) -> None:
+    """From the report's first view, click the menu entries named in `path` (each once the
+    report has drawn it)."""
+    browser.reload()
+    for entry in path:
+        find = (
+            "[...document.querySelectorAll('a, button')]"
+            f".find(element => element.textContent.trim() === {json.dumps(entry)})"
+        )
+        deadline = time.monotonic() + 10
+        while not browser.evaluate(f"{find} !== undefined"):
+            assert time.monotonic() < deadline, f"no menu entry {entry!r} in the report"
+            time.sleep(0.1)
+        browser.evaluate(f"{find}.click()")
+        time.sleep(0.2)
+
+
+def page_problems(browser: Chromium, name: str) -> list[str]:
+    """What is cut off or too wide in the page, and in each frame it shows."""
+    found = [f"{name}: {problem}" for problem in browser.evaluate(LAYOUT_PROBLEMS)]
+    for frame in browser.child_frames():
+        found += [f"{name}, its frame: {p}" for p in browser.evaluate(LAYOUT_PROBLEMS, frame)]
+    return found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_summary_and_the_report_fit_the_window_in_a_browser(made, tmp_path, width):
+    tool("chromium", executable())
+    problems = []
+    with Chromium(tmp_path / "profile", tmp_path / "chromium.log") as browser:
+        for grid, results in made.items():
+            shots = results.parent / "screenshots"
+            shots.mkdir(exist_ok=True)
+            for page in ("summary", "report"):
+                browser.open((results / f"{page}.html").as_uri(), width, WINDOW_HEIGHT)
+                problems += page_problems(browser, f"{grid} {page}.html at {width} px")
+                browser.screenshot(shots / f"{page}-{width}.png")
+            items = report_items(browser)
+            assert len(items) >= 5, items
+            for path, row in items:
+                _click(browser, path)
+                title = browser.evaluate(f"{ROWS}[{row}].querySelector('td').textContent.trim()")
+                browser.evaluate(f"{ROWS}[{row}].querySelector('a[type=button]').click()")
+                time.sleep(0.3)
+                where = f"{grid} report.html, {' > '.join(path)} > {title!r} at {width} px"
+                problems += page_problems(browser, where)
+    assert problems == []
