@@ -269,11 +269,12 @@ def test_train_table_writers(frame, tmp_path):
     assert markdown.splitlines()[:7] == [
         "Table: Time per mini-batch (ms), median [95% CI]; fp32, single, batch 16",
         "",
-        "| Model | cpu1 | cpu2 | cpu16 | cuda1 |",
-        "|:---|---:|---:|---:|---:|",
-        "| resnet18 | 550 [510, 590] | 325 [305, 345] | **104.5 [101.0, 108.0]** | n/a (a) |",
-        "| resnet50 | 1000 [800, 1200] | – | – | n/a (a) |",
-        "| vgg11 | 1450 [1100, 1800] | failed (b) | – | OOM (c) |",
+        "| Model | cpu1 |  | cpu2 |  | cpu16 |  | cuda1 |",
+        "|:---|---:|:---|---:|:---|---:|:---|---:|",
+        "| resnet18 | 550 | [510, 590] | 325 | [305, 345] | **104.5** | **[101.0, 108.0]** "
+        "| n/a (a) |",
+        "| resnet50 | 1000 | [800, 1200] | – |  | – |  | n/a (a) |",
+        "| vgg11 | 1450 | [1100, 1800] | failed (b) |  | – |  | OOM (c) |",
     ]
     assert "(b) failed: RuntimeError: 100% of threads\\_busy [vgg11 on cpu2]" in markdown
 

@@ -95,6 +95,8 @@ def made(tmp_path_factory) -> dict[str, Path]:
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-3000:]
         assert not {rule for rule in planned_rules(output) if rule.endswith("_benchmark")}
+        problems = (root / "results" / "record_problems.csv").read_text().splitlines()
+        assert problems[1:] == [], problems  # every planted record is a valid one
         report = snakemake(root, "--report", "results/report.html", *options)
         assert report.returncode == 0, (report.stdout + report.stderr)[-3000:]
         found[grid] = root / "results"

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 from test_offload import collect as collect_offload
 from test_offload import hand_case
 
-from accelbench.analysis import offload, tables, tidy
+from accelbench.analysis import offload, plain_tables, tables, tidy
 
 from records import (
     GPU_TRAIN,
+    NO_GPU,
     TRAIN,
     kernel_record,
     scaled,
@@ -84,7 +86,10 @@ def test_rows_measured_on_other_devices_get_a_block_without_dash_columns(tmp_pat
     ]
     markdown = tables.to_markdown(table, footnotes)
     printed = markdown_tables(markdown)
-    assert [block[0] for block in printed] == [["Kernel", "cpu2"], ["Kernel", "cpu1", "cpu2"]]
+    assert [block[0] for block in printed] == [
+        ["Kernel", "cpu2", ""],
+        ["Kernel", "cpu1", "", "cpu2", ""],
+    ]
     assert tables.MISSING not in markdown  # nothing left to explain: no dash, no dash note
     assert tables.MISSING_NOTE not in markdown
 
@@ -207,7 +212,7 @@ def test_numbers_line_up_at_the_decimal_point(tmp_path):
     assert rows[0].startswith(r"matmul, n=256 & 204.5 & [201.0, 208.0] & \textbf{114.5} & ")
     assert rows[1].startswith(r"matmul, n=512 & 1645\phantom{.5} & [1610, 1680] & ")
     markdown = tables.to_markdown(table, footnotes)
-    assert "|:---|---:|---:|" in markdown
+    assert "|:---|---:|:---|---:|:---|" in markdown
     assert tables.decimal_pads(["1.25", "12", "3.5", "1,000"]) == ["", ".25", "5", ".25"]
 
 
@@ -233,3 +238,38 @@ def test_a_speedup_above_the_ideal_is_marked(tmp_path):
     assert table.loc["resnet18", "cpu4"].endswith("‡")  # efficiency above 1
     assert not table.loc["resnet18", "cpu2"].endswith("‡")
     assert tables.ideal_speedups(["cpu1", "cpu8", "cuda2"], "cpu2") == {"cpu8": 4.0}
+
+
+def test_markdown_medians_line_up_at_the_decimal_point_beside_their_intervals(tmp_path):
+    records = [
+        kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
+        kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
+        kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
+        kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
+        kernel_record("torch", "cuda1", 256, "unavailable", reason=NO_GPU),
+    ]
+    table, footnotes = tables.comparison_table(collect(tmp_path, records), "kernel")
+    lines = tables.to_markdown(table, footnotes).splitlines()
+    # A device with numbers is two columns: the median (right-aligned) and its interval
+    # (left); one without (cuda1 did not run) stays one.
+    assert "| Kernel | cpu1 |  | cpu2 |  | cuda1 |" in lines
+    assert "|:---|---:|:---|---:|:---|---:|" in lines
+    # A median lacking the longest fraction is padded with a figure space per digit and a
+    # punctuation space for the point, invisible, as wide as what they stand for.
+    pad = "\u2008\u2007"
+    assert lines[4] == (
+        "| matmul, n=256 | 204.5 | [201.0, 208.0] | **114.5** | **[111.0, 118.0]** | n/a (a) |"
+    )
+    assert (
+        lines[5]
+        == f"| matmul, n=512 | 1645{pad} | [1610, 1680] | **945{pad}** | **[910, 980]** | – |"
+    )
+
+
+def test_plain_markdown_tables_line_their_numbers_up_at_the_point():
+    display = pd.DataFrame(
+        {"Network": ["a", "b", "c"], "Seconds": ["13.178", "0.4", "n/a"], "Runs": ["3", "12", "3"]}
+    )
+    lines = plain_tables.to_markdown(display, "Times", [], text_columns=1).splitlines()
+    pad = "\u2007" * 2
+    assert lines[4:] == ["| a | 13.178 | 3 |", f"| b | 0.4{pad} | 12 |", "| c | n/a | 3 |"]

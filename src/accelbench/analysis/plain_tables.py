@@ -14,12 +14,18 @@ from __future__ import annotations
 import os
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from accelbench.analysis.latex_pages import Tabular, column_width, latex_float, latex_parts
-from accelbench.analysis.tables import decimal_pads, latex_escape, markdown_escape
+from accelbench.analysis.tables import (
+    decimal_pads,
+    latex_escape,
+    markdown_escape,
+    markdown_pads,
+)
 
 # Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
 _LATEX_MATH = {
@@ -51,10 +57,13 @@ def to_markdown(display: pd.DataFrame, caption: str, notes: list[str], text_colu
         "| " + " | ".join(markdown_escape(str(name)) for name in display.columns) + " |",
         "".join(align) + "|",
     ]
-    lines += [
-        "| " + " | ".join(markdown_escape(str(value)) for value in row) + " |"
-        for row in display.itertuples(index=False)
+    columns = [
+        [markdown_escape(str(value)) for value in display[name]]
+        if index < text_columns
+        else _markdown_cells([str(value) for value in display[name]])
+        for index, name in enumerate(display.columns)
     ]
+    lines += ["| " + " | ".join(row) + " |" for row in zip(*columns, strict=True)]
     for note in notes:
         lines += ["", markdown_escape(note)]
     return "\n".join(lines) + "\n"
@@ -83,14 +92,23 @@ def to_text(
     return "\n".join(lines) + "\n"
 
 
-def _latex_cells(column: list[str]) -> list[str]:
-    """A right-aligned column escaped, its plain numbers padded to line up at the point."""
+def _aligned(column: list[str], escape: Callable[[str], str], pad) -> list[str]:
+    """A right-aligned column escaped, its plain numbers padded to line up at the point:
+    `pad` turns the numbers into what each lacks, set invisibly in the format."""
     numbers = [index for index, text in enumerate(column) if _NUMBER.fullmatch(text)]
-    pads = dict(zip(numbers, decimal_pads([column[index] for index in numbers]), strict=True))
-    return [
-        _latex(text) + (rf"\phantom{{{pads[index]}}}" if pads.get(index) else "")
-        for index, text in enumerate(column)
-    ]
+    pads = dict(zip(numbers, pad([column[index] for index in numbers]), strict=True))
+    return [escape(text) + pads.get(index, "") for index, text in enumerate(column)]
+
+
+def _markdown_cells(column: list[str]) -> list[str]:
+    return _aligned(column, markdown_escape, markdown_pads)
+
+
+def _latex_cells(column: list[str]) -> list[str]:
+    def phantoms(numbers: list[str]) -> list[str]:
+        return [rf"\phantom{{{pad}}}" if pad else "" for pad in decimal_pads(numbers)]
+
+    return _aligned(column, _latex, phantoms)
 
 
 def to_latex(

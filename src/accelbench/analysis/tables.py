@@ -753,18 +753,66 @@ def _rows(table: pd.DataFrame, rows, columns, escape, emphasise) -> list[list[st
     return [[escape(row), *(cell(row, column) for column in columns)] for row in rows]
 
 
+# Invisible in Markdown, as wide as a digit and as a decimal point: the padding that lines
+# right-aligned numbers up at the point (LaTeX's \phantom).
+FIGURE_SPACE, PUNCTUATION_SPACE = "\u2007", "\u2008"
+
+
+def markdown_pads(numbers: Sequence[str]) -> list[str]:
+    """decimal_pads set in figure spaces (a point or comma as a punctuation space)."""
+    return [
+        "".join(PUNCTUATION_SPACE if char in ".," else FIGURE_SPACE for char in pad)
+        for pad in decimal_pads(numbers)
+    ]
+
+
+def _markdown_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> list[str]:
+    """The pipe table of one block. A column of numbers is two: the median, right-aligned and
+    padded to line up at the decimal point, and its interval beside it, left-aligned; a
+    cell without a number (a status, a dash) stands in the median's place."""
+    bold = _bold_cells(table)
+    header, align, cells = [markdown_escape(str(table.index.name))], ["|:---"], []
+    for column in columns:
+        texts = [table.loc[row, column] for row in rows]
+        matches = [_NUMBER_CELL.fullmatch(text) for text in texts]
+        if not any(matches):
+            header.append(markdown_escape(column))
+            align.append("|---:")
+            cells.append([[markdown_escape(text)] for text in texts])
+            continue
+        pads = iter(markdown_pads([match["median"] for match in matches if match]))
+        split = [
+            [
+                markdown_escape(match["median"]) + next(pads),
+                markdown_escape(match["interval"] + match["marks"]),
+            ]
+            if match
+            else [markdown_escape(text), ""]
+            for match, text in zip(matches, texts, strict=True)
+        ]
+        header += [markdown_escape(column), ""]
+        align += ["|---:", "|:---"]
+        cells.append(split)
+    lines = ["| " + " | ".join(header) + " |", "".join(align) + "|"]
+    for index, row in enumerate(rows):
+        line = [markdown_escape(row)]
+        for column, column_cells in zip(columns, cells, strict=True):
+            strong = (row, column) in bold
+            line += [f"**{text}**" if strong and text else text for text in column_cells[index]]
+        lines.append("| " + " | ".join(line) + " |")
+    return lines
+
+
 def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
-    """Pipe tables (one per block) under a pandoc `Table:` caption, numbers right-aligned,
-    footnotes as paragraphs below; a table without rows is only the lines saying why."""
+    """Pipe tables (one per block) under a pandoc `Table:` caption, medians lined up at the
+    decimal point beside their intervals, footnotes as paragraphs below; a table without
+    rows is only the lines saying why."""
     notes = [markdown_escape(note) for note in _notes(table, footnotes)]
     if table.index.empty:
         return "\n\n".join(notes) + "\n"
     lines = [f"Table: {markdown_escape(table.attrs.get('caption', ''))}"]
     for rows, columns in table_blocks(table):
-        header = [markdown_escape(str(table.index.name)), *map(markdown_escape, columns)]
-        lines += ["", "| " + " | ".join(header) + " |", "|:---|" + "---:|" * len(columns)]
-        body = _rows(table, rows, columns, markdown_escape, lambda text: f"**{text}**")
-        lines += ["| " + " | ".join(row) + " |" for row in body]
+        lines += ["", *_markdown_block(table, list(rows), list(columns))]
     for note in notes:
         lines += ["", note]
     return "\n".join(lines) + "\n"
