@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from accelbench.analysis import figures, fillable, summary, tables, tidy, titles
+from accelbench.analysis import figures, fillable, roofline, summary, tables, tidy, titles
 from accelbench.results import make_record
 
-from records import KERNELS, TRAIN, write_records
+from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
 
 
 @pytest.fixture
@@ -91,4 +91,48 @@ def test_every_report_item_has_a_human_title():
     rule_tables = {"kernel_crossovers", "kernel_roof_percent"}
     assert made | rule_tables | {"provenance", "config", "queue_wait", "summary"} <= set(
         titles.TITLES
+    )
+
+
+def collect(tmp_path, records):
+    found, problems = tidy.collect(write_records(tmp_path, records))
+    assert problems == []
+    return found
+
+
+def test_a_cpu_only_run_says_which_lines_to_add_to_see_where_the_gpu_pays_off(tmp_path):
+    cpu_only = [
+        (i, r) for i, r in [*KERNELS, *TRAIN] if not r["params"]["device"].startswith("cuda")
+    ]
+    (answer,) = summary.headline(collect(tmp_path, cpu_only))
+    assert answer.startswith("This run measured CPUs only")
+    assert "kernels.devices: [cpu1, cpu2, cuda1]" in answer
+    assert "train.devices: [cpu1, cpu2, cpu16, cuda1]" in answer
+    assert "datasci.devices" not in answer  # no data science in this run
+    assert "config/cluster.yaml" in answer and "GPU partition" in answer
+    page = summary.summary_html(collect(tmp_path / "again", cpu_only), "cpu1")
+    assert page.index("<h2>Does the GPU pay off?</h2>") < page.index("<h2>Fastest backend")
+
+
+def test_gpu_cells_that_did_not_run_are_named_with_why(frame):
+    (answer,) = summary.headline(frame)  # KERNELS and TRAIN: every cuda1 cell unavailable
+    assert answer.startswith("No GPU cell ran in this run (5 planned)")
+    assert NO_GPU in answer
+
+
+def test_where_a_gpu_ran_the_answer_gives_the_crossovers_and_the_training_speedups(tmp_path):
+    found = collect(tmp_path, [*GPU_TRAIN, *datasci_records(["cpu2", "cuda1"])])
+    kernels, training = summary.headline(found)
+    crossing = roofline.crossovers(found, with_transfer=True)
+    assert kernels == (
+        "Kernels and data science workloads: the GPU overtakes the CPU, copies included, "
+        f"in {crossing['crossover_size'].notna().sum()} of the {len(crossing)} measured on both "
+        "(from which size: below)."
+    )
+    # resnet18 and lstm, fp32 single: cpu4 (n^-0.8 of one thread) against cuda1 (1/40).
+    speedup = 4**-0.8 * 40
+    assert training == (
+        "Training: the fastest GPU device is "
+        f"{speedup:.3g}x as fast as the fastest CPU device in the 2 configurations measured "
+        "on both."
     )

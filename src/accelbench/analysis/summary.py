@@ -1,6 +1,8 @@
 """The report's first page: the answers before the details.
 
-From the tidy table: the fastest backend of every kernel cell on each device,
+From the tidy table: first the answer to the project's question, does the GPU
+pay off and by how much (or, on a run without a GPU, which devices to add to
+the config to find out); then the fastest backend of every kernel cell on each device,
 the fastest device of every training configuration and its speedup over the
 baseline device, where a GPU starts to beat the CPU (kernels and data science
 workloads, copies included), and every cell that did not run or was measured on
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import html
 import math
+from statistics import median
 
 import pandas as pd
 
 from accelbench.analysis import roofline, tables, tidy
+from accelbench.devices import names_a_gpu
 
 STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em}"
@@ -104,9 +108,83 @@ def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+# The config section of each family whose devices say where a cell runs.
+DEVICE_SECTIONS = {"kernel": "kernels", "datasci": "datasci", "train": "train"}
+TRAIN_KEYS = ["model", "precision", "strategy", "batch"]
+
+
+def headline(frame: pd.DataFrame) -> list[str]:
+    """The answer to the question the project asks (does the GPU pay off, and by how much?)
+    as far as this run measured it, one paragraph each; on a run without a GPU, what to
+    add to the config to get it."""
+    cells = frame[frame["experiment"].isin(DEVICE_SECTIONS)]
+    on_gpu = cells["device"].map(names_a_gpu).astype(bool)
+    if not on_gpu.any():
+        lines = [
+            f"{section}.devices: [{', '.join([*tidy.natural_devices(devices), 'cuda1'])}]"
+            for family, section in DEVICE_SECTIONS.items()
+            if len(devices := cells.loc[cells["experiment"] == family, "device"])
+        ]
+        return [
+            "This run measured CPUs only, so it cannot tell where a GPU pays off. To find "
+            "out, measure the same cells on a GPU too: add cuda1 to the devices in a config "
+            f"file of your own ({'; '.join(lines)}) and run it on a machine with an NVIDIA "
+            "GPU, or run config/cluster.yaml, which has them, on a cluster with a GPU "
+            "partition (snakemake --executor slurm --configfile config/cluster.yaml)."
+        ]
+    gpu_cells = cells[on_gpu]
+    if not (gpu_cells["status"] == "ok").any():
+        reasons = gpu_cells["reason"].fillna(gpu_cells["status"]).value_counts()
+        why = "; ".join(f"{reason} ({count})" for reason, count in reasons.items())
+        return [
+            f"No GPU cell ran in this run ({len(gpu_cells)} planned): {why}. Run the grid "
+            "where its GPUs are to see where the GPU pays off."
+        ]
+    said = []
+    found = roofline.crossovers(frame, with_transfer=True)
+    if not found.empty:
+        said.append(
+            "Kernels and data science workloads: the GPU overtakes the CPU, copies "
+            f"included, in {found['crossover_size'].notna().sum()} of the {len(found)} "
+            "measured on both (from which size: below)."
+        )
+    speedups = _training_gpu_speedups(frame)
+    if speedups:
+        low, high = (f"{value:.3g}x" for value in (min(speedups), max(speedups)))
+        factor = low if low == high else f"from {low} to {high} (median {median(speedups):.3g}x)"
+        said.append(
+            f"Training: the fastest GPU device is {factor} as fast as the fastest CPU device "
+            f"in the {len(speedups)} configurations measured on both."
+        )
+    return said or [
+        "A GPU ran, but nothing ran on both a CPU and a GPU to compare: list the CPU "
+        "devices beside the GPU ones in the config."
+    ]
+
+
+def _training_gpu_speedups(frame: pd.DataFrame) -> list[float]:
+    """Per training configuration measured on a CPU and on a GPU: the fastest CPU device's
+    time per mini-batch over the fastest GPU device's."""
+    rows = frame[(frame["experiment"] == "train") & (frame["status"] == "ok")]
+    if rows.empty or "time_per_batch_median" not in rows:
+        return []
+    rows = rows.assign(
+        gpu=rows["device"].map(names_a_gpu).astype(bool),
+        time=rows["time_per_batch_median"].astype(float),
+    )
+    best = rows.groupby([*TRAIN_KEYS, "gpu"])["time"].min().unstack("gpu").dropna()
+    if True not in best.columns or False not in best.columns:
+        return []
+    return list(best[False] / best[True])
+
+
 def attention(frame: pd.DataFrame) -> pd.DataFrame:
     """Every record that did not run (with its reason), and every one measured busy."""
-    busy = frame.get("busy", pd.Series(False, index=frame.index)).fillna(False).astype(bool)
+    busy = (
+        frame["busy"].map(tidy.flagged).astype(bool)
+        if "busy" in frame
+        else pd.Series(False, index=frame.index)
+    )
     rows = frame[(frame["status"] != "ok") | busy]
     reasons = rows["reason"].where(rows["status"] != "ok", "measured while the machine was busy")
     return pd.DataFrame(
@@ -139,10 +217,13 @@ def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str
 
 
 def summary_html(frame: pd.DataFrame, baseline: str) -> str:
-    """The summary page: four sections, each a table or the sentence saying why not."""
+    """The summary page: the answer to the headline question (or how to get it), then four
+    sections, each a table or the sentence saying why not."""
     counts = frame["status"].value_counts()
     status = ", ".join(f"{count} {name}" for name, count in counts.items()) or "no records"
+    answer = "".join(f"<p>{html.escape(paragraph)}</p>\n" for paragraph in headline(frame))
     sections = [
+        f"<h2>Does the GPU pay off?</h2>\n{answer}",
         _section(
             "Fastest backend per kernel and device",
             best_backends(frame),
