@@ -11,17 +11,25 @@ CUDA ?= 13
 ifeq ($(filter $(CUDA),12 13),)
 $(error CUDA must be 12 or 13, not '$(CUDA)')
 endif
-REQUIREMENTS := requirements-cuda$(CUDA).txt
-LOCK := $(wildcard requirements-cuda$(CUDA).lock)
+# pyproject.toml lists the dependencies; the stack's lock pins them, with hashes (`make lock`).
+LOCK := requirements-cuda$(CUDA).lock
+# What is not in the lock: nothing on CUDA 13; on CUDA 12 torch's CUDA 12 build from the
+# PyTorch wheel index and the CUDA wheels that must match it (requirements-cuda12.txt).
+OFF_LOCK := $(if $(filter 12,$(CUDA)),requirements-cuda12.txt)
 STAMP := $(VENV)/.installed-cuda$(CUDA)
 
-$(STAMP): requirements.txt $(REQUIREMENTS) $(LOCK) pyproject.toml
+$(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# pip >= 25.1 reads pyproject.toml's dependency groups (--group).
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 	@# The two stacks' CuPy builds install the same module: remove the other one first.
 	$(BIN)/python -m pip uninstall --quiet --yes cupy-cuda12x cupy-cuda13x
-	$(BIN)/python -m pip install -r $(REQUIREMENTS) $(if $(LOCK),-c $(LOCK))
-	$(BIN)/python -m pip install --no-deps --no-build-isolation -e .
+	@# Exactly the lock, each file checked against its hash.
+	$(BIN)/python -m pip install --require-hashes --no-deps -r $(LOCK)
+	@# The package with pyproject.toml's lists, which the lock must satisfy: --no-index lets
+	@# nothing else in (CUDA 12: only what requirements-cuda12.txt names, and its needs).
+	$(BIN)/python -m pip install --no-build-isolation $(if $(OFF_LOCK),-r $(OFF_LOCK),--no-index) \
+		-e ".[cuda$(CUDA)]" --group test --group build
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
@@ -52,12 +60,23 @@ test: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
 
-# Style and Snakemake's own best-practice checks; .ci/run runs it before the tests.
+# Style, Snakemake's own best-practice checks, and the locks against pyproject.toml;
+# .ci/run runs it before the tests.
 lint: venv
-	$(BIN)/ruff check src scripts tests
-	$(BIN)/ruff format --check src scripts tests
+	$(BIN)/ruff check src scripts tests tools setup.py
+	$(BIN)/ruff format --check src scripts tests tools setup.py
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/snakemake --lint
+	$(BIN)/python tools/lock.py --check
+
+# Both locks anew from pyproject.toml with uv, in a venv of its own; the versions pinned
+# stay unless UPGRADE=1 (README, "Dependencies and locks"). Needs PyPI.
+LOCK_VENV := .venv-lock
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet uv==0.13.9 packaging
+	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
+		$(if $(UPGRADE),--upgrade)
 
 # The acceptance check of the GPU half, on a GPU node or in a GPU job (README, "GPU
 # acceptance"): the doctor, the GPU tests, the GPU grid through the workflow (every
