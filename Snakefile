@@ -16,7 +16,9 @@ min_version("9.0")
 
 
 # Results, logs and .snakemake/ live beside this Snakefile wherever Snakemake is
-# started (`-s ../Snakefile` from a subdirectory), unless --directory names a place.
+# started (`-s ../Snakefile` from a subdirectory), unless --directory names a place
+# (`accelbench run` names the current one: an installed package's workflow lies in
+# site-packages).
 workdir: workflow.basedir
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from accelbench import __version__, doctor, gpu_check, grid, launch, results, run_status
 from accelbench import config as workflow_config
-from accelbench import doctor, gpu_check, grid, results, run_status
 from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
 
 
@@ -213,6 +213,7 @@ def _add_configfile(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("grid", help=command_grid.__doc__)
     _add_configfile(listing)
@@ -309,11 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_configfile(checking)
     checking.set_defaults(handler=command_gpu_check)
     run_status.add_command(commands)
+    launch.add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if "snakemake_arguments" in args:
+        args.snakemake_arguments = unknown
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.handler(args)
     except (

@@ -8,9 +8,10 @@ the schema's defaults) and the registry check of kernel, backend and model
 names. So a bad value gets the same message from `accelbench grid` as from
 `snakemake`, and no command runs on a config the workflow would refuse.
 
-The workflow's files are found from the installed package (an editable
-install from the checkout), not from the working directory; the variable
-ACCELBENCH_WORKFLOW names another checkout.
+The workflow's files are found from the installed package, not from the
+working directory: a wheel carries them in accelbench/workflow/ (setup.py), an
+editable install finds the checkout above it; the variable ACCELBENCH_WORKFLOW
+names another checkout.
 
 Before a file is parsed it is measured from its YAML events, without building
 anything: a file whose values, once its aliases are expanded, exceed
@@ -44,6 +45,8 @@ SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
 MAX_NODES = 20_000
 MAX_DEPTH = 32
 MESSAGE_LIMIT = 1_000
+# Where a wheel carries the workflow, inside the package (setup.py puts it there).
+PACKAGED_WORKFLOW = "workflow"
 
 
 class ConfigError(ValueError):
@@ -64,7 +67,8 @@ def _is_workflow(folder: Path) -> bool:
 
 
 def workflow_root() -> Path:
-    """The checkout holding the Snakefile, config/ and workflow/ of this package."""
+    """The folder holding the Snakefile, config/ and workflow/ of this package: the copy
+    a wheel carries, else the checkout an editable install lives in."""
     named = os.environ.get(WORKFLOW_ENV)
     if named:
         if not _is_workflow(Path(named)):
@@ -73,13 +77,14 @@ def workflow_root() -> Path:
                 "point it at an accelbench checkout"
             )
         return Path(named)
-    for folder in Path(__file__).resolve().parents:
+    package = Path(__file__).resolve().parent
+    for folder in [package / PACKAGED_WORKFLOW, *package.parents]:
         if _is_workflow(folder):
             return folder
     raise ConfigError(
-        f"cannot find the accelbench workflow (Snakefile, {DEFAULT_CONFIG}) above "
-        f"{Path(__file__).resolve().parent}; install the package from its checkout "
-        f"(pip install -e .) or set {WORKFLOW_ENV} to the checkout"
+        f"cannot find the accelbench workflow (Snakefile, {DEFAULT_CONFIG}) in "
+        f"{package / PACKAGED_WORKFLOW} or above {package}; install the package from a "
+        f"wheel or its checkout (pip install .) or set {WORKFLOW_ENV} to the checkout"
     )
 
 
