@@ -41,9 +41,11 @@ check_loaded(config, [DEFAULT_CONFIG, *workflow.overwrite_configfiles], workflow
 report: "workflow/report/workflow.rst"
 
 
-# The conda environment of every rule (--sdm conda), relative to the rule files: the
-# configured CUDA stack's (cuda_stack: 13 or 12).
+# The conda environments of the rules (--sdm conda), relative to the rule files: the
+# configured CUDA stack's (cuda_stack: 13 or 12) for the rules that measure, a small one
+# without the GPU stack for the rules that aggregate and draw.
 CONDA_ENV = f"../../envs/accelbench-cuda{config['cuda_stack']}.yaml"
+ANALYSIS_ENV = "../../envs/accelbench-analysis.yaml"
 
 
 include: "workflow/rules/common.smk"

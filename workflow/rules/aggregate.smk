@@ -25,7 +25,7 @@ rule tidy:
     log:
         "results/logs/tidy.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         excluded=[(exp.path, reason) for exp, reason in GRID.excluded],
     script:
@@ -46,7 +46,7 @@ rule summary:
     log:
         "results/logs/summary.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         baseline=config["report"]["baseline_device"],
     script:
@@ -72,7 +72,7 @@ rule tables:
     log:
         "results/logs/tables.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         baseline=config["report"]["baseline_device"],
     script:
@@ -99,7 +99,7 @@ rule figures:
     log:
         "results/logs/figures.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         baseline=config["report"]["baseline_device"],
         width=config["report"]["figure_width"],
@@ -137,7 +137,7 @@ rule shi2016_comparison:
     log:
         "results/logs/shi2016_comparison.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         width=config["report"]["figure_width"],
     script:
@@ -165,7 +165,7 @@ rule provenance:
     log:
         "results/logs/provenance.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         config=config,
     script:

@@ -23,7 +23,7 @@ rule sacct_query:
     log:
         "results/logs/cluster/sacct_query.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         partitions=sacct.configured_partitions(config),
         since=CLUSTER["since"],
@@ -51,7 +51,7 @@ rule queue_wait:
     log:
         "results/logs/cluster/queue_wait.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     params:
         partitions=sacct.configured_partitions(config),
         cpu_hour_bins=CLUSTER["cpu_hour_bins"],
@@ -84,7 +84,7 @@ rule offload_break_even:
     log:
         "results/logs/cluster/offload_break_even.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     script:
         "../../scripts/offload_break_even.py"
 

@@ -28,7 +28,7 @@ rule roofline:
     log:
         "results/logs/roofline.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     script:
         "../../scripts/roofline.py"
 
@@ -55,6 +55,6 @@ rule kernel_crossover:
     log:
         "results/logs/kernel_crossover.log",
     conda:
-        CONDA_ENV
+        ANALYSIS_ENV
     script:
         "../../scripts/kernel_crossover.py"
