@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import asdict
 
 import pytest
@@ -44,6 +45,29 @@ def test_a_job_rebuilds_every_planned_experiment_from_its_wildcards(configfile):
     for exp in planned:
         wildcards = {name: str(value) for name, value in asdict(exp).items()}
         assert grid.planned_experiment(wildcards) == exp
+
+
+@pytest.mark.parametrize("configfile", ["config.yaml", "cluster.yaml"])
+def test_a_record_id_reads_back_as_its_experiment(configfile):
+    config = accelbench_config.load([REPO_ROOT / "config" / configfile])
+    for exp in grid.expand(config).experiments:
+        assert grid.experiment_of_id(exp.id) == exp
+
+
+@pytest.mark.parametrize(
+    ("record_id", "message"),
+    [
+        ("kernels/matmul/cpu1/numpy/float64/n0", "size '0' must be a positive integer"),
+        ("train/fcn/cpu1/fp32/single/bs16.5", "batch '16.5' must be a positive integer"),
+        ("roofs/gpu1/float32", "device 'gpu1' is malformed"),
+        ("datasci/groupby/cpu01/pandas/n10", "device 'cpu01' is malformed"),
+        ("kernels/matmul/cpu1/n64", "is not a result path below results/ (kernels/{kernel}/"),
+        ("results/roofs/cpu1/float32", "is not a result path"),
+    ],
+)
+def test_a_record_id_that_names_no_cell_is_refused_naming_the_part(record_id, message):
+    with pytest.raises(grid.GridError, match=re.escape(message)):
+        grid.experiment_of_id(record_id)
 
 
 def test_train_path_round_trips():

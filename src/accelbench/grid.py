@@ -49,6 +49,7 @@ class KernelExperiment:
     size: int
 
     family = "kernel"
+    pattern = KERNEL_PATTERN
 
     @property
     def path(self) -> str:
@@ -68,6 +69,7 @@ class TrainExperiment:
     batch: int
 
     family = "train"
+    pattern = TRAIN_PATTERN
 
     @property
     def path(self) -> str:
@@ -86,6 +88,7 @@ class RoofExperiment:
     dtype: str
 
     family = "roof"
+    pattern = ROOF_PATTERN
 
     @property
     def path(self) -> str:
@@ -106,6 +109,7 @@ class DatasciExperiment:
     size: int
 
     family = "datasci"
+    pattern = DATASCI_PATTERN
 
     @property
     def path(self) -> str:
@@ -114,6 +118,16 @@ class DatasciExperiment:
     @property
     def id(self) -> str:
         return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
+Experiment = KernelExperiment | TrainExperiment | RoofExperiment | DatasciExperiment
+# Every experiment type; each names its family and its result path pattern.
+EXPERIMENT_TYPES: tuple[type[Experiment], ...] = (
+    KernelExperiment,
+    TrainExperiment,
+    RoofExperiment,
+    DatasciExperiment,
+)
 
 
 def kernel_names() -> list[str]:
@@ -392,23 +406,18 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(r"(?:^|/)" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", below) + "$")
 
 
-_FAMILY_PATHS = (
-    ("kernel", _path_regex(KERNEL_PATTERN)),
-    ("train", _path_regex(TRAIN_PATTERN)),
-    ("roof", _path_regex(ROOF_PATTERN)),
-    ("datasci", _path_regex(DATASCI_PATTERN)),
-)
+_PATH_REGEXES = {kind: _path_regex(kind.pattern) for kind in EXPERIMENT_TYPES}
 
 
 def cell_of_path(path: str) -> tuple[str, str, dict[str, str]] | None:
     """(family, id, parameters) a result path stands for, read from the path alone;
     None if it is not a result path. Used for records that cannot be read themselves."""
     text = str(path).replace("\\", "/")
-    for family, regex in _FAMILY_PATHS:
+    for kind, regex in _PATH_REGEXES.items():
         match = regex.search(text)
         if match:
             record_id = match.group(0).lstrip("/").removesuffix(".json")
-            return family, record_id, match.groupdict()
+            return kind.family, record_id, match.groupdict()
     return None
 
 
@@ -468,14 +477,37 @@ def _record_shape_problem(path: str) -> str | None:
     return None
 
 
+def experiment_of_id(record_id: str) -> Experiment:
+    """The experiment a record id (its result path below results/, without .json) names.
+
+    Only the form is checked (sizes and batches positive integers, the device
+    well-formed: the grammar has one spelling per device), not the catalogues of kernels,
+    models and workloads: reading 100,000 records must not import them.
+    GridError names the part that is wrong.
+    """
+    for kind, regex in _PATH_REGEXES.items():
+        match = regex.fullmatch(f"{record_id}.json")
+        if match:
+            parts = match.groupdict()
+            exp = kind(
+                **{
+                    field.name: _positive_int(field.name, parts[field.name])
+                    if field.type == "int"
+                    else parts[field.name]
+                    for field in fields(kind)
+                }
+            )
+            _device(exp.device)
+            return exp
+    shapes = ", ".join(kind.pattern.removeprefix(RESULTS_DIR + "/") for kind in EXPERIMENT_TYPES)
+    raise GridError(f"{record_id!r} is not a result path below results/ ({shapes}, less .json)")
+
+
 def _raise_if_excluded(
     exp: KernelExperiment | TrainExperiment | DatasciExperiment, reason: str | None
 ) -> None:
     if reason:
         raise GridError(f"{exp.path} is excluded from the grid: {reason}")
-
-
-Experiment = KernelExperiment | TrainExperiment | RoofExperiment | DatasciExperiment
 
 
 @dataclass(frozen=True)
