@@ -96,6 +96,11 @@ gpu-check: venv
 		--forcerun kernel_benchmark roof_benchmark train_benchmark datasci_benchmark
 	$(BIN)/accelbench gpu-check $(addprefix --configfile ,$(GPU_CONFIGS))
 
+# The result record's JSON Schema, generated from src/accelbench/results.py (a test checks
+# that the committed file is what the code checks).
+record-schema: venv
+	$(BIN)/python -c 'from accelbench import results; results.write_schema()'
+
 slurm-up:
 	tools/slurm-local/start.sh
 

@@ -19,9 +19,11 @@ import os
 import random
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from accelbench.analysis import tidy
+from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.results import make_record
 from accelbench.timing import rate_from_time, summarize, value
 
@@ -60,11 +62,11 @@ def _record(index: int, rng: random.Random) -> dict:
     device = rng.choice(("cpu1", "cpu2", "cpu4", "cpu16", "cuda1", "cuda4"))
     if index % 2:
         params = {
-            "kernel": rng.choice(("matmul", "saxpy", "stencil", "fft")),
+            "kernel": rng.choice(("matmul", "saxpy", "stencil", "fft1d")),
             "device": device,
             "backend": rng.choice(("numpy", "numba", "torch", "cupy")),
             "dtype": rng.choice(("float32", "float64")),
-            "size": index,
+            "size": index + 1,
             "seed": 0,
             "min_run_time": 0.3,
             "samples": 10,
@@ -78,14 +80,14 @@ def _record(index: int, rng: random.Random) -> dict:
             "threads": value(1, "threads"),
         }
         check = {"passed": True, "relative_error": 1e-7, "tolerance": 1e-4, "reference": "numpy"}
-        experiment, exp_id = "kernel", f"kernels/synthetic/{device}/n{index}"
+        experiment, exp_id = "kernel", KernelExperiment(**grid_params(KernelExperiment, params)).id
     else:
         params = {
             "model": rng.choice(("resnet18", "resnet50", "alexnet", "lstm")),
             "device": device,
             "precision": rng.choice(("fp32", "bf16")),
             "strategy": "single",
-            "batch": index,
+            "batch": index + 1,
             "steps": 20,
             "warmup_steps": 3,
             "image_size": 64,
@@ -100,7 +102,7 @@ def _record(index: int, rng: random.Random) -> dict:
             "parameters": value(11_000_000, "count"),
         }
         check = None
-        experiment, exp_id = "train", f"train/synthetic/{device}/bs{index}"
+        experiment, exp_id = "train", TrainExperiment(**grid_params(TrainExperiment, params)).id
     ok = status == "ok"
     return make_record(
         experiment=experiment,
@@ -114,14 +116,21 @@ def _record(index: int, rng: random.Random) -> dict:
     )
 
 
+def grid_params(kind: type, params: dict) -> dict:
+    """The params that name a cell of `kind` (its result path)."""
+    return {field.name: params[field.name] for field in fields(kind)}
+
+
 def write_records(root: Path, count: int) -> list[Path]:
-    """`count` record files under `root`, 1,000 per directory (no fsync: setup, not measured)."""
+    """`count` record files at their result paths under `root` (no fsync: setup, not
+    measured); every size and batch differs, so no two share a cell."""
     rng = random.Random(0)
     paths = []
     for index in range(count):
-        path = root / f"d{index // 1000:03d}" / f"r{index:06d}.json"
+        record = _record(index, rng)
+        path = root / f"{record['id']}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(_record(index, rng), indent=2, sort_keys=True, allow_nan=False)
+        text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False)
         path.write_text(text + "\n", encoding="utf-8")
         paths.append(path)
     return paths

@@ -12,7 +12,7 @@ import copy
 
 from accelbench import energy
 from accelbench.devices import parse_device
-from accelbench.results import make_record, validate_record, write_record
+from accelbench.results import GPU_ROOF_METRICS, make_record, validate_record, write_record
 from accelbench.timing import rate_from_time, summarize, value
 
 NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
@@ -324,3 +324,27 @@ def datasci_records(devices):
     if any(device.startswith("cuda") for device in devices):
         records.append(datasci_record("groupby", "cuda1", 10_000_000, status="unavailable"))
     return records
+
+
+def roof_record(device, dtype="float32", peak=100.0, copy=20.0, host_copy=None, status="ok"):
+    """A roof record: peak GEMM rate and memory bandwidth from ten samples around a second;
+    on a GPU also the pinned copies in (`host_copy` GB/s) and out (half as fast), or why
+    not."""
+    exp_id = f"roofs/{device}/{dtype}"
+    params = {"device": device, "dtype": dtype, "gemm_size": 1024, "copy_size": 1 << 23}
+    metrics = check = None
+    if status == "ok":
+        time = summarize(scaled(1.0, 1.0), "s")
+        metrics = {
+            "peak_gflops": rate_from_time(time, peak, "GFLOP/s"),
+            "memory_bandwidth": rate_from_time(time, copy, "GB/s"),
+            "threads": value(1, "threads"),
+        }
+        check = {"passed": True, "relative_error": 1e-7, "reference": "numpy float64"}
+        if host_copy is not None:
+            metrics["h2d_bandwidth"] = rate_from_time(time, host_copy, "GB/s")
+            metrics["d2h_bandwidth"] = rate_from_time(time, host_copy / 2, "GB/s")
+        elif device.startswith("cuda"):
+            check["unmeasured"] = dict.fromkeys(GPU_ROOF_METRICS, "no pinned copies")
+    reason = None if status == "ok" else NO_GPU
+    return device_record("roof", exp_id, status, params, metrics, check, reason)

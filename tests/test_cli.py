@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from accelbench import benchmark, cli, experiment
+from accelbench import benchmark, cli, experiment, grid
 from accelbench.results import load_record, make_record, write_record
 
 from conftest import REPO_ROOT
@@ -166,12 +168,13 @@ TRAIN_TARGET = "results/train/fcn/cpu1/fp32/single/bs4.json"
 
 def test_train_keeps_the_record_it_replaces(workflow_dir, monkeypatch, capsys):
     monkeypatch.chdir(workflow_dir)
+    exp = grid.parse_train_path(TRAIN_TARGET)
     old = make_record(
         experiment="train",
-        experiment_id=TRAIN_TARGET.removeprefix("results/").removesuffix(".json"),
+        experiment_id=exp.id,
         status="unavailable",
         reason="measured before",
-        params={},
+        params=dataclasses.asdict(exp),
         provenance={},
     )
     write_record(TRAIN_TARGET, old)

@@ -157,7 +157,10 @@ def kernel_record(device, backend, n):
 def roof_record(device):
     """A measured roof; on the GPU with 10 GB/s each way, the bandwidth of the hand case."""
     peak = 1000.0 if device == "cuda1" else 100.0
-    metrics = {"peak_gflops": summarize([peak] * 5, "GFLOP/s")}
+    metrics = {
+        "peak_gflops": summarize([peak] * 5, "GFLOP/s"),
+        "memory_bandwidth": summarize([peak / 10] * 5, "GB/s"),
+    }
     if device == "cuda1":
         metrics |= {
             name: summarize([10.0] * 5, "GB/s") for name in ("h2d_bandwidth", "d2h_bandwidth")
@@ -185,7 +188,8 @@ def test_offload_run_on_fixed_records(workflow_dir):
         experiment="train",
         experiment_id="train/resnet18/cpu1/fp32/single/bs2",
         status="ok",
-        params={"model": "resnet18", "device": "cpu1"},
+        params={"model": "resnet18", "device": "cpu1", "precision": "fp32", "strategy": "single"}
+        | {"batch": 2},
         metrics={"time_per_batch": summarize([0.1] * 3, "s")},
         provenance={},
     )

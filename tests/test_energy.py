@@ -13,6 +13,7 @@ from accelbench import energy, experiment
 from accelbench.analysis import tables, tidy
 from accelbench.grid import DatasciExperiment, KernelExperiment, TrainExperiment
 from accelbench.results import RecordError, load_record, make_record
+from accelbench.timing import summarize
 
 from records import KERNELS, TRAIN, with_energy, write_records
 
@@ -118,8 +119,9 @@ def test_the_energy_section_names_each_counter_it_read(clock):
     window = energy.measure_window(meter, lambda: clock.sleep(1.0), 1)
     found = energy.section(meter, [window], idle, unit="call")
     assert found["status"] == "ok" and found["counters"] == ["GPU-1"]
-    assert energy.validate_section(found) is None
-    assert "counters" in energy.validate_section({**found, "counters": "GPU-1"})
+    assert record_with(found)["energy"]["counters"] == ["GPU-1"]
+    with pytest.raises(RecordError, match='energy.counters: "GPU-1" is not a list'):
+        record_with({**found, "counters": "GPU-1"})
 
 
 def test_nvml_follows_cuda_visible_devices_by_index_and_by_uuid():
@@ -283,10 +285,11 @@ def test_a_probe_repeats_the_work_for_the_minimum_window(monkeypatch, tmp_path, 
 def record_with(found, measured=None):
     return make_record(
         experiment="kernel",
-        experiment_id="kernel/saxpy/cpu1/numpy/float64/n1000",
+        experiment_id="kernels/saxpy/cpu1/numpy/float64/n1000",
         status="ok",
-        params={},
-        metrics={"time": {"unit": "s", "value": 1.0}, **(measured or {})},
+        params={"kernel": "saxpy", "device": "cpu1", "backend": "numpy", "dtype": "float64"}
+        | {"size": 1000},
+        metrics={"time": summarize([1.0], "s"), **(measured or {})},
         provenance={},
         energy=found,
     )
@@ -302,11 +305,12 @@ def test_the_record_keeps_a_valid_energy_section_and_refuses_a_broken_one(clock)
     assert record["energy"]["method"] == "nvml total-energy counter (GPU-0)"
     assert record["metrics"]["energy_per_call"]["median"] == pytest.approx(2.0)
     for broken, message in [
-        ({"status": "estimated"}, "status, one of"),
-        ({"status": "unavailable"}, "needs a text 'reason'"),
-        ({**found, "windows": []}, "list of 'windows'"),
-        ({**found, "windows": [{"joules": 1.0, "seconds": 0.0, "calls": 1}]}, "seconds > 0"),
-        ({**found, "baseline_w": "idle"}, "needs numbers"),
+        ({"status": "estimated"}, 'energy.status: "estimated" is not one of "ok"'),
+        ({"status": "unavailable"}, "energy: 'reason' is missing"),
+        ({**found, "windows": []}, "energy.windows: needs at least 1 items"),
+        ({**found, "windows": [{"joules": 1.0, "seconds": 0.0, "calls": 1}]}, "is not above 0"),
+        ({**found, "baseline_w": "idle"}, 'energy.baseline_w: "idle" is not a number'),
+        ({**found, "windows": [{"joules": 1.0, "seconds": 1.0, "calls": 1.5}]}, "calls: 1.5"),
     ]:
         with pytest.raises(RecordError, match=message):
             record_with(broken)

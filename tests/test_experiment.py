@@ -426,7 +426,7 @@ def test_failed_write_keeps_previous_record_and_cleans_up(monkeypatch, tmp_path,
         experiment_id="kernels/matmul/cpu1/numpy/float64/n32",
         status="unavailable",
         reason="old reason",
-        params={},
+        params=dataclasses.asdict(KernelExperiment("matmul", "cpu1", "numpy", "float64", 32)),
         provenance={},
     )
     write_record(target, old)
@@ -451,10 +451,10 @@ def test_successful_write_leaves_only_the_record(tmp_path):
     target = tmp_path / "deep" / "dir" / "record.json"
     record = make_record(
         experiment="kernel",
-        experiment_id="x",
+        experiment_id="kernels/matmul/cpu1/numpy/float64/n32",
         status="failed",
         reason="r",
-        params={},
+        params=dataclasses.asdict(KernelExperiment("matmul", "cpu1", "numpy", "float64", 32)),
         provenance={},
         check={"passed": False, "relative_error": float("inf")},
     )

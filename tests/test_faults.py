@@ -8,6 +8,7 @@ cause; only the OOM killer's own count makes a killed process "oom".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -20,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from accelbench import experiment, fork_server, processes, results, supervise
-from accelbench.grid import KernelExperiment
+from accelbench.grid import KernelExperiment, experiment_of_id
 from accelbench.outcome import RetryableFailure
 from accelbench.results import RecordError, load_record, make_record
+from accelbench.timing import summarize
 
 from conftest import planned_jobs, snakemake
 
@@ -313,9 +315,9 @@ def record_of(status: str, reason: str | None, **extra) -> dict:
         experiment_id=KERNEL.id,
         status=status,
         reason=reason,
-        params={},
+        params=dataclasses.asdict(KERNEL),
         provenance={},
-        metrics={"time": {"unit": "s", "median": 1.0}} if status == "ok" else None,
+        metrics={"time": summarize([1.0], "s")} if status == "ok" else None,
         **extra,
     )
 
@@ -324,9 +326,9 @@ def test_only_a_failed_record_can_be_transient():
     assert record_of("failed", "disk full", transient=True)["transient"] is True
     assert "transient" not in record_of("failed", "wrong result")
     for status, reason in (("ok", None), ("oom", "too big"), ("unavailable", "no GPU")):
-        with pytest.raises(RecordError, match="'transient' is only ever true, on a 'failed'"):
+        with pytest.raises(RecordError, match=r"is not \"failed\" \(only a failed record is a"):
             results.validate_record({**record_of(status, reason), "transient": True})
-    with pytest.raises(RecordError, match="'transient' is only ever true"):
+    with pytest.raises(RecordError, match="transient: false is not true"):
         results.validate_record({**record_of("failed", "r"), "transient": False})
 
 
@@ -337,12 +339,13 @@ FAILED_TARGET = "results/kernels/saxpy/cpu1/numpy/float64/n1000.json"
 
 
 def plant(workflow_dir: Path, target: str, reason: str, transient: bool) -> None:
+    exp_id = target.removeprefix("results/").removesuffix(".json")
     record = make_record(
         experiment="kernel",
-        experiment_id=target.removeprefix("results/").removesuffix(".json"),
+        experiment_id=exp_id,
         status="failed",
         reason=reason,
-        params={},
+        params=dataclasses.asdict(experiment_of_id(exp_id)),
         provenance={},
         transient=transient,
     )

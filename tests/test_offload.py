@@ -93,7 +93,8 @@ def unavailable_record(n):
         experiment_id=f"kernels/matmul/cuda1/cupy/float64/n{n}",
         status="unavailable",
         reason="CuPy is not installed",
-        params={"kernel": "matmul", "device": "cuda1", "backend": "cupy", "dtype": "float64"},
+        params={"kernel": "matmul", "device": "cuda1", "backend": "cupy", "dtype": "float64"}
+        | {"size": n},
         provenance={},
     )
 

@@ -56,15 +56,19 @@ def kernel_record(kernel, device, backend, size, seconds, flops, nbytes, end_to_
 def roof_record(device, peak, copy, h2d=None, status="ok"):
     """A roof record; a ceiling given as None was not measured."""
     exp_id = f"roofs/{device}/float32"
-    metrics = {}
+    metrics, check = {}, None
     if status == "ok":
-        if peak is not None:
-            metrics["peak_gflops"] = rate_from_time(times(1.0), peak, "GFLOP/s")
-        if copy is not None:
-            metrics["memory_bandwidth"] = rate_from_time(times(1.0), copy, "GB/s")
-        if h2d is not None:
-            metrics["h2d_bandwidth"] = rate_from_time(times(1.0), h2d, "GB/s")
-            metrics["d2h_bandwidth"] = rate_from_time(times(1.0), h2d / 2, "GB/s")
+        ceilings = {"peak_gflops": (peak, "GFLOP/s"), "memory_bandwidth": (copy, "GB/s")}
+        if device.startswith("cuda"):
+            ceilings |= {"h2d_bandwidth": (h2d, "GB/s")}
+            ceilings |= {"d2h_bandwidth": (h2d and h2d / 2, "GB/s")}
+        for name, (rate, unit) in ceilings.items():
+            if rate is not None:
+                metrics[name] = rate_from_time(times(1.0), rate, unit)
+        check = {"passed": True, "relative_error": 0.0}
+        unmeasured = [name for name in ceilings if name not in metrics]
+        if unmeasured:
+            check["unmeasured"] = dict.fromkeys(unmeasured, "no backend can measure it here")
     return exp_id, make_record(
         experiment="roof",
         experiment_id=exp_id,
@@ -73,6 +77,7 @@ def roof_record(device, peak, copy, h2d=None, status="ok"):
         params={"device": device, "dtype": "float32", "gemm_size": 64},
         provenance={},
         metrics=metrics,
+        check=check,
     )
 
 

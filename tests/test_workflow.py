@@ -280,9 +280,14 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert re.search(r"^kernel_benchmark\s+1$", plan, re.MULTILINE), plan
     assert "n32.json" in plan
 
-    # A record damaged after the run: its cell says so and the run ends with a warning.
+    # Records damaged after the run, one cut short and one whose median is true: their
+    # cells say so and the run ends with a warning.
     damaged = results / "kernels" / "saxpy" / "cpu1" / "numpy" / "float64" / "n1000.json"
     damaged.write_text(damaged.read_text()[:100])
+    lying = results / "train" / "resnet18" / "cpu1" / "fp32" / "single" / "bs2.json"
+    record = json.loads(lying.read_text())
+    record["metrics"]["time_per_batch"]["median"] = True
+    lying.write_text(json.dumps(record))
     # And a record measured again on request: its previous version is kept.
     forced = results / "kernels" / "matmul" / "cpu1" / "numpy" / "float64" / "n32.json"
     previous = forced.read_text()
@@ -297,8 +302,16 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     (kept,) = (results / "replaced").glob("*/kernels/matmul/cpu1/numpy/float64/n32.json")
     assert kept.read_text() == previous != forced.read_text()
-    assert "WARNING: 1 result record(s) are invalid" in rerun.stderr
+    assert "WARNING: 2 result record(s) are invalid" in rerun.stderr
+    where = lying.relative_to(workflow_dir)
+    assert f"{where}: metrics.time_per_batch.median: true is not a number" in rerun.stderr
     assert "invalid record (a)" in (results / "tables" / "kernel_time.md").read_text()
+    assert "invalid record (a)" in (results / "tables" / "train_time_per_batch.md").read_text()
+    problems = pd.read_csv(results / "record_problems.csv")
+    assert sorted(problems["path"]) == [
+        str(damaged.relative_to(workflow_dir)),
+        str(lying.relative_to(workflow_dir)),
+    ]
     # The run used the project's settings (profiles/default, loaded by Snakemake itself).
     assert "does not use the project's settings" not in rerun.stderr
 

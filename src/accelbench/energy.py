@@ -472,36 +472,3 @@ def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
             }
         )
     return timing.combine_metrics(per_window)
-
-
-def validate_section(energy: Any) -> str | None:
-    """What is wrong with a record's `energy` section, or None."""
-    if not isinstance(energy, dict) or energy.get("status") not in STATUSES:
-        return f"must be an object with a status, one of {list(STATUSES)}"
-    if energy["status"] != "ok" and not isinstance(energy.get("reason"), str):
-        return f"status {energy['status']!r} needs a text 'reason'"
-    if energy["status"] == "unavailable":
-        return None
-    if not isinstance(energy.get("method"), str) or energy.get("unit") not in ("call", "step"):
-        return "needs a text 'method' and a 'unit' (call or step)"
-    counters = energy.get("counters", [])
-    if not isinstance(counters, list) or not all(isinstance(name, str) for name in counters):
-        return "'counters' must be a list of counter names"
-    numbers = ("baseline_w", "baseline_s", "counter_period_s")
-    if not all(_is_number(energy.get(key)) for key in numbers):
-        return f"needs numbers {list(numbers)}"
-    windows = energy.get("windows")
-    if not isinstance(windows, list) or not windows:
-        return "needs a list of 'windows'"
-    for window in windows:
-        if not isinstance(window, dict) or not all(
-            _is_number(window.get(key)) for key in ("joules", "seconds", "calls")
-        ):
-            return "each window needs numbers 'joules', 'seconds' and 'calls'"
-        if window["calls"] < 1 or window["seconds"] <= 0:
-            return "each window needs calls >= 1 and seconds > 0"
-    return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from accelbench import results
 from accelbench.devices import DeviceError, parse_device
 from accelbench.train.strategies import STRATEGY_NAMES
 
@@ -339,13 +338,23 @@ def parse_roof(wildcards: dict[str, Any]) -> RoofExperiment:
     return exp
 
 
+def retry_flag(path: str | os.PathLike[str]) -> Path:
+    """The hidden file beside a record that failed by a passing fault, a second newer than the
+    record: the workflow asks for it as the record's input where it exists
+    (target_check), so Snakemake measures the experiment again. It stays once the cell
+    is measured (older than the new record then): were it removed, Snakemake would see the
+    experiment's inputs change and measure it yet again."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.retry")
+
+
 def target_check(family: str, train_config: Mapping[str, Any] | None = None):
     """A rule's input function that parses its target path and asks for no input but the
     record's retry flag, where a record there once failed by a passing fault.
 
     Snakemake evaluates it while planning, so a wrong part of a path named as a
     target stops the run before any job starts, with GridError naming the part;
-    and a transient record, older than its flag (results.retry_flag), is measured again.
+    and a transient record, older than its flag (retry_flag), is measured again.
     """
     parse = {
         "kernel": parse_kernel,
@@ -356,7 +365,7 @@ def target_check(family: str, train_config: Mapping[str, Any] | None = None):
 
     def check(wildcards) -> list[str]:
         exp = parse(dict(wildcards.items()))
-        flag = results.retry_flag(exp.path)
+        flag = retry_flag(exp.path)
         return [str(flag)] if flag.exists() else []
 
     return check

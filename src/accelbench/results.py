@@ -4,6 +4,13 @@ Every experiment yields a record, including the ones that could not run, so a
 table never loses a cell silently. A crash mid-write never leaves a file that
 looks valid: the record is written to a temporary file in the same directory
 and renamed over the target only once it is complete.
+
+What a record may hold is one JSON Schema (record_schema), built here from the
+declarations below and published as SCHEMA_FILE for other tools; accelbench
+checks every record it writes or reads against the same schema (compiled by
+accelbench.schema), and then against the CROSS_RULES a schema cannot state. A
+record that breaks either is refused with the file and the key named: it never
+reaches a table as a number it does not hold.
 """
 
 from __future__ import annotations
@@ -11,14 +18,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
+from string import Formatter
 from typing import Any
 
-from accelbench.energy import validate_section as validate_energy
+from accelbench import energy, grid, provenance
+from accelbench.grid import retry_flag
+from accelbench.schema import SchemaViolation, compile_schema, shown
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
@@ -52,10 +64,412 @@ REQUIRED_KEYS = (
     "check",
     "provenance",
 )
+# Where the schema is published, below the workflow's root.
+SCHEMA_FILE = "workflow/schemas/record.schema.json"
+
+EXPERIMENT_TYPES = {kind.family: kind for kind in grid.EXPERIMENT_TYPES}
+# What an "ok" record of a measured family cannot lack: its time, which its tables,
+# summary and comparisons are built on.
+TIME_METRICS = {"kernel": "time", "train": "time_per_batch", "datasci": "time"}
+# The ceilings of a roof (roofs.ROOFS), the host copies on a GPU only. An ok roof has
+# each of its device's ceilings, or says in its check's `unmeasured` why not.
+ROOF_CEILINGS = ("peak_gflops", "memory_bandwidth")
+GPU_ROOF_METRICS = ("h2d_bandwidth", "d2h_bandwidth")
+
+# The units metrics are measured in, by what their numbers may be. Times, rates, sizes,
+# work and energy are never negative; counts are whole numbers; a loss takes any sign.
+NONNEGATIVE_UNITS = (
+    "s",
+    "GFLOP/s",
+    "GB/s",
+    "items/s",
+    "samples/s",
+    "flop/byte",
+    "FLOP",
+    "bytes",
+    "W",
+    "J",
+)
+COUNT_UNITS = ("threads", "processes", "nodes", "GPUs", "count")
+SIGNED_UNITS = ("loss",)
+UNITS = NONNEGATIVE_UNITS + COUNT_UNITS + SIGNED_UNITS
+# An energy above the idle baseline (energy.metrics) is below zero where a window drew
+# less than the baseline: its noise, not an error.
+SIGNED_METRICS = "_above_idle$"
+
+# A distribution metric (timing.summarize, across_runs, rate_from_time): n samples, and
+# statistics in the metric's unit, ordered as below; a spread is never negative.
+DISTRIBUTION_REQUIRED = (
+    "unit",
+    "n",
+    "median",
+    "q1",
+    "q3",
+    "iqr",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "min",
+    "max",
+)
+LOCATION_STATISTICS = ("median", "q1", "q3", "ci_low", "ci_high", "min", "max", "mean")
+SPREAD_STATISTICS = ("iqr", "std", "between_run_std")
+ORDERED_STATISTICS = (("min", "q1", "median", "q3", "max"), ("ci_low", "median", "ci_high"))
+
+# Rules a JSON Schema cannot state; validate_record checks them after the schema.
+CROSS_RULES = (
+    "the id is a result path of the record's experiment family with a well-formed device "
+    "(grid.experiment_of_id)",
+    "every parameter the id names equals the params entry of the same name",
+    "in every distribution metric min <= q1 <= median <= q3 <= max and ci_low <= median <= ci_high",
+)
 
 
 class RecordError(ValueError):
     """A file that is not a valid result record; the message names the file and the defect."""
+
+
+def _number(minimum: float | None = None, nullable: bool = False) -> dict[str, Any]:
+    found: dict[str, Any] = {"type": ["number", "null"] if nullable else "number"}
+    if minimum is not None:
+        found["minimum"] = minimum
+    return found
+
+
+def _text(nullable: bool = False) -> dict[str, Any]:
+    return {"type": ["string", "null"] if nullable else "string"}
+
+
+def _closed(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
+    """An object with exactly these keys, `required` among them."""
+    found: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        found["required"] = list(required)
+    found["additionalProperties"] = False
+    return found
+
+
+def _distribution(units: tuple[str, ...], signed: bool) -> dict[str, Any]:
+    """A distribution metric in one of `units`; its statistics at least 0 unless `signed`."""
+    location = _number() if signed else _number(0)
+    return _closed(
+        DISTRIBUTION_REQUIRED,
+        unit={"enum": list(units)},
+        n={"type": "integer", "minimum": 1},
+        runs={"type": "integer", "minimum": 1},
+        ci_level={"type": "number", "minimum": 0, "maximum": 1},
+        **dict.fromkeys(LOCATION_STATISTICS, location),
+        **dict.fromkeys(SPREAD_STATISTICS, _number(0)),
+    )
+
+
+def _single(units: tuple[str, ...], value: dict[str, Any]) -> dict[str, Any]:
+    return _closed(("unit", "value"), unit={"enum": list(units)}, value=value)
+
+
+def _metric(signed: bool) -> dict[str, Any]:
+    """A metric: a single `value`, or a distribution. Its unit decides what its numbers may
+    be: never negative (NONNEGATIVE_UNITS, unless `signed`), a count, or of any sign."""
+    in_units = {
+        kind: {"properties": {"unit": {"enum": list(units)}}}
+        for kind, units in (("count", COUNT_UNITS), ("positive", NONNEGATIVE_UNITS))
+    }
+    if signed:
+        single: dict[str, Any] = _single(UNITS, _number())
+        distribution = _distribution(UNITS, signed=True)
+    else:
+        single = {
+            "if": in_units["count"],
+            "then": _single(COUNT_UNITS, {"type": "integer", "minimum": 0}),
+            "else": {
+                "if": in_units["positive"],
+                "then": _single(NONNEGATIVE_UNITS, _number(0)),
+                "else": _single(SIGNED_UNITS, _number()),
+            },
+        }
+        distribution = {
+            "if": in_units["positive"],
+            "then": _distribution(NONNEGATIVE_UNITS, signed=False),
+            "else": _distribution(COUNT_UNITS + SIGNED_UNITS, signed=True),
+        }
+    return {"if": {"required": ["value"]}, "then": single, "else": distribution}
+
+
+def _check_section() -> dict[str, Any]:
+    """The correctness check: against the float64 reference (kernels, data science), and for
+    a roof, each ceiling's winning candidate and every candidate's rate, and why a ceiling
+    was not measured."""
+    base = {
+        "passed": {"type": "boolean"},
+        # null: infinite, e.g. a result that differs from its reference anywhere.
+        "relative_error": _number(0, nullable=True),
+        "tolerance": _number(0, nullable=True),
+        "measure": _text(),
+        "reference": _text(),
+    }
+    roof = _closed(
+        ("passed",),
+        **base,
+        kernel=_text(),
+        backend=_text(),
+        size={"type": "integer", "minimum": 1},
+        candidates={"type": "object", "additionalProperties": _number(0)},
+    )
+    found = _closed(
+        ("passed",),
+        **base,
+        roofs={"type": "object", "additionalProperties": roof},
+        unmeasured={"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
+    )
+    found["type"] = ["object", "null"]
+    return found
+
+
+def _energy_section() -> dict[str, Any]:
+    window = _closed(
+        ("joules", "seconds", "calls"),
+        joules=_number(0),
+        seconds={"type": "number", "exclusiveMinimum": 0},
+        calls={"type": "integer", "minimum": 1},
+    )
+    measured = ("method", "unit", "counter_period_s", "baseline_w", "baseline_s", "windows")
+    found = _closed(
+        ("status",),
+        status={"enum": list(energy.STATUSES)},
+        reason=_text(nullable=True),
+        method=_text(),
+        counters={"type": "array", "items": _text()},
+        unit={"enum": ["call", "step"]},
+        samples_per_unit={"type": ["integer", "null"], "minimum": 1},
+        counter_period_s=_number(0),
+        baseline_w=_number(0),
+        baseline_s=_number(0),
+        min_window_s=_number(0),
+        windows={"type": "array", "minItems": 1, "items": window},
+    )
+    found["allOf"] = [
+        {
+            "if": {"properties": {"status": {"const": "ok"}}},
+            "else": {
+                "description": "energy that is not ok says why",
+                "properties": {"reason": {"type": "string", "minLength": 1}},
+                "required": ["reason"],
+            },
+        },
+        {
+            "if": {"properties": {"status": {"const": "unavailable"}}},
+            "else": {"description": "energy that was measured", "required": list(measured)},
+        },
+    ]
+    return found
+
+
+def _conditions_section() -> dict[str, Any]:
+    """What else the machine did (contention.Conditions, and the guard's verdict)."""
+    rates = ("window_s", "other_cpus", "workflow_cpus", "steal_cpus", "load_average_1m")
+    return _closed(
+        ("busy",),
+        busy={"type": "boolean"},
+        **{name: _number(0) for name in (*rates, "resolution_cpus", "max_other_cpus")},
+        cpus_online={"type": "integer", "minimum": 1},
+        cpu_mhz=_number(0, nullable=True),
+        governor=_text(nullable=True),
+        attempts={"type": "integer", "minimum": 1},
+    )
+
+
+def _provenance_section() -> dict[str, Any]:
+    """Where and with what it was measured (provenance.collect); each part is optional."""
+    count = {"type": ["integer", "null"], "minimum": 1}
+    slurm_value = {"type": ["string", "integer", "null"]}
+    slurm = _closed(
+        **dict.fromkeys(provenance.SLURM_VARIABLES, slurm_value),
+        allocation={"type": ["object", "null"], "additionalProperties": _text()},
+        exclusive={"type": ["boolean", "null"]},
+    )
+    slurm["type"] = ["object", "null"]
+    return _closed(
+        **dict.fromkeys(("host", "platform", "cpu_model", "python"), _text(nullable=True)),
+        cpu_count=count,
+        usable_cpus=count,
+        libraries={"type": "object", "additionalProperties": _text(nullable=True)},
+        accelerator=_closed(
+            cuda_runtime=_text(nullable=True),
+            cudnn={"type": ["integer", "null"]},
+            gpus={"type": "array", "items": _text()},
+            uuids={"type": "array", "items": _text()},
+            driver=_text(nullable=True),
+        ),
+        cuda_visible_devices=_text(nullable=True),
+        git=_closed(commit=_text(nullable=True), dirty={"type": ["boolean", "null"]}),
+        config_hash=_text(nullable=True),
+        slurm=slurm,
+        modules={"type": "array", "items": _text()},
+        seed={"type": ["integer", "null"]},
+        started=_text(),
+        finished=_text(),
+    )
+
+
+def _id_regex(kind: type) -> str:
+    """The ids of one family as a regex: its result pattern below results/, less .json."""
+    pattern = kind.pattern.removeprefix(grid.RESULTS_DIR + "/").removesuffix(".json")
+    parts = {field.name: field.type for field in fields(kind)}
+    regex = ""
+    for text, name, _, _ in Formatter().parse(pattern):
+        regex += re.escape(text)
+        if name:
+            regex += "[1-9][0-9]*" if parts[name] == "int" else "[^/]+"
+    return f"^{regex}$"
+
+
+def _family_rules(family: str, kind: type) -> dict[str, Any]:
+    """What a record of one family holds: an id of its shape and the parameters the id
+    names; if ok, its time or, a roof, its ceilings."""
+    params = {
+        field.name: {"type": "integer", "minimum": 1}
+        if field.type == "int"
+        else {"type": "string", "minLength": 1}
+        for field in fields(kind)
+    }
+    if family in TIME_METRICS:
+        ok = {
+            "description": f"an ok {family} record has its time",
+            "properties": {"metrics": {"required": [TIME_METRICS[family]]}},
+        }
+    else:
+        on_gpu = {"properties": {"params": {"properties": {"device": {"pattern": "cuda"}}}}}
+        ok = {
+            "allOf": [
+                *_ceilings(ROOF_CEILINGS),
+                {"if": on_gpu, "then": {"allOf": _ceilings(GPU_ROOF_METRICS)}},
+            ]
+        }
+    return {
+        "description": f"experiment {family!r}: the id is a {family} result path, "
+        "the params hold its parts",
+        "properties": {
+            "id": {"pattern": _id_regex(kind)},
+            "params": {"required": list(params), "properties": params},
+        },
+        "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
+        "then": ok,
+    }
+
+
+def _ceilings(ceilings: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each ceiling in an ok roof's metrics, or in its check's `unmeasured` with the reason."""
+    return [
+        {
+            "if": {"properties": {"metrics": {"required": [ceiling]}}},
+            "else": {
+                "description": f"an ok roof has {ceiling} or says why not",
+                "properties": {
+                    "check": {
+                        "type": "object",
+                        "required": ["unmeasured"],
+                        "properties": {"unmeasured": {"required": [ceiling]}},
+                    }
+                },
+            },
+        }
+        for ceiling in ceilings
+    ]
+
+
+def record_schema() -> dict[str, Any]:
+    """The record's JSON Schema, as published in SCHEMA_FILE: what validate_record checks,
+    except the CROSS_RULES (stated in its description)."""
+    series = _closed(
+        ("unit", "values"),
+        unit={"enum": list(UNITS)},
+        values={"type": "array", "items": _number(nullable=True)},
+    )
+    raw = _closed(
+        ("unit", "runs"),
+        unit={"enum": list(UNITS)},
+        runs={"type": "array", "items": {"type": "array", "items": _number(0, nullable=True)}},
+    )
+    status_rules = {
+        "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
+        "then": {
+            "description": "an ok record has metrics, and its check (if any) passed",
+            "properties": {
+                "metrics": {"minProperties": 1},
+                "check": {"properties": {"passed": {"const": True}}},
+            },
+        },
+        "else": {
+            "description": "a record that did not run says why and has no metrics",
+            "properties": {
+                "reason": {"type": "string", "minLength": 1},
+                "metrics": {"maxProperties": 0},
+            },
+        },
+    }
+    schema = _closed(
+        REQUIRED_KEYS,
+        schema_version={"const": SCHEMA_VERSION},
+        experiment={"enum": list(EXPERIMENT_TYPES)},
+        id={"type": "string"},
+        status={"enum": list(STATUSES)},
+        reason=_text(nullable=True),
+        params={"type": "object"},
+        metrics={
+            "type": "object",
+            "patternProperties": {SIGNED_METRICS: {"$ref": "#/$defs/signed_metric"}},
+            "additionalProperties": {"$ref": "#/$defs/metric"},
+        },
+        check=_check_section(),
+        provenance=_provenance_section(),
+        series={"type": "object", "additionalProperties": series},
+        conditions=_conditions_section(),
+        raw={"type": "object", "additionalProperties": raw},
+        measured_by=_closed(("implementation", "timer"), implementation=_text(), timer=_text()),
+        energy=_energy_section(),
+        transient={"const": True},
+    )
+    by_family: dict[str, Any] = {}  # if kernel ... else if train ...: one test per family
+    for family, kind in reversed(EXPERIMENT_TYPES.items()):
+        by_family = {
+            "if": {"properties": {"experiment": {"const": family}}, "required": ["experiment"]},
+            "then": _family_rules(family, kind),
+            **({"else": by_family} if by_family else {}),
+        }
+    transient = {
+        "if": {"required": [TRANSIENT_KEY]},
+        "then": {
+            "description": "only a failed record is a passing fault",
+            "properties": {"status": {"const": "failed"}},
+        },
+    }
+    schema["allOf"] = [status_rules, transient, by_family]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "accelbench result record",
+        "description": (
+            "One experiment's result, written by accelbench (src/accelbench/results.py, "
+            "which generates this file). Numbers are finite and integers have no fraction. "
+            "Also checked, beyond this schema: " + "; ".join(CROSS_RULES) + "."
+        ),
+        **schema,
+        "$defs": {"metric": _metric(signed=False), "signed_metric": _metric(signed=True)},
+    }
+
+
+def schema_text() -> str:
+    """The published schema file's text."""
+    return json.dumps(record_schema(), indent=2) + "\n"
+
+
+def write_schema(root: str | os.PathLike[str] = ".") -> Path:
+    """Write the schema to SCHEMA_FILE below the workflow's `root` (`make record-schema`)."""
+    path = Path(root) / SCHEMA_FILE
+    path.write_text(schema_text(), encoding="utf-8")
+    return path
+
+
+_CHECK_SCHEMA = compile_schema(record_schema())
 
 
 def make_record(
@@ -104,95 +518,39 @@ def make_record(
 
 
 def validate_record(record: Any, source: str = "record") -> None:
-    """Raise RecordError if `record` breaks the record contract."""
-    if not isinstance(record, dict):
-        raise RecordError(f"{source}: expected a JSON object, got {type(record).__name__}")
-    missing = [key for key in REQUIRED_KEYS if key not in record]
-    if missing:
-        raise RecordError(f"{source}: missing keys {missing}")
-    if record["schema_version"] != SCHEMA_VERSION:
-        raise RecordError(
-            f"{source}: schema_version {record['schema_version']!r}, expected {SCHEMA_VERSION}"
-        )
-    status = record["status"]
-    if status not in STATUSES:
-        raise RecordError(f"{source}: status {status!r} is not one of {list(STATUSES)}")
-    if status == "ok":
-        if not record["metrics"]:
-            raise RecordError(f"{source}: status 'ok' but no metrics")
-    elif not record["reason"]:
-        raise RecordError(f"{source}: status {status!r} needs a reason")
-    for key in ("params", "metrics", "provenance"):
-        if not isinstance(record[key], dict):
-            raise RecordError(f"{source}: {key!r} must be an object")
+    """Raise RecordError, naming `source` and the key, if `record` breaks the record
+    contract: the schema (record_schema), then the CROSS_RULES."""
+    try:
+        _CHECK_SCHEMA(record)
+    except SchemaViolation as err:
+        raise RecordError(f"{source}: {err}") from None
+    _check_id_and_params(record, source)
     for name, metric in record["metrics"].items():
-        if not isinstance(metric, dict) or "unit" not in metric:
-            raise RecordError(f"{source}: metric {name!r} must be an object with a 'unit'")
-        if "median" not in metric and "value" not in metric:
-            raise RecordError(f"{source}: metric {name!r} has neither 'median' nor 'value'")
-        for stat, number in metric.items():
-            if stat != "unit" and number is not None and not isinstance(number, int | float):
-                raise RecordError(f"{source}: metric {name}.{stat} is not a number: {number!r}")
-    _validate_series(record.get(SERIES_KEY, {}), source)
-    conditions = record.get(CONDITIONS_KEY, {"busy": False})
-    if not isinstance(conditions, dict) or not isinstance(conditions.get("busy"), bool):
-        raise RecordError(f"{source}: {CONDITIONS_KEY!r} must be an object with a boolean 'busy'")
-    _validate_raw(record.get(RAW_KEY, {}), source)
-    measured_by = record.get(MEASURED_BY_KEY, {"implementation": "", "timer": ""})
-    if not isinstance(measured_by, dict) or not all(
-        isinstance(measured_by.get(key), str) for key in ("implementation", "timer")
-    ):
-        raise RecordError(
-            f"{source}: {MEASURED_BY_KEY!r} must be an object with text "
-            "'implementation' and 'timer'"
-        )
-    if ENERGY_KEY in record and (problem := validate_energy(record[ENERGY_KEY])):
-        raise RecordError(f"{source}: {ENERGY_KEY!r} {problem}")
-    if TRANSIENT_KEY in record and (record[TRANSIENT_KEY] is not True or status != "failed"):
-        raise RecordError(f"{source}: {TRANSIENT_KEY!r} is only ever true, on a 'failed' record")
+        if "median" in metric:
+            for chain in ORDERED_STATISTICS:
+                _check_order(metric, chain, f"{source}: metrics.{name}")
 
 
-def _validate_raw(raw: Any, source: str) -> None:
-    if not isinstance(raw, dict):
-        raise RecordError(f"{source}: {RAW_KEY!r} must be an object")
-    for name, entry in raw.items():
-        if (
-            not isinstance(entry, dict)
-            or set(entry) != {"unit", "runs"}
-            or not isinstance(entry["unit"], str)
-            or not isinstance(entry["runs"], list)
-            or not all(isinstance(run, list) for run in entry["runs"])
-        ):
+def _check_id_and_params(record: dict[str, Any], source: str) -> None:
+    try:
+        exp = grid.experiment_of_id(record["id"])
+    except grid.GridError as err:
+        raise RecordError(f"{source}: id: {err}") from None
+    params = record["params"]
+    for field in fields(exp):
+        said = getattr(exp, field.name)
+        if params[field.name] != said:
             raise RecordError(
-                f"{source}: raw {name!r} must be an object with a text 'unit' and 'runs', "
-                "a list of lists of samples"
+                f"{source}: params.{field.name}: {shown(params[field.name])}, "
+                f"but the id {record['id']!r} says {shown(said)}"
             )
-        for index, run in enumerate(entry["runs"]):
-            if not all(sample is None or _is_number(sample) for sample in run):
-                raise RecordError(
-                    f"{source}: raw {name}, run {index + 1}: a sample is not a number"
-                )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _validate_series(series: Any, source: str) -> None:
-    if not isinstance(series, dict):
-        raise RecordError(f"{source}: {SERIES_KEY!r} must be an object")
-    for name, entry in series.items():
-        if not isinstance(entry, dict) or set(entry) != {"unit", "values"}:
-            raise RecordError(
-                f"{source}: series {name!r} must be an object with 'unit' and 'values'"
-            )
-        if not isinstance(entry["unit"], str) or not isinstance(entry["values"], list):
-            raise RecordError(f"{source}: series {name!r} needs a text 'unit' and a list 'values'")
-        for index, number in enumerate(entry["values"]):
-            if number is not None and (
-                isinstance(number, bool) or not isinstance(number, int | float)
-            ):
-                raise RecordError(f"{source}: series {name}[{index}] is not a number: {number!r}")
+def _check_order(metric: dict[str, Any], chain: tuple[str, ...], where: str) -> None:
+    present = [name for name in chain if name in metric]
+    for low, high in zip(present, present[1:], strict=False):
+        if metric[low] > metric[high]:
+            raise RecordError(f"{where}: {low} {metric[low]!r} is above {high} {metric[high]!r}")
 
 
 def _finite_or_none(obj: Any) -> Any:
@@ -241,21 +599,11 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate one record; RecordError names the file and what is wrong."""
     try:
         with open(path, "rb") as handle:  # bytes: json decodes UTF-8 itself, and faster
-            record = json.loads(handle.read())
-    except json.JSONDecodeError as err:
+            record = json.loads(handle.read(), parse_constant=_not_json)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, _not_json's
         raise RecordError(f"{path}: not valid JSON ({err})") from err
     validate_record(record, str(path))
     return record
-
-
-def retry_flag(path: str | os.PathLike[str]) -> Path:
-    """The hidden file beside a record that failed by a passing fault, a second newer than the
-    record: the workflow asks for it as the record's input where it exists
-    (grid.target_check), so Snakemake measures the experiment again. It stays once the cell
-    is measured (older than the new record then): were it removed, Snakemake would see the
-    experiment's inputs change and measure it yet again."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.retry")
 
 
 def _flag_transient(path: Path) -> None:
@@ -265,6 +613,11 @@ def _flag_transient(path: Path) -> None:
     flag.touch()
     newer = path.stat().st_mtime_ns + 1_000_000_000
     os.utime(flag, ns=(newer, newer))
+
+
+def _not_json(constant: str) -> None:
+    """Python's json reads NaN, Infinity and -Infinity; JSON has no such numbers."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 # Below results/: previous versions of records that were measured again, one folder per run.

@@ -27,6 +27,7 @@ from accelbench.grid import RoofExperiment
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.measure import check_kernel, implementation_name, mismatch, time_function
 from accelbench.outcome import Outcome
+from accelbench.results import GPU_ROOF_METRICS
 
 MIB = 1 << 20
 # metric -> (kernels measured, candidate backends, what its rate counts)
@@ -36,7 +37,7 @@ ROOFS = {
     "h2d_bandwidth": (("transfer-h2d-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
     "d2h_bandwidth": (("transfer-d2h-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
 }
-GPU_ONLY = ("h2d_bandwidth", "d2h_bandwidth")
+GPU_ONLY = GPU_ROOF_METRICS  # an ok roof record of a GPU holds them (results checks it)
 # The GEMM roof is the best over n and n/2: a library's best size need not be the largest.
 GEMM_FRACTIONS = (1, 2)
 
