@@ -879,3 +879,17 @@ def test_the_caption_names_the_interval_the_records_hold(tmp_path):
     frame["interval"] = timing.RERUN_INTERVAL
     table, _ = tables.comparison_table(frame, experiment="train")
     assert "median [95% rerun interval]" in table.attrs["caption"]
+
+
+def test_a_grid_whose_every_kernel_record_is_invalid_keeps_its_cells(tmp_path):
+    paths = write_records(tmp_path / "results", KERNELS[:2])
+    for path in paths:
+        path.write_text("{")
+    frame, problems = tidy.collect(paths)
+    frame = tidy.with_invalid_records(frame, problems)
+    assert list(frame["size"]) == [256, 512] and str(frame["size"].dtype) == "Int64"
+    assert str(frame["busy"].dtype) == "boolean"
+    table, _ = tables.comparison_table(frame, "kernel")
+    assert list(table.index) == ["matmul, n=256", "matmul, n=512"]
+    figure = figures.kernel_throughput_by_size(frame)  # the sizes on its axis are numbers
+    assert [ax.get_xlabel() for ax in figure.axes if ax.get_visible()] == ["Problem size n"]

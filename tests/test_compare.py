@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -192,3 +194,16 @@ def test_a_slowdown_measured_on_a_busy_machine_is_not_called_a_regression(tmp_pa
     assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     out = capsys.readouterr().out
     assert "slower, busy machine" in out and "regression" in out  # the legend says why
+
+
+def test_a_file_whose_name_is_no_cell_is_listed_without_a_row(tmp_path, capsys):
+    cell = train_record("fcn", "cpu1", samples=times(1.0))
+    write_records(tmp_path / "old", [cell])
+    (path,) = write_records(tmp_path / "new", [cell])
+    for name in ("bsabc.json", "bs0.json"):
+        (path.parent / name).write_text("{}")
+    frame, problems = compare.load_run(tmp_path / "new")
+    assert list(frame["id"]) == [cell[0]]
+    assert sorted(Path(listed).name for listed, _ in problems) == ["bs0.json", "bsabc.json"]
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    assert "bsabc.json: 'schema_version' is missing" in capsys.readouterr().err

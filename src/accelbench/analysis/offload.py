@@ -391,7 +391,8 @@ def display_table(numbers: pd.DataFrame) -> pd.DataFrame:
             "Kernel": numbers["kernel"],
             "dtype": numbers["dtype"],
             "GPU": numbers["gpu_device"],
-            "Best CPU": numbers["best_cpu"].fillna("–"),
+            # No CPU record in any row leaves the column float, NaN only.
+            "Best CPU": numbers["best_cpu"].astype(object).fillna("–"),
             "P_CPU (GFLOP/s)": numbers["cpu_gflops"].map(_number),
             "P_GPU (GFLOP/s)": numbers["gpu_gflops"].map(_number),
             "W (GB/s)": numbers["link_gbs"].map(_number),

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,18 @@ PROVENANCE_COLUMNS = (
     "finished",
 )
 TIMESTAMP_COLUMNS = ("started", "finished")
+# True or false: boolean also where no record has the flag (every value null).
+FLAG_COLUMNS = ("check_passed", "busy", "git_dirty", "slurm_exclusive")
+# Grid parameters that are whole numbers (sizes, batches): integers also where every record
+# of them is invalid, so an invalid record's cell keeps its number.
+INTEGER_PARAMS = tuple(
+    dict.fromkeys(
+        field.name
+        for kind in grid.EXPERIMENT_TYPES
+        for field in fields(kind)
+        if field.type == "int"
+    )
+)
 # Library versions follow the provenance columns as `<library>_version`, one column each.
 VERSION_SUFFIX = "_version"
 CSV_OPTIONS = pa_csv.WriteOptions(quoting_style="needed")
@@ -170,8 +182,6 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     metrics: dict[str, tuple[str, ...]] = {}
     units: dict[str, str] = {}
     for name, metric in record["metrics"].items():
-        if not isinstance(metric["unit"], str):
-            raise TypeError(f"unit of metric {name!r} is {metric['unit']!r}, not text")
         distribution = "median" in metric
         columns, with_unit = _metric_names(name, distribution)
         fields = DISTRIBUTION_FIELDS if distribution else ("value",)
@@ -189,16 +199,15 @@ def _id_matches_path(record_id: str, path: str) -> bool:
 
 
 def _load(path: str) -> _Flat | str:
-    """One file flattened, or what is wrong with it (the message names the file)."""
+    """One file flattened, or what is wrong with it (the message names the file). A
+    record that load_record accepts has every key and type _flatten reads."""
     try:
         record = load_record(path)
-        if not _id_matches_path(str(record.get("id")), path):
-            return f"{path}: record id {record.get('id')!r} does not match its path"
-        return _flatten(record)
-    except (RecordError, OSError, UnicodeDecodeError) as err:
+    except (RecordError, OSError) as err:
         return str(err)
-    except (AttributeError, KeyError, TypeError) as err:
-        return f"{path}: malformed record ({type(err).__name__}: {err})"
+    if not _id_matches_path(record["id"], path):
+        return f"{path}: record id {record['id']!r} does not match its path"
+    return _flatten(record)
 
 
 def _coerce(name: str, values: list[Any]) -> pd.Series:
@@ -208,9 +217,9 @@ def _coerce(name: str, values: list[Any]) -> pd.Series:
             pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
         )
     kinds = set(map(type, values)) - {type(None)}
-    if kinds == {bool}:
+    if kinds == {bool} or (not kinds and name in FLAG_COLUMNS):
         return pd.Series(values, dtype="boolean")
-    if kinds == {int}:
+    if kinds == {int} or (not kinds and name in INTEGER_PARAMS):
         return pd.Series(values, dtype="Int64")
     if kinds and kinds <= {int, float}:
         return pd.Series(values, dtype="float64")  # None becomes NaN
@@ -347,20 +356,23 @@ def collect(
 def with_invalid_records(frame: pd.DataFrame, problems: list[tuple[str, str]]) -> pd.DataFrame:
     """`frame` plus a row of status "invalid" for each unusable record of a result path,
     with the parameters its path names, so its table cell says "invalid record" instead
-    of vanishing. Files that are not result paths, and ids already read, add nothing."""
-    rows = []
+    of vanishing. Files that are not result paths (no cell has the name), and cells
+    already in the table, add nothing."""
+    rows, seen = [], set(frame["id"])
     for path, problem in problems:
         cell = grid.cell_of_path(path)
         if cell is None:
             continue
-        family, record_id, params = cell
-        numbers = {key: int(value) for key, value in params.items() if key in ("size", "batch")}
-        rows.append(
-            {"id": record_id, "experiment": family, "status": INVALID, "reason": problem}
-            | params
-            | numbers
-        )
-    rows = [row for row in rows if row["id"] not in set(frame["id"])]
+        try:
+            exp = grid.experiment_of_id(cell[1])
+        except grid.GridError:
+            continue
+        if exp.id not in seen:
+            seen.add(exp.id)
+            rows.append(
+                {"id": exp.id, "experiment": exp.family, "status": INVALID, "reason": problem}
+                | asdict(exp)
+            )
     if not rows:
         return frame
     added = pd.DataFrame(rows).astype({"id": "str", "status": "str", "reason": "str"})
