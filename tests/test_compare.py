@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -194,6 +195,63 @@ def test_a_slowdown_measured_on_a_busy_machine_is_not_called_a_regression(tmp_pa
     assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     out = capsys.readouterr().out
     assert "slower, busy machine" in out and "regression" in out  # the legend says why
+
+
+def test_an_invalid_record_in_either_run_is_listed_never_unchanged(tmp_path, capsys):
+    cells = [train_record(model, "cpu1", samples=times(1.0)) for model in ("fcn", "lstm")]
+    old_paths = write_records(tmp_path / "old", cells)
+    new_paths = write_records(tmp_path / "new", cells)
+    for path in (old_paths[0], new_paths[0], old_paths[1]):  # fcn in both, lstm in the old run
+        path.write_text(path.read_text().replace('"median": 0.545', '"median": true'))
+    old, new = (compare.load_run(tmp_path / side)[0] for side in ("old", "new"))
+    assert verdicts(compare.compare(old, new)) == {
+        ("train/fcn/cpu1/fp32/single/bs16", "status"): compare.INVALID_RECORD,
+        ("train/lstm/cpu1/fp32/single/bs16", "status"): compare.INVALID_RECORD,
+    }
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    captured = capsys.readouterr()
+    assert "2 cells compared: 2 invalid record" in captured.out
+    assert "| invalid record | train/fcn/cpu1/fp32/single/bs16 | status | invalid record |" in (
+        captured.out
+    )
+    assert "metrics.time_per_batch.median: true is not a number" in captured.err
+
+
+def test_an_ok_record_without_its_time_is_counted(tmp_path, capsys):
+    cell = train_record("fcn", "cpu1", samples=times(1.0))
+    write_records(tmp_path / "old", [cell])
+    (path,) = write_records(tmp_path / "new", [cell])
+    lacking = json.loads(path.read_text())
+    del lacking["metrics"]["time_per_batch"]
+    path.write_text(json.dumps(lacking))
+    assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 1
+    assert "1 cells compared: 1 regression" in capsys.readouterr().out
+
+
+def test_a_tidy_table_row_without_its_time_is_counted(tmp_path):
+    cells = [train_record(model, "cpu1", samples=times(1.0)) for model in ("fcn", "lstm")]
+    old = compare.load_run(write_records(tmp_path / "run", cells)[0].parents[5])[0]
+    new = old.copy()
+    new.attrs = old.attrs
+    fcn, lstm = (new["model"] == model for model in ("fcn", "lstm"))
+    new.loc[fcn, "time_per_batch_median"] = float("nan")  # ok, but its time is gone
+    new.loc[lstm, "throughput_median"] = float("nan")  # a metric gone
+    metrics = ["time_per_batch", "throughput"]
+    found = compare.compare(old, new, metrics)
+    assert verdicts(found) == {
+        ("train/fcn/cpu1/fp32/single/bs16", "status"): compare.REGRESSION,
+        ("train/lstm/cpu1/fp32/single/bs16", "time_per_batch"): "unchanged",
+        ("train/lstm/cpu1/fp32/single/bs16", "throughput"): compare.REGRESSION,
+    }
+    text = compare.report_text(found, 0.1, [])
+    assert "| regression | train/lstm/cpu1/fp32/single/bs16 | throughput | 29.4 [27.6, 31.4] " in (
+        text
+    )
+    assert "| regression | train/fcn/cpu1/fp32/single/bs16 | status | ok | invalid record |" in (
+        text
+    )
+    back = verdicts(compare.compare(new, old, metrics))
+    assert back[("train/lstm/cpu1/fp32/single/bs16", "throughput")] == "added"
 
 
 def test_a_file_whose_name_is_no_cell_is_listed_without_a_row(tmp_path, capsys):

@@ -11,7 +11,11 @@ whose new record is invalid, is lost, and a lost cell is a regression too;
 other cells in one run only are listed, not judged. A slowdown beyond the
 threshold in a cell that either run measured on a busy machine (its record is
 flagged busy: accelbench.contention) is listed as "slower, busy machine", not
-as a regression: the machine, not the code, may have slowed it.
+as a regression: the machine, not the code, may have slowed it. An invalid
+record is never "unchanged": where the old record did not run it is listed as
+"invalid record". A metric that both records ran but only the old one holds is
+lost too; a row of a tidy table that says ok but lacks its family's primary
+time (results.TIME_METRICS) counts as an invalid record.
 
 The verdicts feed a CI gate: `accelbench compare OLD NEW` exits non-zero when
 any cell regressed.
@@ -39,11 +43,13 @@ VERDICTS = (
     "now runs",  # did not run before, runs now
     "not run",  # ran before, now unavailable or skipped (another machine, not a defect)
     "status changed",  # did not run in either, for different reasons
+    "invalid record",  # invalid in either run, and the old one did not run ok
     "added",  # only in the new run
     "removed",  # only in the old run, where it did not run either
     "unchanged",  # both ran and the CIs overlap, or neither ran, for the same reason
 )
 BROKEN = ("failed", "oom", tidy.INVALID)
+INVALID_RECORD = "invalid record"
 STATUS_METRIC = "status"
 COLUMNS = (
     "verdict",
@@ -118,12 +124,17 @@ def _numbers(row: pd.Series, side: str, metric: str) -> tuple[float, float, floa
 
 
 def _status_verdict(old: Any, new: Any) -> str:
+    """The verdict of a cell that did not run ok in both runs."""
+    if old == "ok" and (pd.isna(new) or new in BROKEN):
+        return REGRESSION
+    if tidy.INVALID in (old, new):
+        return INVALID_RECORD
     if pd.isna(new):
-        return REGRESSION if old == "ok" else "removed"
+        return "removed"
     if pd.isna(old):
         return "added"
     if old == "ok":
-        return REGRESSION if new in BROKEN else "not run"
+        return "not run"
     if new == "ok":
         return "now runs"
     return "unchanged" if old == new else "status changed"
@@ -169,6 +180,7 @@ def compare(
             f"measured with an interval: {', '.join(sorted(known)) or 'none'}"
         )
     units = {**old.attrs.get("units", {}), **new.attrs.get("units", {})}
+    old, new = _with_times(old), _with_times(new)
 
     def side(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         wanted = [
@@ -198,12 +210,16 @@ def compare(
             continue
         for metric in metrics:
             old_numbers, new_numbers = _numbers(cell, "old", metric), _numbers(cell, "new", metric)
-            if not (math.isfinite(old_numbers[0]) and math.isfinite(new_numbers[0])):
-                continue  # not a metric of this experiment (or missing in one run)
+            had, has = math.isfinite(old_numbers[0]), math.isfinite(new_numbers[0])
+            if not (had or has):
+                continue  # not a metric of this experiment
             unit = units.get(f"{metric}_median")
-            verdict, change, slowdown = _metric_verdict(
-                old_numbers, new_numbers, ratios.is_rate(unit), threshold
-            )
+            if had and has:
+                verdict, change, slowdown = _metric_verdict(
+                    old_numbers, new_numbers, ratios.is_rate(unit), threshold
+                )
+            else:  # measured in one run only: lost, or added
+                verdict, change, slowdown = (REGRESSION if had else "added"), math.nan, math.nan
             busy = tidy.flagged(cell.get("old_busy")) or tidy.flagged(cell.get("new_busy"))
             if verdict == REGRESSION and busy:
                 verdict = BUSY_SLOWER
@@ -235,9 +251,28 @@ def compare(
     return result.reset_index(drop=True)
 
 
+def _with_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each ok row that lacks its family's time (a tidy table read as it is,
+    not made from records here) marked as an invalid record that says so."""
+    lacking = pd.Series(False, index=frame.index)
+    reasons = pd.Series("", index=frame.index)
+    for family, name in results.TIME_METRICS.items():
+        column = f"{name}_median"
+        missing = (frame["experiment"] == family) & (frame["status"] == "ok")
+        missing &= frame[column].isna() if column in frame else True
+        reasons[missing] = f"status ok, but no {name}"
+        lacking |= missing
+    if not lacking.any():
+        return frame
+    marked = frame.assign(status=frame["status"].mask(lacking, tidy.INVALID))
+    marked["reason"] = frame["reason"].mask(lacking, reasons)
+    marked.attrs = frame.attrs
+    return marked
+
+
 def _side_text(row: pd.Series, side: str) -> str:
     status = row[f"{side}_status"]
-    if pd.isna(status):
+    if pd.isna(status) or (row["metric"] != STATUS_METRIC and pd.isna(row[f"{side}_median"])):
         return tables.MISSING
     if row["metric"] == STATUS_METRIC or status != "ok":
         return tidy.STATUS_TEXT.get(status, status)
@@ -270,7 +305,8 @@ def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -
     lines.append(
         f"{len(result)} cells compared: {summary} "
         f"(regression: slower by more than {threshold:.0%} with the 95% CIs apart, "
-        "or ok before and now failed, out of memory, invalid or missing; "
+        "or ok before and now failed, out of memory, invalid or missing, the cell or one "
+        "of its metrics; "
         f"'{BUSY_SLOWER}': as slow, but measured on a busy machine in either run)"
     )
     if provenance:
