@@ -35,13 +35,15 @@ NODES = {
 
 
 def check(config, needs_gpu=True, *, partitions=PARTITIONS, associations=ASSOCIATIONS, nodes=NODES):
-    cluster.check_site(
+    problems = cluster.site_problems(
         config,
         needs_gpu=needs_gpu,
         partitions=partitions,
         associations=associations,
         nodes=nodes,
     )
+    if problems:
+        raise cluster.SiteError(problems)
 
 
 def test_site_check_accepts_what_the_cluster_has(config):
@@ -158,6 +160,104 @@ def test_site_check_without_cluster_facts_leaves_it_to_sbatch(config):
 def test_site_check_without_gpu_experiments_ignores_gpu_partition(config):
     config["slurm"]["gpu_partition"] = "nonexistent"
     check(config, needs_gpu=False, partitions=["medium"], associations=None)
+
+
+# A cluster of untyped GPUs (Gres gpu:2) and 48 GB nodes, as sinfo and sacctmgr print it.
+SITE_ANSWERS = {
+    "--format=%R": ["medium", "gpu"],
+    "--format=%R|%G|%f": ["medium|(null)|(null)", "gpu|gpu:2|(null)"],
+    "--format=%R|%m|%c|%l|%G": [
+        "medium|48000|16|1-00:00:00|(null)",
+        "gpu|48000|16|1-00:00:00|gpu:2",
+    ],
+    "format=account,qos": ["physics|normal"],
+    "format=defaultaccount": ["physics"],
+}
+
+
+@pytest.fixture
+def site(monkeypatch):
+    """The Slurm clients answer as SITE_ANSWERS says, by the format they were asked for."""
+
+    def answer(command):
+        (asked,) = [word for word in command if word in SITE_ANSWERS]
+        return SITE_ANSWERS[asked]
+
+    monkeypatch.setattr(cluster, "_query", answer)
+
+
+def test_every_problem_of_a_site_config_is_named_at_once(config, site):
+    """A first site config wrong in four places is told all four in one run, not one a run."""
+    site_config = yaml.safe_load(
+        """
+        slurm: {account: myproject, gpu_model: a100, modules: [cuda/12.4, python/3.11]}
+        train: {devices: [cpu2, cuda1], strategies: [single]}
+        resources: {train: {mem_mb: 32000, runtime: 120}}
+        """
+    )
+    for section, values in site_config.items():
+        config[section].update(values)
+    config.update(retries=1, cuda_stack=13)
+    experiments = grid.expand(config).experiments
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_slurm_site(
+            config,
+            needs_gpu=True,
+            shapes=cluster.job_shapes(experiments, config, 25),
+            modules_loaded=True,
+        )
+    problems = err.value.problems
+    assert [problem.split(":")[0] for problem in problems] == [
+        "config key slurm.gpu_model",
+        "config key slurm.account",
+        "config key resources.train.mem_mb",
+        "config key resources.train.mem_mb",
+        "config key slurm.modules",
+    ]
+    assert "account 'myproject' is not one of yours; accounts: physics" in problems[1]
+    assert "would ask for 64000 MB on attempt 2" in problems[2]
+    assert "module 'cuda/12.4' loads CUDA 12, but the config's cuda_stack is 13" in problems[4]
+    assert str(err.value).startswith("5 problems in the config for this cluster:\n  - config key")
+    assert str(err.value).count("\n  - ") == 5
+    # Fixed, it passes; one problem alone is its own message.
+    config["slurm"].update(account="", gpu_model="", modules=["python/3.11"])
+    config["resources"]["train"]["mem_mb"] = 16000
+    cluster.check_slurm_site(config, needs_gpu=True, shapes=[], modules_loaded=True)
+    config["slurm"]["modules"] = ["CUDA/12.4.0"]
+    with pytest.raises(cluster.SiteError) as err:
+        cluster.check_slurm_site(config, needs_gpu=True, shapes=[], modules_loaded=True)
+    assert str(err.value) == err.value.problems[0]
+    assert str(err.value).endswith("or set cuda_stack: 12")
+    # Modules not loaded (no --sdm env-modules) are no problem.
+    cluster.check_slurm_site(config, needs_gpu=True, shapes=[], modules_loaded=False)
+
+
+@pytest.mark.parametrize(
+    ("modules", "stack", "refused"),
+    [
+        (["cuda/13.0", "gcc/12"], 13, []),
+        (["cudatoolkit/11.8"], 13, ["cudatoolkit/11.8"]),
+        (["cuda-12.6", "cudnn/9"], 12, []),
+        (["cuda/13.0"], 12, ["cuda/13.0"]),
+        (["nvhpc/24.5", "python/3.11"], 13, []),
+    ],
+)
+def test_a_cuda_module_of_another_major_version_than_the_stack_is_a_problem(
+    config, modules, stack, refused
+):
+    config["slurm"]["modules"] = modules
+    config["cuda_stack"] = stack
+    problems = cluster.module_problems(config)
+    assert [re.search(r"module '([^']+)'", problem)[1] for problem in problems] == refused
+    # CUDA 11 has no stack of the project's to switch to.
+    assert all("or set cuda_stack: 11" not in problem for problem in problems)
+
+
+def test_jobs_name_the_default_account_so_the_plugin_need_not_guess(config, site):
+    assert cluster.submission_account(config) == "physics"
+    config["slurm"]["account"] = "chemistry"
+    assert cluster.submission_account(config) == "chemistry"
+    assert cluster.default_account([]) is None and cluster.default_account(None) is None
 
 
 @pytest.mark.parametrize(
@@ -537,21 +637,21 @@ def test_jobs_beyond_every_node_or_the_time_limit_are_refused(config, change, me
         "kernel batches on cpu1 (25 experiments each)", "kernels", "medium", 1, 0, 25
     )
     limits = {"medium": cluster.PartitionLimits(4000, 8, 0, 240)}
-    with pytest.raises(cluster.SiteError, match=re.escape(message)):
-        cluster.check_limits(config, [shape], limits)
+    (problem,) = cluster.limit_problems(config, [shape], limits)
+    assert message in problem
     config["resources"]["kernels"] = {"mem_mb": 2000, "runtime": 4}
-    cluster.check_limits(config, [shape], limits)
+    assert cluster.limit_problems(config, [shape], limits) == []
 
 
 def test_cores_and_gpus_beyond_every_node_are_refused(config):
     limits = {"gpu": cluster.PartitionLimits(10**6, 16, 4, None)}
     config["resources"]["train"] = {"mem_mb": 1000, "runtime": 10**6}
     wide = cluster.JobShape("training jobs on cuda4 (single)", "train", "gpu", 32, 4, 1)
-    with pytest.raises(cluster.SiteError, match="need 32 cores on one node.*at most 16"):
-        cluster.check_limits(config, [wide], limits)
+    (problem,) = cluster.limit_problems(config, [wide], limits)
+    assert re.search("need 32 cores on one node.*at most 16", problem)
     many = cluster.JobShape("training jobs on cuda8 (single)", "train", "gpu", 16, 8, 1)
-    with pytest.raises(cluster.SiteError, match="need 8 GPUs on one node.*at most 4"):
-        cluster.check_limits(config, [many], limits)
+    (problem,) = cluster.limit_problems(config, [many], limits)
+    assert re.search("need 8 GPUs on one node.*at most 4", problem)
 
 
 def test_srun_reports_name_the_task_that_ended():

@@ -78,7 +78,7 @@ def test_site_check_reads_the_local_cluster(slurm):
 def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config):
     config["slurm"].update(account="accelbench", qos="normal", gpu_model="", constraint="")
     shapes = cluster.job_shapes(grid.expand(config).experiments, config, 25)
-    cluster.check_slurm_site(config, needs_gpu=True, shapes=shapes)
+    cluster.check_slurm_site(config, needs_gpu=True, shapes=shapes, modules_loaded=False)
     for partition, gpus in (("medium", 0), ("gpu", 1)):
         status, message = sbatch_test_only(config, partition, gpus)
         assert status == 0, message
@@ -105,7 +105,7 @@ def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config
 def test_site_check_refuses_what_sbatch_refuses(slurm, config, change, message, sbatch_error):
     config["slurm"].update(change)
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_slurm_site(config, needs_gpu=True, shapes=[])
+        cluster.check_slurm_site(config, needs_gpu=True, shapes=[], modules_loaded=False)
     assert str(err.value) == message
     status, said = sbatch_test_only(config, "gpu", gpus=1)
     assert status != 0 and sbatch_error in said
@@ -124,7 +124,7 @@ def test_site_check_refuses_what_sbatch_refuses(slurm, config, change, message, 
 def test_site_check_refuses_a_qos_the_user_may_not_use(slurm, config, account, message):
     config["slurm"].update(account=account, qos="high")
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_slurm_site(config, needs_gpu=False, shapes=[])
+        cluster.check_slurm_site(config, needs_gpu=False, shapes=[], modules_loaded=False)
     assert str(err.value) == message
 
 
@@ -135,7 +135,7 @@ def test_a_job_bigger_than_every_node_is_refused_as_sbatch_would(slurm, config):
     config["resources"]["kernels"]["mem_mb"] = node_mb  # fits; the retry's double does not
     shapes = cluster.job_shapes(grid.expand(config).experiments, config, 25)
     with pytest.raises(cluster.SiteError) as err:
-        cluster.check_slurm_site(config, needs_gpu=False, shapes=shapes)
+        cluster.check_slurm_site(config, needs_gpu=False, shapes=shapes, modules_loaded=False)
     assert str(err.value).startswith("config key resources.kernels.mem_mb: kernel batches on")
     assert str(err.value).endswith(
         f"would ask for {2 * node_mb} MB on attempt 2 (mem_mb x attempt), more than any node "

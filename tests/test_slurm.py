@@ -198,6 +198,9 @@ def test_short_kernel_experiments_share_a_handful_of_submissions(batch_run):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The plain command got the project's settings (profiles/default) by itself.
     assert "does not use the project's settings" not in done.stdout + done.stderr
+    # The config names no account: the jobs name the user's default one, so the Slurm
+    # plugin neither guesses one nor warns.
+    assert "SLURM account" not in done.stdout + done.stderr
     jobs = submissions(done.stdout + done.stderr)
     kernel_jobs = [job for job, log in jobs if "group_kernels_cpu1" in log]
     records = list((directory / "results" / "kernels").glob("**/*.json"))

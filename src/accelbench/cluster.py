@@ -15,16 +15,17 @@ import getpass
 import re
 import shlex
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from accelbench.devices import Device, parse_device
+from accelbench.gpu_support import STACKS
 from accelbench.train.strategies import process_count
 
 
 def partition(device: Device, config: dict[str, Any]) -> str:
-    """The partition of `device`; empty for a GPU on a site without one (check_site refuses)."""
+    """The partition of `device`; empty for a GPU on a site without one (site_problems names it)."""
     slurm = config["slurm"]
     return (slurm["gpu_partition"] or "") if device.is_gpu else slurm["cpu_partition"]
 
@@ -179,7 +180,17 @@ def job_resources(
 
 
 class SiteError(ValueError):
-    """The config asks for something the cluster does not have or the user may not use."""
+    """The config asks for what the cluster does not have or the user may not use: every
+    problem found, so that one run names them all instead of one per attempt."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            message = self.problems[0]
+        else:
+            listed = "".join(f"\n  - {problem}" for problem in self.problems)
+            message = f"{len(self.problems)} problems in the config for this cluster:{listed}"
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -274,71 +285,74 @@ def _listed(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def check_site(
+def site_problems(
     config: dict[str, Any],
     *,
     needs_gpu: bool,
     partitions: list[str] | None,
     associations: dict[str, list[str]] | None,
     nodes: dict[str, PartitionNodes] | None,
-) -> None:
-    """Refuse, before anything is submitted, a config the cluster cannot serve.
+) -> list[str]:
+    """What in the config the cluster cannot serve, each problem naming its key.
 
     The arguments are what the cluster reports: its partitions, the user's
     accounts with the QOS each may use, and what each partition's nodes offer.
     None: could not ask, then that check is left to sbatch.
     """
     slurm = config["slurm"]
+    problems: list[str] = []
     wanted = {"slurm.cpu_partition": slurm["cpu_partition"]}
     if needs_gpu:
         if not slurm["gpu_partition"]:
-            raise SiteError(
+            problems.append(
                 "the grid has GPU experiments (cudaK devices) but this cluster config has no "
                 "GPU partition: set slurm.gpu_partition, or remove the cuda devices"
             )
-        wanted["slurm.gpu_partition"] = slurm["gpu_partition"]
+        else:
+            wanted["slurm.gpu_partition"] = slurm["gpu_partition"]
     if partitions is not None:
-        for key, name in wanted.items():
-            if name not in partitions:
-                raise SiteError(
-                    f"config key {key}: partition {name!r} does not exist on this cluster; "
-                    f"partitions: {', '.join(partitions)}"
-                )
+        problems += [
+            f"config key {key}: partition {name!r} does not exist on this cluster; "
+            f"partitions: {', '.join(partitions)}"
+            for key, name in wanted.items()
+            if name not in partitions
+        ]
     if nodes is not None:
-        if needs_gpu:
-            _check_gpus(slurm, nodes.get(slurm["gpu_partition"]))
-        _check_constraint(slurm["constraint"], wanted, nodes)
+        if "slurm.gpu_partition" in wanted:
+            problems += _gpu_problems(slurm, nodes.get(slurm["gpu_partition"]))
+        problems += _constraint_problems(slurm["constraint"], wanted, nodes)
     if associations is not None:
-        _check_account_and_qos(slurm["account"], slurm["qos"], associations)
+        problems += _account_and_qos_problems(slurm["account"], slurm["qos"], associations)
+    return problems
 
 
-def _check_gpus(slurm: dict[str, Any], offer: PartitionNodes | None) -> None:
+def _gpu_problems(slurm: dict[str, Any], offer: PartitionNodes | None) -> list[str]:
     """GPU jobs ask --gpus=K or --gpus=MODEL:K; Slurm refuses either when no node can match it."""
     if offer is None:
-        return
+        return []
     partition_name, model = slurm["gpu_partition"], slurm["gpu_model"]
     if not offer.has_gpus:
-        raise SiteError(
+        return [
             f"config key slurm.gpu_partition: the nodes of partition {partition_name!r} have no "
             "GPUs (no gpu in sinfo's Gres), so no GPU experiment can run there"
-        )
+        ]
     if not model or model in offer.gpu_types:
-        return
+        return []
     if offer.gpu_types:
-        raise SiteError(
+        return [
             f"config key slurm.gpu_model: GPU model {model!r} is on no node of partition "
             f"{partition_name!r}; its GPU models: {_listed(offer.gpu_types)}"
-        )
-    raise SiteError(
+        ]
+    return [
         f"config key slurm.gpu_model: the nodes of partition {partition_name!r} declare their "
         f"GPUs without a model (Gres gpu:N), so Slurm refuses --gpus={model}:K there; "
         "leave slurm.gpu_model empty"
-    )
+    ]
 
 
-def _check_constraint(
+def _constraint_problems(
     constraint: str, wanted: dict[str, str], nodes: dict[str, PartitionNodes]
-) -> None:
+) -> list[str]:
     """sbatch refuses a feature no node has, even one alternative of a|b.
 
     Without alternatives, every feature must also be on a node of each
@@ -346,41 +360,72 @@ def _check_constraint(
     """
     features = constraint_features(constraint)
     everywhere = set().union(*(offer.features for offer in nodes.values()))
-    for feature in features:
-        if feature not in everywhere:
-            raise SiteError(
-                f"config key slurm.constraint: feature {feature!r} is on no node of this "
-                f"cluster; features: {_listed(everywhere)}"
-            )
+    unknown = [feature for feature in features if feature not in everywhere]
+    problems = [
+        f"config key slurm.constraint: feature {feature!r} is on no node of this "
+        f"cluster; features: {_listed(everywhere)}"
+        for feature in unknown
+    ]
     if "|" in constraint:
-        return
+        return problems
     for key, name in wanted.items():
         offered = nodes[name].features if name in nodes else everywhere
-        for feature in features:
-            if feature not in offered:
-                raise SiteError(
-                    f"config key slurm.constraint: feature {feature!r} is on no node of "
-                    f"partition {name!r} ({key}); its features: {_listed(offered)}"
-                )
+        problems += [
+            f"config key slurm.constraint: feature {feature!r} is on no node of "
+            f"partition {name!r} ({key}); its features: {_listed(offered)}"
+            for feature in features
+            if feature not in offered and feature not in unknown
+        ]
+    return problems
 
 
-def _check_account_and_qos(account: str, qos: str, associations: dict[str, list[str]]) -> None:
+def _account_and_qos_problems(
+    account: str, qos: str, associations: dict[str, list[str]]
+) -> list[str]:
     if account and account not in associations:
-        raise SiteError(
+        return [
             f"config key slurm.account: account {account!r} is not one of yours; "
             f"accounts: {_listed(associations)}"
-        )
+        ]
     if not qos:
-        return
+        return []
     # Without slurm.account the job runs under the default account: any of them may be it.
     accounts = [account] if account else list(associations)
     allowed = set().union(*(associations[name] for name in accounts))
     # No QOS listed says nothing about what is allowed: left to sbatch.
     if allowed and qos not in allowed:
         whose = f"account {account!r}" if account else "your accounts"
-        raise SiteError(
+        return [
             f"config key slurm.qos: QOS {qos!r} is not one {whose} may use; QOS: {_listed(allowed)}"
-        )
+        ]
+    return []
+
+
+STACK_NAMES = frozenset(stack.name for stack in STACKS)
+# A module of the CUDA toolkit, as sites name them: cuda/12.4, CUDA/12.4.0, cudatoolkit/11.8.
+CUDA_MODULE = re.compile(r"^cuda(?:toolkit)?[/-](\d+)", re.IGNORECASE)
+
+
+def module_problems(config: dict[str, Any]) -> list[str]:
+    """A CUDA module of another major version than the configured stack (cuda_stack).
+
+    Loaded, it puts its libraries on the search path, where the CUDA 12 builds of
+    CuPy and Numba-CUDA take whatever major version they find first: the stack's
+    libraries and the module's would mix in one process.
+    """
+    stack = int(config["cuda_stack"])
+    problems = []
+    for name in config["slurm"]["modules"]:
+        match = CUDA_MODULE.match(name)
+        if match and int(match[1]) != stack:
+            problems.append(
+                f"config key slurm.modules: module {name!r} loads CUDA {match[1]}, but the "
+                f"config's cuda_stack is {stack}: the two CUDA versions would mix in one "
+                f"process; load a CUDA {stack} module or none (the stack's wheels bring "
+                f"their own CUDA libraries)"
+                + (f", or set cuda_stack: {match[1]}" if match[1] in STACK_NAMES else "")
+            )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -482,16 +527,17 @@ def job_shapes(
     return list(shapes.values())
 
 
-def check_limits(
+def limit_problems(
     config: dict[str, Any], shapes: list[JobShape], limits: dict[str, PartitionLimits]
-) -> None:
-    """Refuse jobs no node or time limit of their partition can take, up to the last retry.
+) -> list[str]:
+    """Jobs no node or time limit of their partition can take, up to the last retry.
 
     sbatch would refuse them at submission, when no record can say why; a retry
     asks for the memory and run time times its attempt number, and a batch
     asks for the run time of all its experiments.
     """
     attempts = config["retries"] + 1
+    problems = []
     for shape in shapes:
         limit = limits.get(shape.partition)
         if limit is None:
@@ -499,34 +545,39 @@ def check_limits(
         key = f"resources.{shape.family}"
         memory = scaled(config, shape.family, "mem_mb", attempts)
         if memory > limit.memory_mb:
-            raise SiteError(
+            problems.append(
                 f"config key {key}.mem_mb: {shape.what} would ask for {memory} MB on attempt "
                 f"{attempts} (mem_mb x attempt), more than any node of partition "
                 f"{shape.partition!r} has ({limit.memory_mb} MB); lower it or retries"
             )
         minutes = scaled(config, shape.family, "runtime", attempts) * shape.batch
         if limit.time_minutes is not None and minutes > limit.time_minutes:
-            raise SiteError(
+            problems.append(
                 f"config key {key}.runtime: {shape.what} would ask for {minutes} min on attempt "
                 f"{attempts} (runtime x attempt x experiments per batch), more than the time "
                 f"limit of partition {shape.partition!r} ({limit.time_minutes:g} min)"
             )
         if shape.cpus_per_node > limit.cpus:
-            raise SiteError(
+            problems.append(
                 f"{shape.what} need {shape.cpus_per_node} cores on one node; the nodes of "
                 f"partition {shape.partition!r} have at most {limit.cpus} (config key "
                 "slurm.cpus_per_gpu for GPU experiments, else the device)"
             )
         if shape.gpus_per_node > limit.gpus:
-            raise SiteError(
+            problems.append(
                 f"{shape.what} need {shape.gpus_per_node} GPUs on one node; the nodes of "
                 f"partition {shape.partition!r} have at most {limit.gpus}"
             )
+    return problems
 
 
-def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool, shapes: list[JobShape]) -> None:
-    """check_site and check_limits against what sinfo and sacctmgr report."""
-    check_site(
+def check_slurm_site(
+    config: dict[str, Any], *, needs_gpu: bool, shapes: list[JobShape], modules_loaded: bool
+) -> None:
+    """Refuse, before anything is submitted, a config the cluster cannot serve, naming every
+    problem at once: site_problems and limit_problems against what sinfo and sacctmgr
+    report, and module_problems where the modules are loaded (--sdm env-modules)."""
+    problems = site_problems(
         config,
         needs_gpu=needs_gpu,
         partitions=slurm_partitions(),
@@ -535,4 +586,40 @@ def check_slurm_site(config: dict[str, Any], *, needs_gpu: bool, shapes: list[Jo
     )
     limits = slurm_partition_limits()
     if limits is not None:
-        check_limits(config, shapes, limits)
+        problems += limit_problems(config, shapes, limits)
+    if modules_loaded:
+        problems += module_problems(config)
+    if problems:
+        raise SiteError(problems)
+
+
+def submission_account(config: dict[str, Any]) -> str | None:
+    """The account every job is submitted under: slurm.account, else the user's default
+    account as sacctmgr has it (None where it cannot be asked).
+
+    Given no account, snakemake-executor-plugin-slurm 2.8.0 warns "No SLURM account
+    given, trying to guess", takes the account of the user's most recent job from
+    sacct (not necessarily the default one sbatch would use) and, on a cluster
+    without accounts, warns "Unable to guess SLURM account". The default account
+    is what sbatch uses without -A, so naming it changes nothing but the noise.
+    """
+    if config["slurm"]["account"]:
+        return config["slurm"]["account"]
+    lines = _query(
+        [
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "user",
+            getpass.getuser(),
+            "format=defaultaccount",
+        ]
+    )
+    return default_account(lines)
+
+
+def default_account(lines: list[str] | None) -> str | None:
+    """The default account in `sacctmgr --parsable2 show user NAME format=defaultaccount`."""
+    accounts = [line.strip() for line in lines or [] if line.strip()]
+    return accounts[0] if accounts else None

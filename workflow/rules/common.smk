@@ -76,15 +76,29 @@ def experiment_resources(family):
             "attempt": lambda wc, attempt: attempt,
             # Local runs take this slot so that no two benchmarks share the machine.
             "benchmark_slots": 1,
+            "slurm_account": lambda wc: slurm_account(),
         }
     )
     optional = {
-        "slurm_account": config["slurm"]["account"],
         "qos": config["slurm"]["qos"],
         "constraint": config["slurm"]["constraint"],
     }
     resources.update({key: value for key, value in optional.items() if value})
     return resources
+
+
+def slurm_account():
+    """The account of every Slurm submission: slurm.account, else the user's default one.
+
+    Named, the Slurm plugin neither guesses one nor warns that it could not; asked only
+    by the Snakemake that submits.
+    """
+    return site_account() if workflow.is_main_process and under_slurm() else None
+
+
+@functools.cache
+def site_account():
+    return cluster.submission_account(config)
 
 
 def made_by_a_rule(target):
@@ -135,6 +149,7 @@ onstart:
             config,
             needs_gpu=NEEDS_GPU,
             shapes=cluster.job_shapes(GRID.experiments, config, batch_size),
+            modules_loaded=bool(ENV_MODULES),
         )
         interrupts.interrupt_once()
         group_errors.show_group_messages()
