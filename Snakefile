@@ -35,7 +35,9 @@ if workflow.is_main_process:
     check_configfile_options(sys.argv)
 # Before anything reads the config: each file's size, depth and repeated keys, the
 # schema (workflow/schemas/, filling in its defaults) and the names it cannot know.
-check_loaded(config, [DEFAULT_CONFIG, *workflow.overwrite_configfiles], workflow.basedir)
+CONFIG_SOURCES = check_loaded(
+    config, [DEFAULT_CONFIG, *workflow.overwrite_configfiles], workflow.basedir
+)
 
 
 report: "workflow/report/workflow.rst"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import cli, experiment
+from accelbench import cli, experiment, grid
 from accelbench import config as workflow_config
 
 from conftest import REPO_ROOT
@@ -117,3 +117,55 @@ def test_the_schema_lists_the_names_the_package_knows():
     assert tuple(train["precisions"]["items"]["enum"]) == grid.PRECISIONS
     assert tuple(train["strategies"]["items"]["enum"]) == grid.STRATEGIES
     assert grid.STRATEGIES is strategies.STRATEGY_NAMES
+
+
+SITE_EXAMPLE = REPO_ROOT / "config" / "site-example.yaml"
+
+
+def test_a_site_config_copied_with_lines_deleted_is_warned_of_what_it_keeps(tmp_path, capsys):
+    """Config files merge key by key: a deleted kernel or model stays in the grid; the run
+    says which ones, naming the file that does not name them."""
+    lines = SITE_EXAMPLE.read_text().splitlines(keepends=True)
+    deleted = ("    mandelbrot: []\n", "    saxpy: []\n", "    lstm: []\n", "    pca: []\n")
+    site = tmp_path / "mysite.yaml"
+    site.write_text("".join(line for line in lines if line not in deleted))
+    config, sources = workflow_config.load_with_sources([site])
+    expanded = grid.expand(config)
+    # pca is back in the config too, but only sklearn runs it, and this grid has no sklearn.
+    assert workflow_config.kept_defaults(sources, expanded) == {
+        "kernels.sizes": ["mandelbrot", "saxpy"],
+        "train.batch_sizes": ["lstm"],
+    }
+    warning = workflow_config.kept_defaults_warning(sources, expanded)
+    assert warning.startswith(
+        "WARNING: the grid keeps kernels mandelbrot, saxpy (kernels.sizes); models lstm "
+        f"(train.batch_sizes) from {workflow_config.default_config_path()}, which {site} does "
+        "not name"
+    )
+    assert "Give each one [] to leave it out" in warning
+    assert cli.main(["grid", "--configfile", str(site)]) == 0
+    assert warning in capsys.readouterr().err
+
+
+def test_the_shipped_configs_name_every_default_they_keep():
+    """The example site config gives [] to what it leaves out: 20 experiments, no warning;
+    nor do the larger grids warn, alone or layered as their commands layer them."""
+    config, sources = workflow_config.load_with_sources([SITE_EXAMPLE])
+    expanded = grid.expand(config)
+    assert workflow_config.kept_defaults_warning(sources, expanded) is None
+    assert len(expanded.experiments) == 20
+    assert {exp.family for exp in expanded.experiments} == {"kernel", "roof", "datasci", "train"}
+    assert {exp.device for exp in expanded.experiments} == {"cpu4", "cuda1"}
+    layered = (["cluster.yaml"], ["shi2016.yaml"], ["gpu.yaml"], ["gpu.yaml", "gpu-rapids.yaml"])
+    for files in layered:
+        paths = [REPO_ROOT / "config" / name for name in files]
+        config, sources = workflow_config.load_with_sources(paths)
+        assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}, files
+    # No site config, nothing to warn about.
+    config, sources = workflow_config.load_with_sources([])
+    assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}
+
+
+def test_the_readme_shows_the_example_site_config_as_shipped():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```yaml\n{SITE_EXAMPLE.read_text(encoding='utf-8')}```" in readme

@@ -21,8 +21,11 @@ from accelbench.analysis import acceptance, advisor, compare, plain_tables, queu
 
 def command_grid(args: argparse.Namespace) -> int:
     """List the result paths a config asks for, and the excluded cells with their reasons."""
-    config = workflow_config.load(args.configfile)
+    config, sources = workflow_config.load_with_sources(args.configfile)
     expanded = grid.expand(config)
+    kept = workflow_config.kept_defaults_warning(sources, expanded)
+    if kept:
+        print(kept, file=sys.stderr)
     for path in expanded.paths:
         print(path)
     for exp, reason in expanded.excluded:

@@ -303,20 +303,80 @@ def check_loaded(
     config: dict[str, Any],
     paths: Sequence[str | os.PathLike[str]],
     root: str | os.PathLike[str],
-) -> None:
+) -> Sources:
     """The Snakefile's checks of the config Snakemake merged from `paths` (the default config
-    first), for the workflow at `root`: each file measured and read again, then validate."""
-    validate(config, check_files(paths), root)
+    first), for the workflow at `root`: each file measured and read again, then validate.
+    Returns the files' values, for kept_defaults_warning."""
+    sources = check_files(paths)
+    validate(config, sources, root)
+    return sources
+
+
+# Where a config names the kernels, data science workloads and models of its grid, and
+# what each experiment calls the name.
+GRID_NAMES = (
+    ("kernels.sizes", "kernel", "kernels"),
+    ("datasci.sizes", "workload", "workloads"),
+    ("train.batch_sizes", "model", "models"),
+)
+
+
+def _section(values: dict[str, Any], dotted: str) -> dict[str, Any]:
+    for key in dotted.split("."):
+        values = values.get(key) if isinstance(values, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+def kept_defaults(sources: Sources, expanded: grid.Grid) -> dict[str, list[str]]:
+    """The default config's kernels, workloads and models that no later file names and
+    the grid still measures, by config key.
+
+    Config files merge key by key, so a site config made by copying the default
+    and deleting lines keeps what it deleted; the first source is the default.
+    """
+    if len(sources) < 2:
+        return {}
+    (_, default), *site = sources
+    kept = {}
+    for key, part, _ in GRID_NAMES:
+        named = set().union(*(_section(values, key) for _, values in site))
+        measured = {getattr(exp, part) for exp in expanded.experiments if hasattr(exp, part)}
+        left = [name for name in _section(default, key) if name not in named and name in measured]
+        if left:
+            kept[key] = left
+    return kept
+
+
+def kept_defaults_warning(sources: Sources, expanded: grid.Grid) -> str | None:
+    """A warning naming kept_defaults, or None when every file names what it keeps."""
+    kept = kept_defaults(sources, expanded)
+    if not kept:
+        return None
+    plural = {key: what for key, _, what in GRID_NAMES}
+    listed = "; ".join(f"{plural[key]} {', '.join(names)} ({key})" for key, names in kept.items())
+    files = " ".join(str(path) for path, _ in sources[1:])
+    return (
+        f"WARNING: the grid keeps {listed} from {sources[0][0]}, which {files} does not "
+        "name: config files merge key by key. Give each one [] to leave it out (as "
+        "config/site-example.yaml does), or name it to keep it."
+    )
 
 
 def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
     """The default config with `configfiles` merged over it, validated as the workflow does."""
+    return load_with_sources(configfiles)[0]
+
+
+def load_with_sources(
+    configfiles: Sequence[str | os.PathLike[str]] = (),
+) -> tuple[dict[str, Any], Sources]:
+    """load, and each file's own values (the default config's first)."""
     sources = check_files([default_config_path(), *configfiles])
     config: dict[str, Any] = {}
     for _, loaded in sources:
         merge(config, copy.deepcopy(loaded))  # each source keeps its own values
     validate(config, sources)
-    return config
+    return config, sources
 
 
 def kernel_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,10 @@ from accelbench.train import datasets, settings
 
 GRID = grid.expand(config)
 PLANNED = fillable.Planned.of(GRID)
+# A site config copied from the default with lines deleted keeps what it deleted.
+KEPT_DEFAULTS = accelbench_config.kept_defaults_warning(CONFIG_SOURCES, GRID)
+if workflow.is_main_process and KEPT_DEFAULTS:
+    print(KEPT_DEFAULTS, file=sys.stderr)
 
 
 wildcard_constraints:
