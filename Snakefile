@@ -10,6 +10,7 @@ import sys
 
 from snakemake.utils import min_version
 
+from accelbench import run_config
 from accelbench.config import check_configfile_options, check_configfiles, check_loaded
 
 min_version("9.0")
@@ -30,14 +31,28 @@ DEFAULT_CONFIG = f"{workflow.basedir}/config/config.yaml"
 configfile: DEFAULT_CONFIG
 
 
+# `snakemake --report` given no --configfile reports the run last started here, with its
+# config (results/logs/run_config.yaml), not the default grid.
+REPORTED_RUN = run_config.for_report(workflow.overwrite_configfiles, sys.argv)
+if REPORTED_RUN:
+
+    configfile: REPORTED_RUN
+
+
 check_configfiles(workflow.overwrite_configfiles)
 if workflow.is_main_process:
     check_configfile_options(sys.argv)
 # Before anything reads the config: each file's size, depth and repeated keys, the
 # schema (workflow/schemas/, filling in its defaults) and the names it cannot know.
 CONFIG_SOURCES = check_loaded(
-    config, [DEFAULT_CONFIG, *workflow.overwrite_configfiles], workflow.basedir
+    config,
+    [DEFAULT_CONFIG, *workflow.overwrite_configfiles, *filter(None, [REPORTED_RUN])],
+    workflow.basedir,
 )
+# A command given no --configfile after a run with one plans the default grid: say so.
+OTHER_CONFIG = run_config.other_config_note(config, workflow.overwrite_configfiles)
+if workflow.is_main_process and OTHER_CONFIG:
+    print(OTHER_CONFIG, file=sys.stderr)
 
 
 report: "workflow/report/workflow.rst"

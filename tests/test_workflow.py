@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pandas as pd
 import pytest
@@ -236,10 +241,11 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     assert "| Status | ok (5) |" in (results / "provenance.md").read_text(encoding="utf-8")
     assert "baseline_device: cpu1" in (results / "config.yaml").read_text(encoding="utf-8")
 
-    report = snakemake(
-        workflow_dir, "--report", "results/report.html", "--configfile", "config/tiny.yaml"
-    )
+    # The README's command, without the run's --configfile: the report is of the run last
+    # started here, with its config (results/logs/run_config.yaml), not of the default grid.
+    report = snakemake(workflow_dir, "--report", "results/report.html")
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    assert "does not exist" not in report.stdout + report.stderr
     page = (results / "report.html").read_text(encoding="utf-8")
     for item in (
         *(f"{stem}.html" for stem in ("train_time_per_batch", "train_energy", "kernel_time")),
@@ -261,6 +267,15 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     again = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
+    assert "NOTE" not in again.stderr
+    # Any other command given no --configfile plans the default grid, and says so.
+    default = snakemake(workflow_dir, "-n")
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert (
+        "NOTE: the run last started here had another config (results/logs/run_config.yaml "
+        "holds it, the files it came from named at its top)"
+    ) in default.stderr
+    assert "kernel_benchmark" in default.stdout + default.stderr
     # Modules are not loaded without --sdm env-modules: other ones re-measure nothing
     # (only the provenance, which holds the config as run, is rebuilt).
     (workflow_dir / "config" / "modules.yaml").write_text("slurm:\n  modules: [cuda/12.4]\n")
@@ -379,3 +394,44 @@ def test_run_from_a_subdirectory_uses_the_checkout(workflow_dir):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "kernel_benchmark" in done.stdout + done.stderr
     assert list(below.iterdir()) == []
+
+
+def test_a_run_says_what_it_measures_and_ctrl_c_names_what_it_left_unmeasured(workflow_dir):
+    """Before anything starts: the experiments by family and device. Ctrl-C while the
+    training runs: the training named as cancelled, the experiments after it as never
+    started, the records written kept and not listed."""
+    log = workflow_dir / "interrupted.log"
+    with log.open("w") as output:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/tiny.yaml"],
+            cwd=workflow_dir,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 300
+        # Snakemake names a job's output as the job starts.
+        while f"output: {TRAIN_TARGET}" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # As Ctrl-C at a terminal: to the whole foreground process group.
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=120) != 0
+    said = log.read_text()
+    assert (
+        "This run measures 5 experiments; the grid has 5, 0 of them with a record already.\n"
+        "  kernel  cpu1 3\n  roof    cpu1 1\n  train   cpu1 1\n"
+    ) in said
+    records = {
+        str(path.relative_to(workflow_dir)) for path in workflow_dir.glob("results/**/*.json")
+    }
+    assert TRAIN_TARGET not in records
+    missing = 4 - len(records)  # the experiments after the training never started
+    unfinished = said.split("Terminating processes on user request", 1)[1]
+    assert (
+        f"{missing + 1} experiment{'s' if missing else ''} of this run "
+        f"{'have' if missing else 'has'} no record; the same command run again measures them:\n"
+        f"  cancelled while running or queued (1):\n    {TRAIN_TARGET}\n"
+    ) in unfinished, unfinished
+    assert (f"  never started ({missing}):" in unfinished) == (missing > 0)
+    assert not any(record in unfinished for record in records)
+    assert "At least one job did not complete successfully" in unfinished

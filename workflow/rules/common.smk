@@ -14,7 +14,9 @@ from accelbench import (
     grid,
     group_errors,
     interrupts,
+    progress,
     results,
+    run_config,
     run_profile,
     targets,
 )
@@ -158,6 +160,10 @@ onstart:
         interrupts.interrupt_once()
         group_errors.show_group_messages()
     results.ensure_writable(Path("results"))
+    # For the commands that follow without --configfile (the report, accelbench status).
+    run_config.write(config, workflow.overwrite_configfiles)
+    to_measure = progress.measured_paths(workflow.dag.needrun_jobs())
+    print(progress.plan_message(to_measure, GRID), file=sys.stderr)
     # A record about to be measured again is copied first, with its job's logs: Snakemake
     # removes them before its job runs and again if the job fails, even when it never ran.
     results.keep_replaced(
@@ -180,6 +186,10 @@ onerror:
     fork_server.stop()
     if profile_warning():
         print(profile_warning(), file=sys.stderr)
+    # Snakemake ends with "At least one job did not complete successfully": say which.
+    unfinished = progress.unfinished_in(workflow)
+    if unfinished:
+        print(unfinished, file=sys.stderr)
 
 
 KERNEL_SETTINGS = accelbench_config.kernel_settings(config)
