@@ -16,18 +16,20 @@ snakemake-executor-plugin-slurm 2.8.0, kept verbatim (hence the long lines):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import time
 import uuid
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from accelbench import run_status
+from accelbench import config as workflow_config
+from accelbench import grid, run_config, run_status
 
 SQUEUE = """\
 189|CANCELLED|accelbench-sitecheck-probe|(null)|0:00|/tmp|JobHeldUser|/dev/null|
@@ -250,6 +252,81 @@ def test_status_command_options():
     assert (args.directory, args.run, args.all, args.days) == (Path("w"), RUN, True, 7)
     assert args.handler is run_status.command_status
     assert parser().parse_args(["status"]).directory == Path(".")
+
+
+def test_status_elsewhere_says_where_it_looked_and_what_it_expected(tmp_path, monkeypatch, capsys):
+    """Not a workflow directory: no Snakefile, no run config, no Slurm job from there."""
+    monkeypatch.setattr(run_status, "_query", lambda command: "")  # Slurm answers: no jobs
+    args = parser().parse_args(["status", "--directory", str(tmp_path)])
+    assert args.handler(args) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"accelbench: no run found in {os.path.realpath(tmp_path)}: ")
+    assert "no results/logs/run_config.yaml (written when a run starts)" in said
+    assert "no 'SLURM run ID' in .snakemake/log/" in said
+    assert "squeue and sacct (last 7 days) list no job started there" in said
+    assert "Run accelbench status in the directory you ran snakemake in" in said
+    # A checkout where no run has started yet, on a machine without Slurm: said, not an error.
+    (tmp_path / "Snakefile").write_text("")
+    monkeypatch.setattr(run_status, "_query", lambda command: None)
+    assert args.handler(args) == 0
+    assert capsys.readouterr().out.startswith(
+        f"No run has started in {os.path.realpath(tmp_path)} yet: "
+    )
+
+
+def test_watch_shows_the_grid_by_family_and_partition_until_it_is_done(
+    tmp_path, monkeypatch, capsys
+):
+    """A local run: no Slurm, the grid from the config the run wrote when it started; each
+    look reads the records written since, and the last one ends the watch."""
+    config = workflow_config.load()
+    run_config.write(config, [], tmp_path)
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("")
+    experiments = grid.expand(config).experiments
+    start = datetime.now(UTC) - timedelta(days=1)  # measured before this run
+
+    def measure(exp, seconds=2.0):
+        record = tmp_path / exp.path
+        record.parent.mkdir(parents=True, exist_ok=True)
+        finished = (start + timedelta(seconds=seconds)).isoformat()
+        provenance = {"started": start.isoformat(), "finished": finished}
+        record.write_text(json.dumps({"status": "ok", "provenance": provenance}))
+
+    for exp in experiments[:-1]:
+        measure(exp)
+    looks = []
+
+    def the_last_one_is_measured_meanwhile(seconds):
+        looks.append(seconds)
+        measure(experiments[-1])
+
+    monkeypatch.setattr(run_status, "_query", lambda command: None)
+    monkeypatch.setattr(run_status.time, "sleep", the_last_one_is_measured_meanwhile)
+    args = parser().parse_args(["status", "--directory", str(tmp_path), "--watch", "5"])
+    assert args.handler(args) == 0
+    assert looks == [5.0]
+    first, second = capsys.readouterr().out.split(", every 5 s (Ctrl-C stops):\n")[1:]
+    total = len(experiments)
+    assert first.startswith(
+        "Progress of the grid of results/logs/run_config.yaml, the config of the run last "
+        f"started here:\n{total - 1} of {total} experiments have a record\n"
+        "  family   partition  done  planned  median wall  left\n"
+    )
+    families = {exp.family for exp in experiments}
+    for family in families:
+        planned = sum(exp.family == family for exp in experiments)
+        assert re.search(rf"^  {family} +medium +\d+ +{planned} +2 s", first, re.MULTILINE)
+    assert re.search(r"^ETA: about \d+ s, one experiment at a time", first, re.MULTILINE)
+    assert second.endswith("Every experiment of the grid has its record.\n")
+    assert "Slurm" not in first + second
+
+    # Without --watch one look, and --watch takes only a positive number of seconds.
+    args = parser().parse_args(["status", "--directory", str(tmp_path)])
+    assert args.handler(args) == 0
+    assert capsys.readouterr().out.startswith("Progress of the grid of")
+    with pytest.raises(SystemExit):
+        parser().parse_args(["status", "--watch", "0"])
 
 
 # A real run's conventions, as snakemake-executor-plugin-slurm submits: the run

@@ -7,7 +7,6 @@ runs by hand is exactly what the workflow and the tests run.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 from accelbench import __version__, doctor, gpu_check, grid, launch, results, run_status
 from accelbench import config as workflow_config
 from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
+from accelbench.arguments import add_configfile, positive_int, positive_seconds
 
 
 def command_grid(args: argparse.Namespace) -> int:
@@ -182,44 +182,12 @@ def command_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
-def positive_int(text: str) -> int:
-    """An argument that counts something: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """An argument that is a time: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
-    return value
-
-
-def _add_configfile(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--configfile",
-        type=Path,
-        action="append",
-        default=[],
-        help="config merged over config/config.yaml (repeatable)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("grid", help=command_grid.__doc__)
-    _add_configfile(listing)
+    add_configfile(listing)
     listing.set_defaults(handler=command_grid)
     train = commands.add_parser("train", help=command_train.__doc__.splitlines()[0])
     train.add_argument("path", help="result path, e.g. results/train/lstm/cpu2/fp32/ddp/bs32.json")
@@ -289,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     comparing.set_defaults(handler=command_compare)
 
     bench = commands.add_parser("benchmark", help=command_benchmark.__doc__)
-    _add_configfile(bench)
+    add_configfile(bench)
     bench.add_argument(
         "--dtype",
         action="append",
@@ -310,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(handler=command_benchmark)
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
     checking = commands.add_parser("gpu-check", help=command_gpu_check.__doc__)
-    _add_configfile(checking)
+    add_configfile(checking)
     checking.set_defaults(handler=command_gpu_check)
     run_status.add_command(commands)
     launch.add_commands(commands)

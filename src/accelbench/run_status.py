@@ -29,12 +29,15 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from accelbench import grid
+from accelbench import config as workflow_config
+from accelbench import grid, progress, run_config
+from accelbench.arguments import add_configfile, positive_seconds
 
 SQUEUE_FIELDS = ("JobID", "State", "Name", "Comment", "TimeUsed", "WorkDir", "Reason", "STDOUT")
 SACCT_FIELDS = ("JobID", "JobName", "State", "Elapsed", "WorkDir", "Comment", "SubmitLine")
@@ -476,20 +479,106 @@ def collect(directory: str | Path, run: str | None, days: float = 7) -> list[Slu
     return jobs
 
 
-def command_status(args: argparse.Namespace) -> int:
-    """Show the Slurm jobs of a workflow run: counts by state and where each unfinished one is."""
+def snakemake_running(directory: str | Path) -> bool:
+    """Whether a Snakemake run holds the directory: its lock files exist while it runs."""
+    locks = Path(directory) / ".snakemake" / "locks"
+    return locks.is_dir() and any(locks.iterdir())
+
+
+def is_workflow_directory(directory: str | Path) -> bool:
+    """Whether a workflow runs here: a Snakefile, Snakemake's folder or a run's config."""
+    folder = Path(directory)
+    return (
+        (folder / "Snakefile").is_file()
+        or (folder / ".snakemake").is_dir()
+        or run_config.path(folder).is_file()
+    )
+
+
+def grid_report(
+    directory: str | Path, configfiles: list[Path], reader: progress.RecordReader
+) -> tuple[str, bool] | None:
+    """The grid's progress (text, whether every experiment has its record), from --configfile
+    or else the config the run last started in the directory wrote; None without either."""
+    if configfiles:
+        source = " ".join(map(str, configfiles))
+    elif run_config.path(directory).is_file():
+        configfiles = [run_config.path(directory)]
+        source = f"{run_config.RUN_CONFIG}, the config of the run last started here"
+    else:
+        return None
+    config = workflow_config.load(configfiles)
+    found = progress.grid_progress(
+        grid.expand(config), config, reader, run_config.started(directory)
+    )
+    text = progress.render_progress(found, running=snakemake_running(directory))
+    return f"Progress of the grid of {source}:\n{text}\n", found.recorded == found.planned
+
+
+def _where_looked(days: float, slurm: str) -> str:
+    """Where status looks for a run, and what it expects to find there."""
+    asked = slurm or f"squeue and sacct (last {days:g} days) list no job started there"
+    return (
+        f"no {run_config.RUN_CONFIG} (written when a run starts), no 'SLURM run ID' in "
+        f".snakemake/log/, and {asked}"
+    )
+
+
+def status_report(args: argparse.Namespace, reader: progress.RecordReader) -> tuple[str, int, bool]:
+    """(text, exit status, whether the grid is complete) of one look at the run."""
     directory = args.directory
+    grid_text = grid_report(directory, args.configfile, reader)
+    slurm = ""
     try:
         run = args.run or find_run(directory)
         jobs = collect(directory, run, args.days)
         if run is None:
             run = latest_run(jobs)
             jobs = select(jobs, directory, run)
-    except StatusError as err:
-        print(f"accelbench: {err}", file=sys.stderr)
-        return 2
-    print(render(jobs, directory, run, everything=args.all), end="")
-    return 0
+    except StatusError:
+        jobs, slurm = None, "no Slurm to ask (squeue and sacct did not answer)"
+    where = os.path.realpath(directory)
+    if not jobs and grid_text is None:
+        looked = _where_looked(args.days, slurm)
+        if not is_workflow_directory(directory):
+            return (
+                f"accelbench: no run found in {where}: {looked}; nor is there a Snakefile. Run "
+                "accelbench status in the directory you ran snakemake in, or name it with "
+                "--directory DIR.\n",
+                2,
+                False,
+            )
+        return f"No run has started in {where} yet: {looked}.\n", 0, False
+    if jobs:
+        text = render(jobs, directory, run, everything=args.all)
+    elif jobs == []:
+        text = f"No Slurm jobs: squeue and sacct (last {args.days:g} days) list none from {where}\n"
+    else:
+        text = ""  # no Slurm here: a local run
+    grid_text, complete = grid_text or ("", False)
+    return text + grid_text, 0, complete
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """Show a workflow run's progress: the grid's experiments done and left with an ETA, and
+    its Slurm jobs by state with where each unfinished one is; --watch repeats it."""
+    reader = progress.RecordReader(args.directory)
+    try:
+        while True:
+            text, code, complete = status_report(args, reader)
+            if code:
+                print(text, end="", file=sys.stderr)
+                return code
+            if args.watch and sys.stdout.isatty():
+                print("\033[H\033[2J", end="")  # a fresh screen for each look
+            if args.watch:
+                print(f"{datetime.now():%H:%M:%S}, every {args.watch:g} s (Ctrl-C stops):")
+            print(text, end="", flush=True)
+            if not args.watch or complete:
+                return 0
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return 130
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -508,6 +597,16 @@ def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     status.add_argument(
         "--all", action="store_true", help="list completed jobs too, with their logs"
+    )
+    add_configfile(status)
+    status.add_argument(
+        "--watch",
+        nargs="?",
+        const=30.0,
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="look again every SECONDS (default 30) until every experiment has its record; "
+        "Ctrl-C stops",
     )
     status.set_defaults(handler=command_status)
     return status
