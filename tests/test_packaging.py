@@ -144,11 +144,34 @@ def test_run_takes_options_that_accelbench_does_not_know_and_other_commands_refu
 ):
     taken = []
     monkeypatch.setattr(launch.os, "execv", lambda path, args: taken.append(args))
-    cli.main(["run", "-n", "--configfile", "config/mysite.yaml", "results/x.json"])
-    assert taken[0][-4:] == ["-n", "--configfile", "config/mysite.yaml", "results/x.json"]
+    cli.main(["run", "-n", "--configfile=config/mysite.yaml", "results/x.json"])
+    assert taken[0][-3:] == ["-n", "--configfile=config/mysite.yaml", "results/x.json"]
     with pytest.raises(SystemExit):
         cli.main(["grid", "-n"])
     assert "unrecognized arguments: -n" in capsys.readouterr().err
+
+
+def test_run_names_a_target_swallowed_by_configfile_before_snakemake_stops_on_it(
+    monkeypatch, capsys
+):
+    """`--configfile FILE TARGET` gives Snakemake TARGET as a second config file; where the
+    record does not exist yet, Snakemake stops with a FileNotFoundError traceback before the
+    workflow is read. accelbench run says what to write instead, and starts nothing."""
+    taken = []
+    monkeypatch.setattr(launch.os, "execv", lambda path, args: taken.append(args))
+    target = "results/kernels/matmul/cpu4/numpy/float32/n256.json"
+    assert cli.main(["run", "--configfile", "config/mysite.yaml", target, "--cores", "2"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"accelbench: --configfile took the result {target} as a config file")
+    assert "Write --configfile=config/mysite.yaml (one file per option)" in said
+    assert taken == []
+    assert workflow_config.configfile_arguments(
+        ["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "2", "t.json", "--configfiles=c.yaml"]
+    ) == ["a.yaml", "b.yaml", "c.yaml"]
+    # Given twice, Snakemake would read only the last.
+    assert cli.main(["run", "--configfile=a.yaml", "--configfile=b.yaml"]) == 2
+    assert "--configfile is given 2 times" in capsys.readouterr().err
+    assert taken == []
 
 
 def test_version_is_the_packages_version(capsys):

@@ -207,6 +207,31 @@ def check_configfiles(paths: Sequence[str | os.PathLike[str]]) -> None:
             )
 
 
+def configfile_arguments(argv: Sequence[str]) -> list[str]:
+    """The paths a Snakemake command line gives --configfile: every one after the option
+    up to the next option (as Snakemake's parser takes them), and those after `=`."""
+    paths: list[str] = []
+    taking = False
+    for arg in argv:
+        option, equals, value = arg.partition("=")
+        if option in ("--configfile", "--configfiles"):
+            taking = not equals
+            paths += [value] if equals else []
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            paths.append(arg)
+    return paths
+
+
+def check_snakemake_arguments(argv: Sequence[str]) -> None:
+    """The checks of the Snakefile on a Snakemake command line, before Snakemake reads it:
+    Snakemake opens every --configfile first and stops at a missing one with a traceback,
+    such as a target's record not measured yet that --configfile took."""
+    check_configfile_options(argv)
+    check_configfiles(configfile_arguments(argv))
+
+
 def check_configfile_options(argv: Sequence[str]) -> None:
     """Refuse --configfile given twice: Snakemake keeps only the files of the last one."""
     given = [arg for arg in argv if arg.split("=")[0] in ("--configfile", "--configfiles")]

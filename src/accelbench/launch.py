@@ -39,6 +39,7 @@ def snakemake_command(arguments: Sequence[str], directory: Path) -> list[str]:
 
 def command_run(args: argparse.Namespace) -> NoReturn:
     """Run the workflow here (results/ in this directory); other arguments go to snakemake."""
+    workflow_config.check_snakemake_arguments(args.snakemake_arguments)
     command = snakemake_command(args.snakemake_arguments, Path.cwd())
     # Snakemake replaces this process, so Ctrl-C and a scheduler's SIGTERM reach it directly.
     os.execv(command[0], command)
