@@ -247,6 +247,14 @@ def test_status_shows_the_runs_jobs_and_every_log_stays(batch_run):
     # Logs of successful jobs are kept (profiles/default), so every printed path opens.
     for _, log in submissions(output):
         assert Path(log).is_file(), log
+    # Below the jobs, the grid of the run's own config: every experiment has its record.
+    assert (
+        "Progress of the grid of results/logs/run_config.yaml, the config of the run last "
+        "started here:\n11 of 11 experiments have a record (1 not ok: tidy.csv or the tables "
+        "say why)\n"
+    ) in report, report
+    assert re.search(r"^  kernel +medium +8 +8 +\d+ s +done$", report, re.MULTILINE), report
+    assert report.endswith("Every experiment of the grid has its record.\n"), report
 
 
 def test_deleting_one_record_resubmits_exactly_one_job(batch_run):
@@ -387,6 +395,15 @@ def test_ctrl_c_cancels_the_runs_jobs_and_a_second_one_cannot_cut_that_short(slu
     # No record, or a complete one: a cancelled experiment writes nothing.
     for path in (workflow_dir / "results" / "train").glob("**/*.json"):
         assert load_record(path)["status"] == "ok"
+    # The run names the experiments it cancelled, by path: those without a record.
+    cancelled = sorted(
+        f"results/train/fcn/cpu1/fp32/single/bs{batch}.json"
+        for batch in (2, 3, 4, 5)
+        if not (workflow_dir / f"results/train/fcn/cpu1/fp32/single/bs{batch}.json").exists()
+    )
+    if cancelled:
+        listed = "".join(f"    {path}\n" for path in cancelled)
+        assert f"  cancelled while running or queued ({len(cancelled)}):\n{listed}" in said
 
 
 def test_a_refused_batch_says_why_and_keeps_the_record_it_replaced(slurm, workflow_dir):
