@@ -15,7 +15,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +154,12 @@ class RecordState:
 
 
 def _timestamp(value: Any) -> datetime | None:
+    """A provenance timestamp (UTC where it names no zone), or None."""
     try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
         return None
+    return moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment
 
 
 def read_state(path: Path) -> RecordState:
@@ -235,24 +237,23 @@ class GridProgress:
     def recorded(self) -> int:
         return sum(row.recorded for row in self.rows)
 
-    def left_s(self) -> tuple[float, list[Row]]:
-        """Seconds of measuring left (each row's left experiments at its median wall time,
-        else its family's), and the rows with no record of their family to go by."""
+    def left_by_row(self) -> dict[Row, float | None]:
+        """Seconds of measuring each row has left: its left experiments at its median wall
+        time, else its family's; None for a row with no record of its family to go by."""
         by_family: dict[str, list[float]] = {}
         for row in self.rows:
             by_family.setdefault(row.family, []).extend(row.walls)
-        total, unknown = 0.0, []
+        left: dict[Row, float | None] = {}
         for row in self.rows:
-            if not row.left:
-                continue
-            wall = row.median_wall_s
-            if wall is None and by_family[row.family]:
-                wall = statistics.median(by_family[row.family])
-            if wall is None:
-                unknown.append(row)
-            else:
-                total += row.left * wall
-        return total, unknown
+            walls = row.walls or by_family[row.family]
+            left[row] = row.left * statistics.median(walls) if walls else None
+        return left
+
+    def left_s(self) -> tuple[float, list[Row]]:
+        """Seconds of measuring left in all, and the rows left that are not counted."""
+        by_row = self.left_by_row()
+        unknown = [row for row, seconds in by_row.items() if seconds is None and row.left]
+        return sum(seconds for seconds in by_row.values() if seconds), unknown
 
     def pace(self) -> float | None:
         """Experiments measured at a time in this run so far: the records' wall times added up
@@ -317,9 +318,9 @@ def render_progress(progress: GridProgress, *, running: bool) -> str:
     ]
     header = ("family", "partition", "done", "planned", "median wall", "left")
     table = [header]
-    for row in progress.rows:
+    for row, seconds in progress.left_by_row().items():
         wall = row.median_wall_s
-        left = duration(row.left * wall) if wall is not None else "?"
+        left = duration(seconds) if seconds is not None else "?"
         table.append(
             (
                 row.family,
