@@ -265,3 +265,32 @@ def test_a_file_whose_name_is_no_cell_is_listed_without_a_row(tmp_path, capsys):
     assert sorted(Path(listed).name for listed, _ in problems) == ["bs0.json", "bsabc.json"]
     assert cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
     assert "bsabc.json: 'schema_version' is missing" in capsys.readouterr().err
+
+
+def test_runs_of_different_grids_compare_on_the_cells_both_have(tmp_path, capsys):
+    """A new run of a smaller grid lacks cells the old one had: without --common each is a
+    lost cell, a regression; with it they are left out and counted, and the cells both
+    runs have are judged as ever."""
+    shared = train_record("resnet50", "cpu1", samples=times(1.0, 1.0, 0.1))
+    old_only = [train_record(model, "cpu2", samples=times(1.0)) for model in ("fcn", "lstm")]
+    write_records(tmp_path / "old", [shared, *old_only])
+    new_only = train_record("resnet18", "cpu1", samples=times(1.0))
+    write_records(tmp_path / "new", [shared, new_only])
+    runs = [str(tmp_path / "old"), str(tmp_path / "new")]
+
+    assert cli.main(["compare", *runs]) == 1
+    lost = capsys.readouterr().out
+    assert lost.count("| regression |") == 2
+
+    assert cli.main(["compare", *runs, "--common"]) == 0
+    out = capsys.readouterr().out
+    assert "regression" not in out.split("cells compared")[0]
+    assert "1 cells compared: 1 unchanged" in out
+    assert (
+        "Left out (--common): 3 cells in one run only, 2 in the old run and 1 in the new one."
+    ) in out
+    # A cell both have that regressed still fails the gate.
+    slower = train_record("resnet50", "cpu1", samples=times(2.0, 1.0, 0.1))
+    write_records(tmp_path / "new", [slower, new_only])
+    assert cli.main(["compare", *runs, "--common"]) == 1
+    assert "| regression | train/resnet50/cpu1/fp32/single/bs16 |" in capsys.readouterr().out

@@ -126,8 +126,12 @@ def command_compare(args: argparse.Namespace) -> int:
         for record, problem in problems:
             print(f"invalid record {record}: {problem}", file=sys.stderr)
         runs.append(frame)
-    result = compare.compare(*runs, metrics=args.metric or None, threshold=args.threshold)
-    print(compare.report_text(result, args.threshold, compare.provenance_changes(*runs)), end="")
+    result = compare.compare(
+        *runs, metrics=args.metric or None, threshold=args.threshold, common=args.common
+    )
+    left_out = compare.one_run_only(*runs) if args.common else None
+    changes = compare.provenance_changes(*runs)
+    print(compare.report_text(result, args.threshold, changes, left_out), end="")
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         result.to_csv(args.csv, index=False)
@@ -254,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="metric to compare (repeatable; default: every measured time, unit s)",
     )
     comparing.add_argument("--csv", type=Path, help="also write every compared cell here")
+    comparing.add_argument(
+        "--common",
+        action="store_true",
+        help="compare only the cells both runs have (runs of different grids); a cell the "
+        "new run lacks is then left out, not a regression",
+    )
     comparing.set_defaults(handler=command_compare)
 
     bench = commands.add_parser("benchmark", help=command_benchmark.__doc__)

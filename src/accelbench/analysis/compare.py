@@ -8,7 +8,9 @@ such a change in the bad direction (a time up, a rate such as GFLOP/s down)
 that slows the cell by more than the threshold, or a cell that ran before and
 now fails or runs out of memory. A cell that ran before and is now missing, or
 whose new record is invalid, is lost, and a lost cell is a regression too;
-other cells in one run only are listed, not judged. A slowdown beyond the
+other cells in one run only are listed, not judged. Runs of two different grids
+are compared on the cells both have (`common`, `--common`): the others are
+counted, not judged. A slowdown beyond the
 threshold in a cell that either run measured on a busy machine (its record is
 flagged busy: accelbench.contention) is listed as "slower, busy machine", not
 as a regression: the machine, not the code, may have slowed it. An invalid
@@ -157,18 +159,30 @@ def _metric_verdict(
     return "faster", change, slowdown
 
 
+def one_run_only(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The ids of the cells only the old run has, and of those only the new one has."""
+    before, after = set(old["id"]), set(new["id"])
+    return sorted(before - after), sorted(after - before)
+
+
 def compare(
     old: pd.DataFrame,
     new: pd.DataFrame,
     metrics: list[str] | None = None,
     threshold: float = 0.1,
+    common: bool = False,
 ) -> pd.DataFrame:
     """One row per cell that was compared, with its verdict (see VERDICTS) and numbers.
 
     `slowdown` is how much slower the new median is (0.2: takes 20% longer), for
     times new/old - 1 and for rates old/new - 1, so the threshold means the same
-    for both; a regression needs it above `threshold` and the CIs apart.
+    for both; a regression needs it above `threshold` and the CIs apart. With
+    `common`, only the cells both runs have are compared (runs of two grids): a
+    cell the new run lacks is then left out, not lost.
     """
+    if common:
+        shared = set(old["id"]) & set(new["id"])
+        old, new = _only(old, shared), _only(new, shared)
     if threshold < 0:
         raise CompareError(f"threshold must be >= 0, got {threshold}")
     metrics = default_metrics(old, new) if metrics is None else metrics
@@ -251,6 +265,12 @@ def compare(
     return result.reset_index(drop=True)
 
 
+def _only(frame: pd.DataFrame, ids: set[str]) -> pd.DataFrame:
+    kept = frame[frame["id"].isin(ids)]
+    kept.attrs = frame.attrs
+    return kept
+
+
 def _with_times(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with each ok row that lacks its family's time (a tidy table read as it is,
     not made from records here) marked as an invalid record that says so."""
@@ -284,8 +304,14 @@ def _side_text(row: pd.Series, side: str) -> str:
     return tables.format_with_ci(*numbers) + (f" {unit}" if unit else "")
 
 
-def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -> str:
-    """The changed cells as a Markdown table, then the counts and what else changed."""
+def report_text(
+    result: pd.DataFrame,
+    threshold: float,
+    provenance: list[str],
+    left_out: tuple[list[str], list[str]] | None = None,
+) -> str:
+    """The changed cells as a Markdown table, then the counts and what else changed;
+    `left_out`: the cells of one run only that --common left out (one_run_only)."""
     listed = result[result["verdict"] != "unchanged"]
     lines = []
     if not listed.empty:
@@ -309,6 +335,12 @@ def report_text(result: pd.DataFrame, threshold: float, provenance: list[str]) -
         "of its metrics; "
         f"'{BUSY_SLOWER}': as slow, but measured on a busy machine in either run)"
     )
+    if left_out and any(left_out):
+        only_old, only_new = left_out
+        lines.append(
+            f"Left out (--common): {len(only_old) + len(only_new)} cells in one run only, "
+            f"{len(only_old)} in the old run and {len(only_new)} in the new one."
+        )
     if provenance:
         lines += ["", "Changed between the runs:", *(f"- {line}" for line in provenance)]
     return "\n".join(lines) + "\n"
