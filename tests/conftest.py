@@ -41,7 +41,9 @@ kernels:
     copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.02
   samples: 5
-  runs: 2
+  warmup_s: 0.05
+  runs: 3
+  budget_s: 0          # exactly three runs: a test's time does not depend on the machine
 # No data science cells (tests/test_datascience.py runs its own).
 datasci:
   devices: []
@@ -54,8 +56,11 @@ train:
     fcn: []
     lstm: []
   steps: 3
+  min_run_time: 0
   warmup_steps: 1
-  runs: 1
+  warmup_s: 0
+  runs: 3
+  budget_s: 0
   image_size: 32
 slurm:
   cpus_per_gpu: 1

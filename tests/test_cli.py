@@ -71,7 +71,8 @@ def test_train_runs_the_experiment_a_path_names(workflow_dir, monkeypatch, capsy
     monkeypatch.chdir(workflow_dir)
     extra = workflow_dir / "config" / "small.yaml"
     extra.write_text(
-        "train:\n  steps: 3\n  warmup_steps: 1\n  model_options:\n"
+        "train:\n  steps: 3\n  min_run_time: 0\n  warmup_steps: 1\n  warmup_s: 0\n"
+        "  budget_s: 0\n  model_options:\n"
         "    fcn: {input_dim: 16, hidden: [8], classes: 3}\n"
     )
     target = "results/train/fcn/cpu1/fp64/single/bs4.json"
@@ -85,7 +86,7 @@ def test_train_runs_the_experiment_a_path_names(workflow_dir, monkeypatch, capsy
         "classes": 3,
         "activation": "relu",
     }
-    # The default config's three independent runs of three measured steps each.
+    # The default config's three independent runs (no budget for more) of three steps each.
     assert record["metrics"]["time_per_batch"]["runs"] == 3
     assert record["metrics"]["time_per_batch"]["n"] == 9
     assert len(record["series"]["time_per_batch_run_medians"]["values"]) == 3

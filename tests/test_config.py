@@ -20,7 +20,6 @@ BAD_VALUES = [
     ("kernels:\n  sizes: {matmul: [0]}\n", "0 is less than the minimum of 1"),
     ("train:\n  batch_sizes: {fcn: [0]}\n", "0 is less than the minimum of 1"),
     ("kernels:\n  dtypes: [float8]\n", "'float8' is not one of"),
-    ("train:\n  steps: 0\n", "0 is less than the minimum of 3"),
     ("train:\n  epochs: 3\n", "'epochs' is not one of"),
 ]
 
@@ -102,6 +101,31 @@ def test_queue_wait_bin_edges_must_increase(tmp_path):
         match=r"config key cluster_analysis.gb_hour_bins: bin edges must increase, got \[16, 8\]",
     ):
         workflow_config.load([extra])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kernels:\n  runs: 2\n", "config key kernels.runs: 2 is less than the minimum of 3"),
+        ("datasci:\n  runs: 1\n", "config key datasci.runs: 1 is less than the minimum of 3"),
+        ("train:\n  runs: 40\n", "config key train.runs: 40 is greater than the maximum of 30"),
+        ("kernels:\n  half_width: 0\n", "config key kernels.half_width: 0 is less than or equal"),
+        ("kernels:\n  half_width: 1.5\n", "config key kernels.half_width: 1.5 is greater than"),
+        ("train:\n  budget_s: -5\n", "config key train.budget_s: -5 is less than the minimum of 0"),
+        ("train:\n  steps: 0\n", "config key train.steps: 0 is less than the minimum of 3"),
+        ("train:\n  warmup_steps: 1.5\n", "config key train.warmup_steps: 1.5 is not of type"),
+        ("train:\n  min_run_time: fast\n", "config key train.min_run_time: 'fast' is not of type"),
+        ("kernels:\n  warmup_s: -1\n", "config key kernels.warmup_s: -1 is less than the minimum"),
+    ],
+)
+def test_a_measurement_setting_that_makes_no_sense_is_refused_naming_key_and_file(
+    tmp_path, text, message
+):
+    extra = tmp_path / "quick.yaml"
+    extra.write_text(text)
+    with pytest.raises(workflow_config.ConfigError) as error:
+        workflow_config.load([extra])
+    assert str(error.value).startswith(f"{extra}: {message}")
 
 
 def test_the_schema_lists_the_names_the_package_knows():

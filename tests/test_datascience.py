@@ -351,7 +351,7 @@ def test_the_figure_has_a_panel_per_workload_with_items_per_second(frame):
 def test_the_workflow_measures_a_data_science_cell(workflow_dir):
     (workflow_dir / "config" / "datasci.yaml").write_text(
         "datasci: {devices: [cpu1], backends: [pandas], sizes: {groupby: [1000]},"
-        " min_run_time: 0.01, samples: 3, runs: 1}\n"
+        " min_run_time: 0.01, samples: 3, warmup_s: 0.05, runs: 3, budget_s: 0}\n"
     )
     target = "results/datasci/groupby/cpu1/pandas/n1000.json"
     done = snakemake(

@@ -265,7 +265,8 @@ def degrading(monkeypatch):
 
     def fake_timer(fn, **kwargs):
         fn()
-        return [1e-3] * kwargs["samples"]
+        warmup = timing.Warmup(seconds=0.0, blocks=0, steady=True, per_call=1e-3)
+        return timing.Timed([1e-3] * kwargs["samples"], warmup)
 
     replace_numpy(monkeypatch, degrading_prepare)
     monkeypatch.setattr(timing, "torch_timer_samples", fake_timer)

@@ -517,8 +517,9 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     tiny = kernels()["matmul"].implementations["numba-cuda"](
         kernels()["matmul"].make_inputs(np.random.default_rng(0), 2, np.dtype("float32")), device
     )
-    samples = timing.cuda_event_samples(tiny.run, min_run_time=1e-4, n_warmup=1)
-    report["samples"] = [float(s) for s in samples]
+    timed = timing.cuda_event_samples(tiny.run, min_run_time=1e-4, warmup_s=0.05)
+    report["samples"] = [float(s) for s in timed.samples]
+    report["warmup_blocks"] = timed.warmup.blocks
     print("REPORT " + json.dumps(report))
     """
 )
@@ -683,6 +684,7 @@ def test_cuda_event_samples_under_simulator(simulator_report):
     # The simulator's events keep the API but carry no time (numba-cuda returns -1 ms):
     # this checks the event loop runs, not the values, which need a GPU.
     assert all(isinstance(s, float) for s in samples)
+    assert simulator_report["warmup_blocks"] >= 1  # warmed up on the host clock first
 
 
 def test_numba_cuda_unavailable_without_gpu_or_simulator():

@@ -61,7 +61,9 @@ kernels:
     copy_mib: {cpu: 1, cuda: 1}
   min_run_time: 0.01
   samples: 3
-  runs: 1
+  warmup_s: 0.05
+  runs: 3
+  budget_s: 0
 train:
   devices: [cpu1]
   precisions: [fp32]
@@ -71,8 +73,11 @@ train:
     lstm: [4]
   strategies: [single]
   steps: 3
+  min_run_time: 0
   warmup_steps: 1
-  runs: 1
+  warmup_s: 0
+  runs: 3
+  budget_s: 0
   image_size: 32
   data_dir: data
 contention:

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from accelbench import timing
 
@@ -33,6 +34,38 @@ def test_median_ci_large_sample_is_near_normal_approximation():
     assert 0.95 <= level < 0.96
 
 
+def hand_written_median_ci(sorted_samples, level=timing.CI_LEVEL):
+    """The order-statistic CI as this module first computed it: an exact binomial sum,
+    one term per k (its cost grows with the square of the sample count)."""
+    n = len(sorted_samples)
+
+    def cdf(k):
+        if k < 0:
+            return 0.0
+        return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+    k = 1
+    while k + 1 <= n // 2 and cdf(k) <= (1 - level) / 2:
+        k += 1
+    return sorted_samples[k - 1], sorted_samples[n - k], 1.0 - 2.0 * cdf(k - 1)
+
+
+@pytest.mark.parametrize("n", [*range(2, 60), 97, 200, 401])
+def test_median_ci_from_scipy_is_the_hand_written_interval(n):
+    samples = [float(value) for value in range(n)]
+    low, high, level = timing.median_ci(samples)
+    expected_low, expected_high, expected_level = hand_written_median_ci(samples)
+    assert (low, high) == (expected_low, expected_high)
+    assert level == pytest.approx(expected_level, abs=1e-12)
+
+
+def test_median_ci_of_many_samples_is_the_normal_approximation():
+    n = 1_000_000  # a quarter-hour wait for the hand-written sum; scipy's binomial at once
+    low, high, level = timing.median_ci(range(n))
+    assert (high - low) / 2 == pytest.approx(1.96 * math.sqrt(n) / 2, abs=2)
+    assert level == pytest.approx(timing.CI_LEVEL, abs=1e-3)
+
+
 def test_summarize_statistics():
     stats = timing.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "s")
     assert stats["unit"] == "s" and stats["n"] == 5
@@ -54,59 +87,174 @@ def test_rate_from_time_inverts_and_swaps_interval():
     assert rate["n"] == 5 and rate["unit"] == "GFLOP/s"
 
 
-def test_torch_timer_returns_requested_samples():
+def test_torch_timer_returns_requested_samples_after_its_warm_up():
     counter = {"calls": 0}
 
     def work():
         counter["calls"] += 1
         sum(range(1000))
 
-    samples = timing.torch_timer_samples(
-        work, num_threads=1, min_run_time=0.01, samples=7, label="t"
+    timed = timing.torch_timer_samples(
+        work, num_threads=1, min_run_time=0.01, samples=7, label="t", warmup_s=1.0
     )
-    assert len(samples) == 7
-    assert all(s > 0 for s in samples)
-    assert counter["calls"] >= 7 + 2  # warm-up runs are not among the samples
+    assert len(timed.samples) == 7
+    assert all(s > 0 for s in timed.samples)
+    assert timed.warmup.blocks >= 2 * timing.WARMUP_WINDOW
+    assert counter["calls"] >= 7 + timed.warmup.blocks  # warm-up calls are not samples
 
 
-def simulated_runs(rng, true_time, between, within, runs, samples):
-    """Per-run summaries of a cell whose runs each shift all their samples by a common
-    factor (log-normal, sd `between`): what a shared disturbance does to one run."""
-    found = []
-    for _ in range(runs):
-        shift = true_time * math.exp(rng.normal(0.0, between))
-        found.append(
-            timing.summarize((shift * np.exp(rng.normal(0.0, within, samples))).tolist(), "s")
+class ColdThenSteady:
+    """A block whose time per call falls from `cold` towards `steady` over the first
+    `cooling` calls (a freshly forked process), on a fake clock advanced by each block."""
+
+    def __init__(self, clock, cold: float, steady: float, cooling: int):
+        self.clock, self.cold, self.steady, self.cooling = clock, cold, steady, cooling
+        self.calls = 0
+
+    def per_call(self) -> float:
+        left = max(0.0, 1.0 - self.calls / self.cooling)
+        return self.steady + (self.cold - self.steady) * left
+
+    def __call__(self, number: int) -> float:
+        spent = 0.0
+        for _ in range(number):
+            spent += self.per_call()
+            self.calls += 1
+        self.clock.now += spent
+        return spent / number
+
+
+class FakeClock:
+    """Stands in for the `time` module timing.py reads its clock from."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_the_warm_up_lasts_until_the_time_per_call_stops_falling(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    # 9 ms per call at first, 1.5 ms once 40 calls have run: a fixed count of 2 calls
+    # (torch's own warm-up) would have timed the cold calls.
+    block = ColdThenSteady(clock, cold=9e-3, steady=1.5e-3, cooling=40)
+    warmup = timing.warm_up(block, 9e-3, block_s=5e-3, budget_s=10.0)
+    assert warmup.steady
+    assert block.calls >= 40
+    assert warmup.per_call == pytest.approx(1.5e-3, rel=timing.WARMUP_TOLERANCE)
+    assert warmup.seconds == pytest.approx(clock.now)
+
+
+def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    per_call = [9e-3]
+
+    def always_faster(number: int) -> float:  # each block 10% faster than the one before
+        per_call.append(per_call[-1] * 0.9)
+        clock.now += 5e-3
+        return per_call[-1]
+
+    warmup = timing.warm_up(always_faster, 9e-3, block_s=5e-3, budget_s=0.5)
+    assert not warmup.steady
+    assert 0.5 <= warmup.seconds < 0.5 + 0.02
+
+
+def test_steady_state_ignores_one_slow_block():
+    assert timing.stopped_falling([1.0, 1.0, 1.0, 1.0, 5.0, 1.0])
+    assert not timing.stopped_falling([3.0, 2.8, 2.6, 2.0, 1.8, 1.6])
+    assert not timing.stopped_falling([1.0] * (2 * timing.WARMUP_WINDOW - 1))
+
+
+def rerun_pivots(runs: int, pairs: int, rng) -> np.ndarray:
+    """|median(X) - median(Y)| / MADn(X) for X, Y of `runs` standard normal values each."""
+    first, rerun = rng.standard_normal((2, pairs, runs))
+    scale = stats.median_abs_deviation(first, axis=1, scale="normal")
+    return np.abs(np.median(first, 1) - np.median(rerun, 1)) / scale
+
+
+@pytest.mark.parametrize("runs", [2, 3, 4, 5, 8, 13, 30])
+def test_the_rerun_quantiles_are_what_the_simulation_gives(runs):
+    pivots = rerun_pivots(runs, 200_000, np.random.default_rng(1000 + runs))
+    # 200,000 pairs put the 95% quantile within a few percent (heavier tails at R = 2, 3).
+    tolerance = 0.08 if runs <= 3 else 0.03
+    assert timing.RERUN_QUANTILES[runs - 2] == pytest.approx(
+        np.quantile(pivots, timing.CI_LEVEL), rel=tolerance
+    )
+
+
+def run_summaries(samples: np.ndarray, unit: str = "s") -> list[dict]:
+    """What across_runs reads of each run's summary, one run per row of `samples`
+    (timing.summarize gives more, one run at a time and slower)."""
+    q1, median, q3 = np.quantile(samples, [0.25, 0.5, 0.75], axis=1)
+    return [
+        {"unit": unit, "n": samples.shape[1], "median": m, "q1": a, "q3": b, "min": lo, "max": hi}
+        for m, a, b, lo, hi in zip(
+            median.tolist(),
+            q1.tolist(),
+            q3.tolist(),
+            samples.min(1).tolist(),
+            samples.max(1).tolist(),
+            strict=True,
         )
-    return found
+    ]
 
 
-def coverage(rng, combine, between, within, runs=3, samples=5, trials=2000):
-    """Fraction of trials where one more independent run's median lands in the interval."""
-    inside = 0
+def simulated_runs(rng, true_time, between, within, runs, samples, odd=0.0):
+    """Per-run summaries of a cell whose runs each shift all their samples by a common
+    factor (log-normal, sd `between`): what a shared disturbance does to one run. With
+    probability `odd` a run is an odd one, 1.35 to 7 times slower (cold, or disturbed)."""
+    shifts = true_time * np.exp(rng.normal(0.0, between, runs))
+    shifts *= np.where(rng.random(runs) < odd, np.exp(rng.uniform(0.3, 2.0, runs)), 1.0)
+    return run_summaries(shifts[:, None] * np.exp(rng.normal(0.0, within, (runs, samples))))
+
+
+def coverage_and_width(rng, runs, between, within, odd=0.0, samples=5, trials=1000):
+    """Fraction of trials where an independent rerun's reported median (the median of its
+    own `runs` run medians) lands in the first measurement's interval, and the median
+    relative half-width of that interval."""
+    inside, widths = 0, []
     for _ in range(trials):
-        first = combine(simulated_runs(rng, 1e-3, between, within, runs, samples))
-        rerun = simulated_runs(rng, 1e-3, between, within, 1, samples)[0]["median"]
-        inside += first["ci_low"] <= rerun <= first["ci_high"]
-    return inside / trials
+        first = timing.across_runs(simulated_runs(rng, 1e-3, between, within, runs, samples, odd))
+        rerun = timing.across_runs(simulated_runs(rng, 1e-3, between, within, runs, samples, odd))
+        inside += first["ci_low"] <= rerun["median"] <= first["ci_high"]
+        widths.append(timing.relative_half_width(first))
+    return inside / trials, float(np.median(widths))
 
 
-def test_the_interval_across_runs_covers_reruns_where_one_runs_jitter_does_not():
-    rng = np.random.default_rng(1)
-    # Between-run spread 5%, within-run jitter 1%: the situation of a busy or noisy host.
-    across = coverage(rng, timing.across_runs, between=0.05, within=0.01)
-    one_run = coverage(rng, lambda runs: runs[0], between=0.05, within=0.01)
-    assert across >= 0.93  # a 95% prediction interval, checked on 2000 reruns
-    assert one_run < 0.35  # one run's own interval misses most reruns
+@pytest.mark.parametrize("odd", [0.0, 0.1])
+def test_the_rerun_interval_covers_an_independent_reruns_median_and_narrows_with_runs(odd):
+    rng = np.random.default_rng(7)
+    found = {
+        runs: coverage_and_width(rng, runs, between=0.02, within=0.01, odd=odd)
+        for runs in (3, 4, 8, 16)
+    }
+    assert all(covered >= 0.9 for covered, _ in found.values()), found
+    widths = [width for _, width in found.values()]
+    # From R = 4 on (MADn of three values is the smaller of two gaps: often near zero,
+    # so R = 3 needs a wide factor, RERUN_QUANTILES).
+    assert widths[1:] == sorted(widths[1:], reverse=True), found
+    assert widths[-1] < widths[1] / 2.5  # 16 runs: well under half of 4 runs' width
 
 
-def test_without_between_run_spread_the_interval_keeps_a_runs_quartiles():
+def test_without_between_run_spread_the_interval_still_covers_reruns():
     rng = np.random.default_rng(2)
-    runs = simulated_runs(rng, 1e-3, between=0.0, within=0.02, runs=3, samples=9)
-    combined = timing.across_runs(runs)
-    below = min(run["median"] - run["q1"] for run in runs)
-    assert combined["median"] - combined["ci_low"] >= below
-    assert coverage(rng, timing.across_runs, between=0.0, within=0.02) >= 0.93
+    covered, width = coverage_and_width(rng, 5, between=0.0, within=0.02, samples=9)
+    assert covered >= 0.93
+    assert width < 0.05
+
+
+def test_one_odd_run_does_not_blow_the_interval_up():
+    rng = np.random.default_rng(3)
+    runs = simulated_runs(rng, 1e-3, between=0.01, within=0.01, runs=6, samples=5)
+    settled = timing.across_runs(runs)
+    # The cold first run of a forked process: six times slower than the others.
+    cold = run_summaries(6e-3 * np.array([[1.0, 1.01, 0.99]]))[0]
+    disturbed = timing.across_runs([cold, *runs[1:]])
+    assert timing.relative_half_width(disturbed) < 3 * timing.relative_half_width(settled)
+    assert disturbed["median"] == pytest.approx(settled["median"], rel=0.05)
 
 
 def test_across_runs_summarises_every_sample_and_stays_positive():
@@ -114,21 +262,32 @@ def test_across_runs_summarises_every_sample_and_stays_positive():
         timing.summarize([1.0, 1.1, 1.2], "s"),
         timing.summarize([2.0, 2.1, 2.2], "s"),
         timing.summarize([4.0, 4.1, 4.2], "s"),
+        timing.summarize([8.0, 8.1, 8.2], "s"),
     ]
     combined = timing.across_runs(runs)
-    assert combined["runs"] == 3 and combined["n"] == 9
-    assert combined["median"] == pytest.approx(2.1)
-    assert combined["min"] == 1.0 and combined["max"] == 4.2
-    assert combined["mean"] == pytest.approx(np.mean([1.0, 1.1, 1.2, 2.0, 2.1, 2.2, 4.0, 4.1, 4.2]))
-    assert combined["std"] == pytest.approx(
-        np.std([1.0, 1.1, 1.2, 2.0, 2.1, 2.2, 4.0, 4.1, 4.2], ddof=1)
-    )
-    assert 0 < combined["ci_low"] < 1.0 and combined["ci_high"] > 4.2  # factors of two apart
+    everything = [1.0, 1.1, 1.2, 2.0, 2.1, 2.2, 4.0, 4.1, 4.2, 8.0, 8.1, 8.2]
+    assert combined["runs"] == 4 and combined["n"] == 12
+    assert combined["median"] == pytest.approx(3.1)
+    assert combined["min"] == 1.0 and combined["max"] == 8.2
+    assert combined["mean"] == pytest.approx(np.mean(everything))
+    assert combined["std"] == pytest.approx(np.std(everything, ddof=1))
+    assert 0 < combined["ci_low"] < 1.0 and combined["ci_high"] > 8.2  # factors of two apart
     assert combined["ci_level"] == timing.CI_LEVEL
     # A rate derived from each run combines to the same relative interval.
     rates = timing.across_runs([timing.rate_from_time(run, 1.0, "GFLOP/s") for run in runs])
-    assert rates["median"] == pytest.approx(1 / 2.1)
-    assert rates["ci_high"] == pytest.approx(1 / combined["ci_low"], rel=1e-9)
+    assert math.log(rates["ci_high"] / rates["ci_low"]) == pytest.approx(
+        math.log(combined["ci_high"] / combined["ci_low"])
+    )
+
+
+def test_a_metric_at_or_below_zero_gets_its_interval_on_its_own_scale():
+    runs = [timing.summarize([value] * 3, "J") for value in (-1.0, 0.0, 1.0, 2.0)]
+    combined = timing.across_runs(runs)
+    assert combined["ci_low"] < 0.5 < combined["ci_high"]
+    assert combined["median"] - combined["ci_low"] == pytest.approx(
+        combined["ci_high"] - combined["median"]
+    )
+    assert timing.relative_half_width(timing.across_runs(runs[:2])) == math.inf
 
 
 def test_one_run_keeps_its_own_interval():
@@ -136,13 +295,10 @@ def test_one_run_keeps_its_own_interval():
     assert timing.across_runs([run]) == {**run, "runs": 1}
 
 
-def test_t_quantiles():
-    assert timing.t_quantile_975(1) == pytest.approx(12.706)
-    assert timing.t_quantile_975(2) == pytest.approx(4.303)
-    assert timing.t_quantile_975(30) == pytest.approx(2.042)
-    assert timing.t_quantile_975(120) == pytest.approx(1.980, abs=2e-3)
-    with pytest.raises(ValueError):
-        timing.t_quantile_975(0)
+def test_more_runs_than_the_quantiles_cover_are_refused():
+    runs = [timing.summarize([1.0 + index], "s") for index in range(timing.MAX_RUNS + 1)]
+    with pytest.raises(ValueError, match="rerun interval needs 2 to"):
+        timing.across_runs(runs)
 
 
 def test_combine_metrics_and_run_medians():

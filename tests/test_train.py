@@ -7,6 +7,7 @@ import gc
 import math
 import statistics
 import weakref
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,8 +15,9 @@ import torch
 from accelbench import experiment, timing
 from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
 from accelbench.results import load_record
+from accelbench.train import loop
 from accelbench.train.loop import later_runs as train_later_runs
-from accelbench.train.loop import measure_training, train_process
+from accelbench.train.loop import measure_training, run_steps, train_process
 from accelbench.train.models import models, new_step, resolve_options
 from accelbench.train.settings import TrainSettings
 
@@ -340,3 +342,90 @@ def test_harness_overhead_pairs_loop_steps_with_bare_steps():
         harness_overhead(gan, {"model_options": dict(models()["dcgan"].tiny_options)}, pairs=3)
     with pytest.raises(ValueError, match="measured in one process"):
         harness_overhead(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), {}, pairs=3)
+
+
+# Warm-up until steady state, measured steps for a least time, runs until precise -------
+
+
+class StepClock:
+    """Stands in for the `time` module the loop reads its clock from."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class ClockedSession:
+    """A training session whose k-th step takes `step_s[k]` seconds on a StepClock."""
+
+    def __init__(self, clock: StepClock, step_s):
+        self.clock, self.step_s = clock, iter(step_s)
+        self.placement = SimpleNamespace(world_size=1)
+        self.source = SimpleNamespace(next=lambda: (None, None))
+
+    def synchronize(self) -> None:
+        pass
+
+    def move(self, batch):
+        return batch
+
+    def train_step(self, inputs, targets):
+        self.clock.now += next(self.step_s)
+        return torch.tensor(1.0)
+
+
+def clocked_steps(monkeypatch, step_s, **settings):
+    clock = StepClock()
+    monkeypatch.setattr(loop, "time", clock)
+    return run_steps(ClockedSession(clock, step_s), TrainSettings(**settings))
+
+
+def test_warm_up_steps_run_until_the_step_time_stops_falling(monkeypatch):
+    # A cold process: 100 ms per step at first, 10 ms once settled; two warm-up steps
+    # (the configured least) would count 60, 40, 30, 20 ms steps as measured.
+    falling = [0.1, 0.08, 0.06, 0.04, 0.03, 0.02] + [0.01] * 200
+    log = clocked_steps(
+        monkeypatch, falling, warmup_steps=2, warmup_s=10.0, steps=3, min_run_time=0.05
+    )
+    warmup = log["warmup"]
+    assert warmup["steady"] is True
+    # Steps 9-11 as fast as the median of steps 6-8 (20, 10, 10 ms): steady after 11.
+    assert warmup["steps"] == 11
+    measured = log["step_times"][warmup["steps"] :]
+    assert measured == pytest.approx([0.01] * 5)  # 3 steps at least, and 50 ms at least
+    assert warmup["seconds"] == pytest.approx(sum(log["step_times"][:11]))
+    assert len(log["losses"]) == len(log["step_times"])
+
+
+def test_a_warm_up_that_keeps_falling_stops_at_its_budget_and_says_so(monkeypatch):
+    always_faster = [0.1 * 0.9**step for step in range(500)]
+    log = clocked_steps(
+        monkeypatch, always_faster, warmup_steps=2, warmup_s=0.5, steps=3, min_run_time=0.0
+    )
+    assert log["warmup"]["steady"] is False
+    assert 0.5 <= log["warmup"]["seconds"] < 0.5 + 0.1
+    assert len(log["step_times"]) == log["warmup"]["steps"] + 3
+
+
+def test_without_a_warm_up_budget_or_a_least_time_the_counts_are_exact(monkeypatch):
+    log = clocked_steps(monkeypatch, [0.1, 0.05] + [0.01] * 20, warmup_steps=2, steps=3)
+    assert log["warmup"] == {"steps": 2, "seconds": pytest.approx(0.15), "steady": False}
+    assert len(log["step_times"]) == 5
+
+
+def test_training_adds_runs_until_precise_within_its_budget():
+    exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
+    # No run-to-run spread can meet a precision of one part in a million: the budget ends it.
+    settings = {**SETTINGS, "runs": 3, "half_width": 1e-6, "budget_s": 2.0}
+    outcome = measure_training(exp, settings)
+    assert outcome.status == "ok", outcome.reason
+    report = outcome.conditions
+    runs = report["runs"]
+    assert runs >= 3 and report["imprecise"] is True
+    assert report["imprecise_reason"] == f"time budget of 2 s spent after {runs} runs"
+    assert outcome.metrics["time_per_batch"]["runs"] == runs
+    assert len(outcome.raw["time_per_batch"]["runs"]) == runs
+    assert len(outcome.series["warmup_s"]["values"]) == runs
+    assert len(outcome.series["time_per_batch_run_medians"]["values"]) == runs

@@ -521,6 +521,24 @@ def test_ddp_experiment_launches_its_processes_with_torchrun(tmp_path):
     json.dumps(record)  # plain JSON all through
 
 
+def test_ddp_ranks_warm_up_measure_and_add_runs_alike(tmp_path):
+    """Every process decides on the same combined step times and rank 0's run count, so
+    the group warms up, measures and repeats in step (a rank that ran one more step or
+    run than its peer would hang the group in a collective)."""
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
+    output = tmp_path / "ddp.json"
+    settings = tiny_settings(
+        "fcn", warmup_s=0.3, min_run_time=0.1, runs=3, half_width=1e-6, budget_s=3.0
+    )
+    assert experiment.run(exp, settings, str(output)) == "ok"
+    record = load_record(output)
+    runs = record["conditions"]["runs"]
+    assert runs >= 3 and record["conditions"]["imprecise"] is True
+    measured = record["raw"]["time_per_batch"]["runs"]
+    assert len(measured) == runs == len(record["series"]["warmup_s"]["values"])
+    assert all(len(steps) >= 3 and sum(steps) >= 0.1 for steps in measured)
+
+
 # Precisions, compile, channels-last on the CPU ----------------------------------------------
 
 

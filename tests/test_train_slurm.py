@@ -33,8 +33,11 @@ train:
     resnet18: []
     lstm: []
   steps: 3
+  min_run_time: 0
   warmup_steps: 1
-  runs: 1
+  warmup_s: 0
+  runs: 3
+  budget_s: 0
   model_options:
     fcn: {input_dim: 32, hidden: [16, 16], classes: 4}
 contention:

@@ -152,6 +152,10 @@ def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, m
         ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),
         ("report:\n  baseline_device: gpu1\n", "'gpu1' does not match"),
         ("report:\n  figure_width: wide\n", "'wide' is not one of ['auto', 'single', 'double']"),
+        (
+            "kernels:\n  runs: 2\n",
+            "config/bad.yaml: config key kernels.runs: 2 is less than the minimum of 3",
+        ),
     ],
 )
 def test_bad_config_stops_before_any_job(workflow_dir, config, message):

@@ -94,6 +94,7 @@ def run(config: dict[str, Any], dtypes: list[str], min_run_time: float, samples:
         "seed": config.get("seed", 0),
         "min_run_time": min_run_time,
         "samples": samples,
+        "warmup_s": kernels_cfg["warmup_s"],
         "roofs": kernels_cfg["roofs"],
     }
     lines = []

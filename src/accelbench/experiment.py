@@ -9,13 +9,14 @@ atomic write guarantees no half-written one either.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from accelbench import contention, energy, provenance, timing
+from accelbench import contention, energy, precision, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
 from accelbench.devices import parse_device, slurm_gpu_shortfall
@@ -95,8 +96,9 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
     """One outcome from R runs: every distribution metric across runs (timing.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
-    with each metric's run medians added as a series; the raw samples of all runs
-    are kept, run by run, and so are the energy windows.
+    with each metric's run medians added as a series and the per-run series (each
+    run's warm-up) joined run after run; the raw samples of all runs are kept, run by
+    run, and so are the energy windows.
     """
     first = outcomes[0]
     if len(outcomes) == 1:
@@ -107,12 +109,17 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
     if checks:
         check = dict(max(checks, key=lambda found: found.get("relative_error") or 0.0))
         check["passed"] = all(bool(found.get("passed")) for found in checks)
+    series = dict(first.series or {})
+    for name, entry in series.items():
+        if timing.is_per_run_series(name):
+            values = [value for outcome in outcomes for value in outcome.series[name]["values"]]
+            series[name] = {**entry, "values": values}
     return Outcome(
         "ok",
         metrics=timing.combine_metrics(per_run),
         check=check,
-        params=first.params,
-        series={**(first.series or {}), **timing.run_medians(per_run)},
+        params={**first.params, "interval": timing.RERUN_INTERVAL},
+        series={**series, **timing.run_medians(per_run)},
         raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
         measured_by=first.measured_by,
         energy=energy.combine_sections([outcome.energy for outcome in outcomes]),
@@ -167,8 +174,11 @@ def datasci_libraries() -> None:
 
 
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
-    """The experiment measured in settings["runs"] independent runs, combined.
+    """The experiment measured in independent runs until it is precise, combined.
 
+    Runs are added (accelbench.precision) until the figure of merit's rerun interval
+    is as narrow as asked or the time budget is spent, after at least
+    settings["runs"]; the outcome's conditions say how precise it ended.
     Where allowed, each run is a process of its own. Otherwise kernels and
     roofs run one after the other in this process, and training repeats its
     runs itself (train/loop.py), inside the processes it launched: a launched
@@ -176,33 +186,59 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     """
     family = FAMILIES[exp.family]
     measure = family.measure
-    runs = int(settings.get("runs", 1))
     if exp.family == "train":
         if not fresh_processes or from_environment():
             return _guarded(measure, exp, settings)
-        settings = {**settings, "runs": 1}  # each forked process trains one run
-    if fresh_processes and runs > 1:
+        # Each forked process trains one run; this process decides how many.
+        goal = precision.Goal.of(exp.family, settings)
+        settings = {**settings, "runs": 1, "budget_s": 0.0}
+    else:
+        goal = precision.Goal.of(exp.family, settings)
+    forked = fresh_processes and (goal.least_runs > 1 or goal.budget_s > 0)
+    if forked:
         preload(exp.family)
         if family.measures_energy:
             # The idle baseline, once for the job: each forked run inherits it.
             device = parse_device(exp.device)
             energy.Probe(device.is_gpu, range(device.count), settings).close()
+    progress = precision.Progress(goal)
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
-        for index in range(runs):
-            if fresh_processes and runs > 1:
-                outcome = _in_fresh_process(measure, exp, settings)
-            else:
-                outcome = _guarded(measure, exp, settings)
+        while progress.more():
+            outcome = (
+                _in_fresh_process(measure, exp, settings)
+                if forked
+                else _guarded(measure, exp, settings)
+            )
             if outcome.status != "ok":
-                if runs > 1:
-                    outcome.reason = f"run {index + 1} of {runs}: {outcome.reason}"
+                if forked:
+                    outcome.reason = f"run {len(outcomes) + 1}: {outcome.reason}"
                 return outcome
             outcomes.append(outcome)
-            if index == 0 and family.later_runs:
+            progress.add(outcome.metrics)
+            log.info(
+                "%s: run %d: +-%.1f%% (target +-%.0f%%)",
+                exp.id,
+                len(outcomes),
+                100 * progress.achieved(),
+                100 * goal.half_width,
+            )
+            if len(outcomes) == 1 and family.later_runs:
                 settings = family.later_runs(settings, outcome)
-    return combine_runs(outcomes)
+    combined = combine_runs(outcomes)
+    combined.conditions = progress.report()
+    return combined
+
+
+def _tell(text: str) -> None:
+    """A warning in the job's log and, where the log is a file, on the job's stderr too:
+    the console of the Snakemake that runs it."""
+    log.warning("%s", text)
+    if is_primary_process() and any(
+        isinstance(handler, logging.FileHandler) for handler in logging.getLogger().handlers
+    ):
+        print(f"accelbench: {text}", file=sys.stderr, flush=True)
 
 
 def measure_watched(
@@ -214,6 +250,9 @@ def measure_watched(
     plus steal) makes the whole measurement run again after `pause_s`, up to
     `retries` times; if the machine stays busy the last outcome is kept, flagged
     busy. A launched rank never retries alone (its peers would wait for it).
+    The record's conditions hold the machine's state and how precise the
+    measurement ended (accelbench.precision); a repeat, and a record that ends
+    busy or imprecise, are told on the console.
     """
     guard = contention.guard_settings(settings)
     retries = 0 if from_environment() else int(guard["retries"])
@@ -224,21 +263,33 @@ def measure_watched(
         busy = seen.busier_than(guard["max_other_cpus"])
         if not busy or outcome.status != "ok" or attempt > retries:
             break
-        log.warning(
-            "%s: %.2f CPUs were busy elsewhere during the measurement (limit %.2f); "
-            "measuring again in %s s",
-            exp.id,
-            seen.contention,
-            guard["max_other_cpus"],
-            guard["pause_s"],
+        _tell(
+            f"{exp.id}: {seen.contention:.2f} CPUs were busy elsewhere during the measurement "
+            f"(limit {guard['max_other_cpus']:.2f}); measuring again in {guard['pause_s']} s "
+            f"(attempt {attempt + 1} of {retries + 1})"
         )
         time.sleep(guard["pause_s"])
+    reached = (outcome.conditions or {}) if outcome.status == "ok" else {}
+    if busy and reached.get("imprecise"):
+        reached["imprecise_reason"] = (
+            f"the machine was busy ({seen.contention:.2f} CPUs elsewhere); "
+            f"{reached['imprecise_reason']}"
+        )
     outcome.conditions = {
         **seen.as_record(),
         "busy": busy,
         "max_other_cpus": guard["max_other_cpus"],
         "attempts": attempt,
+        **reached,
     }
+    if outcome.status == "ok" and (busy or reached.get("imprecise")):
+        flags = " and ".join(
+            flag for flag, on in (("busy", busy), ("imprecise", reached.get("imprecise"))) if on
+        )
+        _tell(
+            f"{exp.id}: flagged {flags}: {seen.contention:.2f} CPUs busy elsewhere; "
+            f"{precision.describe(reached)}"
+        )
     return outcome
 
 

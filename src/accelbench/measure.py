@@ -46,18 +46,23 @@ def check_against_reference(
     }
 
 
-def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> list[float]:
-    """Per-run samples (s) of `fn` from the timer the backend uses."""
+def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> timing.Timed:
+    """Per-run samples (s) of `fn` from the timer the backend uses, after its warm-up (at
+    most `warmup_s` seconds: timing.warm_up; settings without it, one block)."""
+    warmup_s = settings.get("warmup_s", 0.0)
     if timer == "cupy":
-        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"])
+        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s)
     if timer == "cuda-events":
-        return timing.cuda_event_samples(fn, min_run_time=settings["min_run_time"])
+        return timing.cuda_event_samples(
+            fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s
+        )
     return timing.torch_timer_samples(
         fn,
         num_threads=threads,
         min_run_time=settings["min_run_time"],
         samples=settings["samples"],
         label=label,
+        warmup_s=warmup_s,
     )
 
 
@@ -125,7 +130,8 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
             checked.measured_by = measured_by
             return checked
         prepared = checked.prepared
-        samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+        timed = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+        samples = timed.samples
         transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
         used = _energy_window(prepared, backend.timer, device, settings, samples)
         check = checked.recheck()  # the timed code must still be right
@@ -147,7 +153,13 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome(
-        "ok", metrics=metrics, check=check, raw=raw, measured_by=measured_by, energy=used
+        "ok",
+        metrics=metrics,
+        check=check,
+        raw=raw,
+        measured_by=measured_by,
+        energy=used,
+        series=timing.warmup_series([timed.warmup.seconds], [timed.warmup.steady]),
     )
 
 
@@ -198,7 +210,8 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         first_call = time.perf_counter() - started
         timed = check["passed"]
         if timed:
-            samples = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+            timing_run = time_function(prepared.run, backend.timer, threads, settings, exp.id)
+            samples = timing_run.samples
             transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
             used = _energy_window(prepared, backend.timer, device, settings, samples)
             check = recheck()  # the timed code must still be right
@@ -227,6 +240,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
         measured_by=measured_by,
         params={"item": spec.item},
         energy=used,
+        series=timing.warmup_series([timing_run.warmup.seconds], [timing_run.warmup.steady]),
     )
 
 
@@ -255,8 +269,8 @@ def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict
         prepared.download()
 
     return (
-        time_function(transfer, timer, threads, settings, label + " transfer"),
-        time_function(end_to_end, timer, threads, settings, label + " end to end"),
+        time_function(transfer, timer, threads, settings, label + " transfer").samples,
+        time_function(end_to_end, timer, threads, settings, label + " end to end").samples,
     )
 
 

@@ -82,11 +82,13 @@ def _sizes(metric: str, sizes: dict[str, int]) -> list[int]:
 
 @dataclass
 class Ceiling:
-    """One roof: the best candidate's rate, its check, its raw time samples, what measured it."""
+    """One roof: the best candidate's rate, its check, its raw time samples and warm-up,
+    what measured it."""
 
     rate: dict[str, Any]
     check: dict[str, Any]
     samples: list[float]
+    warmup: timing.Warmup
     implementation: str
     timer: str
 
@@ -134,8 +136,8 @@ def release_cached_memory(backend: str, device: Device) -> None:
 
 def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, threads, to_beat):
     """One candidate checked, timed and, if its rate beats `to_beat`, checked again after
-    its timing (a roof is the winner's rate): (rate, samples, the check after timing or
-    None), or the Outcome of a failed check. Its buffers live only in this call."""
+    its timing (a roof is the winner's rate): (rate, its timing.Timed, the check after
+    timing or None), or the Outcome of a failed check. Its buffers live only in this call."""
     spec = _spec(kernel)
     counts = ROOFS[metric][2]
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
@@ -144,16 +146,16 @@ def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, thr
         checked.reason = f"{metric} with {kernel} on {backend}: {checked.reason}"
         return checked
     label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
-    samples = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
+    timed = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
     amount = spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
-    rate = timing.rate_from_time(timing.summarize(samples, "s"), amount / 1e9, unit)
+    rate = timing.rate_from_time(timing.summarize(timed.samples, "s"), amount / 1e9, unit)
     if rate["median"] <= to_beat:
-        return rate, samples, None
+        return rate, timed, None
     after = checked.recheck()
     if not after["passed"]:
         reason = f"{metric} with {kernel} on {backend}, after timing: {mismatch(after)}"
         return Outcome("failed", reason, check=after)
-    return rate, samples, after
+    return rate, timed, after
 
 
 def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, threads):
@@ -181,13 +183,14 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
             release_cached_memory(name, device)
             if isinstance(found, Outcome):
                 return found
-            rate, samples, after = found
+            rate, timed, after = found
             rates[_candidate(kernel, name, size)] = rate["median"]
             if after is not None:
                 best = Ceiling(
                     rate,
                     {"kernel": kernel, "backend": name, "size": size, **after},
-                    samples,
+                    timed.samples,
+                    timed.warmup,
                     implementation_name(_spec(kernel), name),
                     timing.TIMERS[BACKENDS[name].timer],
                 )
@@ -215,6 +218,7 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     raw: dict[str, Any] = {}
+    series: dict[str, Any] = {}
     unmeasured: dict[str, str] = {}
     implementations, timers = [], []
     with cpu_threads(device) as threads:
@@ -229,6 +233,11 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
                 return found
             metrics[metric], checks[metric] = found.rate, found.check
             raw[f"{metric}_time"] = timing.raw_samples("s", [found.samples])
+            series.update(
+                timing.warmup_series(
+                    [found.warmup.seconds], [found.warmup.steady], prefix=f"{metric}_"
+                )
+            )
             implementations.append(f"{metric}={found.implementation}")
             timers += [found.timer] if found.timer not in timers else []
     if not metrics:
@@ -246,5 +255,11 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     measured_by = {"implementation": "; ".join(implementations), "timer": "; ".join(timers)}
     params = {"roof_search": "every candidate timed in run 1; its winner alone in later runs"}
     return Outcome(
-        "ok", metrics=metrics, check=check, params=params, raw=raw, measured_by=measured_by
+        "ok",
+        metrics=metrics,
+        check=check,
+        params=params,
+        raw=raw,
+        measured_by=measured_by,
+        series=series,
     )

@@ -1,13 +1,19 @@
-"""The measured training loop: fixed steps, time per mini-batch, data loading timed apart.
+"""The measured training loop: time per mini-batch, data loading timed apart.
 
 Each step is two intervals on the host clock, each closed by a device
 synchronisation: loading (the next batch from its source, moved to the
 device) and the step itself (forward, backward, optimiser update), so the step
 time covers all of the step's work and nothing queued from before. Warm-up
-steps (allocator growth, cuDNN autotuning, lazy initialisation, compilation)
-are run but not counted. In a multi-process run all processes start each step
-together (a barrier outside the timed intervals) and a step takes as long as
-its slowest process.
+steps (allocator growth, cuDNN autotuning, lazy initialisation, compilation, a
+clock still low) are run but not counted: at least `warmup_steps`, then until
+the step time stops falling (timing.stopped_falling) or `warmup_s` is spent.
+The measured steps follow: at least `steps`, and at least `min_run_time`
+seconds of them, so a small model is not judged on a tenth of a second. An
+experiment trains in independent runs, each with its own model, optimiser and
+data, until its time per mini-batch is precise (accelbench.precision). In a
+multi-process run all processes start each step together (a barrier outside
+the timed intervals), a step takes as long as its slowest process, and every
+process decides on the same combined step times, so all run the same steps.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from accelbench import doctor, energy, timing
+from accelbench import doctor, energy, precision, timing
 from accelbench.devices import (
     Device,
     cpu_threads,
@@ -52,14 +58,28 @@ def _tensor_cores(allow_tf32: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
 
 
-def run_steps(session, warmup: int, steps: int) -> dict[str, Any]:
-    """Run warm-up + measured steps; per-step load and step times (s) and every step's loss."""
+def run_steps(session, settings: TrainSettings) -> dict[str, Any]:
+    """Warm-up steps until steady state, then the measured steps (module docstring):
+    per-step load and step times (s, each the slowest process's), every step's loss and
+    the warm-up (its steps, seconds and whether the step time had stopped falling)."""
     import torch
     import torch.distributed as dist
 
     grouped = session.placement.world_size > 1
-    step_times, data_times, losses = [], [], []
-    for _ in range(warmup + steps):
+    step_times: list[float] = []
+    data_times: list[float] = []
+    losses = []
+    warmup: dict[str, Any] | None = None
+    while True:
+        if warmup is None:
+            steady = timing.stopped_falling(step_times)
+            spent = sum(step_times) + sum(data_times)
+            if len(step_times) >= settings.warmup_steps and (steady or spent >= settings.warmup_s):
+                warmup = {"steps": len(step_times), "seconds": spent, "steady": steady}
+        if warmup is not None:
+            measured = step_times[warmup["steps"] :]
+            if len(measured) >= settings.steps and sum(measured) >= settings.min_run_time:
+                break
         if grouped:
             dist.barrier()
         session.synchronize()
@@ -70,12 +90,20 @@ def run_steps(session, warmup: int, steps: int) -> dict[str, Any]:
         losses.append(session.train_step(inputs, targets))
         session.synchronize()
         finished = time.perf_counter()
-        data_times.append(loaded - started)
-        step_times.append(finished - loaded)
+        step, data = finished - loaded, loaded - started
+        if grouped:
+            slowest = torch.tensor(
+                [step, data], dtype=torch.float64, device=session.placement.device
+            )
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            step, data = slowest.tolist()
+        step_times.append(step)
+        data_times.append(data)
     return {
         "step_times": step_times,
         "data_times": data_times,
         "losses": torch.stack(losses).double().cpu(),
+        "warmup": warmup,
     }
 
 
@@ -100,23 +128,30 @@ def _peak_memory(place) -> tuple[str, int]:
 
 
 def _combine_ranks(log: dict[str, Any], peak: int, device) -> tuple[dict[str, Any], int]:
-    """Across processes: each step's slowest time, the mean loss, the largest peak memory."""
+    """Across processes: the mean loss and the largest peak memory (the step times are each
+    step's slowest already: run_steps)."""
     import torch
     import torch.distributed as dist
 
-    times = torch.tensor([log["step_times"], log["data_times"]], dtype=torch.float64, device=device)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
     losses = log["losses"].to(device)
     dist.all_reduce(losses, op=dist.ReduceOp.SUM)
     peaks = torch.tensor([peak], dtype=torch.float64, device=device)
     dist.all_reduce(peaks, op=dist.ReduceOp.MAX)
-    world = dist.get_world_size()
-    combined = {
-        "step_times": times[0].tolist(),
-        "data_times": times[1].tolist(),
-        "losses": (losses / world).cpu(),
-    }
-    return combined, int(peaks.item())
+    return {**log, "losses": (losses / dist.get_world_size()).cpu()}, int(peaks.item())
+
+
+def _another_run(progress: precision.Progress, grouped: bool, device) -> bool:
+    """Whether to train one more run; in a group rank 0's answer, so that every process
+    trains the same runs (each reads its own clock for the time budget)."""
+    import torch
+    import torch.distributed as dist
+
+    more = progress.more()
+    if grouped:
+        flag = torch.tensor([float(more)], device=device)
+        dist.broadcast(flag, src=0)
+        more = bool(flag.item())
+    return more
 
 
 def _rank_hosts(grouped: bool) -> list[str]:
@@ -246,26 +281,30 @@ def train_process(
         hosts = _rank_hosts(grouped)
         with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
             runs, peaks = [], []
-            # Independent runs: each builds its model, optimiser and data afresh.
+            # Independent runs, each building its model, optimiser and data afresh, until
+            # the time per mini-batch is precise (accelbench.precision).
+            progress = precision.Progress(precision.Goal.of("train", asdict(settings)))
             with energy_probe(device, place, settings) as probe:
-                for run in range(settings.runs):
+                while _another_run(progress, grouped, place.device):
                     # The last run's model and optimiser go before this run's peak counts
                     # (the collector too: a model built first in a process can be in a cycle).
                     session = None
                     gc.collect()
                     _reset_peak_memory(place)
                     session = sessions.build(exp, settings, device, place)
-                    log = run_steps(session, settings.warmup_steps, settings.steps)
+                    log = run_steps(session, settings)
                     memory_name, peak = _peak_memory(place)
                     if grouped:
                         log, peak = _combine_ranks(log, peak, place.device)
                     peaks.append(peak)
                     runs.append({**log, "losses": log["losses"].tolist()})
-                    # The last run's parameters as the measured steps left them, before
-                    # the energy window trains on.
-                    if keep_state and run == settings.runs - 1:
+                    # This run's parameters as the measured steps left them, before the
+                    # energy window trains on: the last run's are returned.
+                    if keep_state:
                         state = _full_state(session.model)
-                    energy_window(session, probe, log["step_times"][settings.warmup_steps :])
+                    measured = log["step_times"][log["warmup"]["steps"] :]
+                    progress.add({"time_per_batch": timing.summarize(measured, "s")})
+                    energy_window(session, probe, measured)
                     settings = replace(settings, flops_per_sample=session.flops_per_sample)
                 used = probe.section("step", exp.batch)
             if grouped:
@@ -289,6 +328,7 @@ def train_process(
         "data_note": session.data_note,
         "launcher": rendezvous.launcher,
         "energy": used,
+        "precision": progress.report(),
     }
     if keep_state:
         result["state"] = state
@@ -376,7 +416,7 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
         result = _launch(exp, train_settings, device)
     except Unavailable as err:
         return Outcome("unavailable", str(err))
-    return outcome_from(result, exp, train_settings)
+    return outcome_from(result, exp)
 
 
 def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
@@ -384,9 +424,8 @@ def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
     return {**settings, "flops_per_sample": first.metrics["flops_per_sample"]["value"]}
 
 
-def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSettings):
+def outcome_from(result: dict[str, Any], exp: TrainExperiment) -> Outcome:
     """The record's metrics, loss series and data description from a run's plain numbers."""
-    warmup = settings.warmup_steps
     losses = result["losses"]
     params = {
         "options": result["options"],
@@ -396,13 +435,14 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         "hosts": result["hosts"],
     }
     series = {"loss": {"unit": "loss", "values": losses}}
-    measured = [value for run in result["runs"] for value in run["losses"][warmup:]]
+    runs = [(run, run["warmup"]["steps"]) for run in result["runs"]]
+    measured = [value for run, warmup in runs for value in run["losses"][warmup:]]
     if not all(math.isfinite(value) for value in measured):
         reason = f"loss is not finite during the measured steps: {losses[-3:]}"
         return Outcome("failed", reason, params=params, series=series)
     flops_per_batch = result["flops_per_sample"] * exp.batch
     per_run = []
-    for run in result["runs"]:
+    for run, warmup in runs:
         time_stats = timing.summarize(run["step_times"][warmup:], "s")
         per_run.append(
             {
@@ -414,9 +454,15 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
                 ),
             }
         )
+    series.update(
+        timing.warmup_series(
+            [run["warmup"]["seconds"] for run, _ in runs],
+            [run["warmup"]["steady"] for run, _ in runs],
+        )
+    )
     series.update(timing.run_medians(per_run) if len(per_run) > 1 else {})
     raw = {
-        name: timing.raw_samples("s", [run[key][warmup:] for run in result["runs"]])
+        name: timing.raw_samples("s", [run[key][warmup:] for run, warmup in runs])
         for name, key in (("time_per_batch", "step_times"), ("data_time_per_batch", "data_times"))
     }
     measured_by = {
@@ -445,4 +491,5 @@ def outcome_from(result: dict[str, Any], exp: TrainExperiment, settings: TrainSe
         raw=raw,
         measured_by=measured_by,
         energy=result.get("energy"),
+        conditions=result["precision"],
     )

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from accelbench import timing
@@ -59,14 +60,15 @@ def harness_overhead(
             optimizer.step()
 
         timer = benchmark.Timer(stmt="bare()", globals={"bare": bare}, num_threads=threads)
+        one_step = replace(parsed, warmup_steps=0, warmup_s=0.0, steps=1, min_run_time=0.0)
         for _ in range(warmup):
-            run_steps(session, 0, 1)
+            run_steps(session, one_step)
             bare()
         loop_times, bare_times = [], []
         for index in range(pairs):
             if index % 2:
                 bare_times.append(timer.timeit(1).times[0])
-            loop_times.append(run_steps(session, 0, 1)["step_times"][0])
+            loop_times.append(run_steps(session, one_step)["step_times"][0])
             if not index % 2:
                 bare_times.append(timer.timeit(1).times[0])
     relative = [(loop - bare) / bare for loop, bare in zip(loop_times, bare_times, strict=True)]

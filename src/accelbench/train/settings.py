@@ -21,9 +21,17 @@ RUN_KEYS = ("config_hash", "contention")
 @dataclass(frozen=True)
 class TrainSettings:
     seed: int = 0
-    steps: int = 20  # measured steps of each run
-    warmup_steps: int = 3
-    runs: int = 1  # independent runs: the interval covers reruns (timing.across_runs)
+    steps: int = 20  # measured steps of each run, at least
+    # Seconds of measured steps in each run, at least (0: exactly `steps`).
+    min_run_time: float = 0.0
+    warmup_steps: int = 3  # warm-up steps of each run, at least
+    # Most seconds of warm-up while the step time still falls (0: exactly `warmup_steps`).
+    warmup_s: float = 0.0
+    runs: int = 1  # independent runs, at least: the interval covers reruns (timing.across_runs)
+    # Runs are added until the rerun interval is within +-half_width of the median, or the
+    # measurement has taken budget_s seconds (accelbench.precision; 0: exactly `runs`).
+    half_width: float = 0.05
+    budget_s: float = 0.0
     image_size: int | None = None  # ImageNet-type models; None: the model's default
     model_options: Mapping[str, Any] = field(default_factory=dict)  # overrides of this model
     data_dir: str | None = None  # real datasets are looked for here; None: synthetic only
@@ -59,8 +67,12 @@ def for_model(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     return {
         "seed": config.get("seed", defaults.seed),
         "steps": train.get("steps", defaults.steps),
+        "min_run_time": train.get("min_run_time", defaults.min_run_time),
         "warmup_steps": train.get("warmup_steps", defaults.warmup_steps),
+        "warmup_s": train.get("warmup_s", defaults.warmup_s),
         "runs": train.get("runs", defaults.runs),
+        "half_width": train.get("half_width", defaults.half_width),
+        "budget_s": train.get("budget_s", defaults.budget_s),
         "contention": dict(config.get("contention") or {}),
         "energy": dict(config.get("energy") or {}),
         "image_size": train.get("image_size", defaults.image_size),
