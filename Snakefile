@@ -83,6 +83,10 @@ onsuccess:
     warning = tidy.problems_warning(rules.tidy.output.problems)
     if warning:
         print(warning, file=sys.stderr)
+    # Cells that ran busy or stayed imprecise are marked, not hidden: say which.
+    flagged = tidy.flagged_warning(rules.tidy.output.parquet)
+    if flagged:
+        print(flagged, file=sys.stderr)
 
 
 rule all:

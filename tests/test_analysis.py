@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from accelbench import timing
-from accelbench.analysis import figures, provenance_summary, ratios, style, tables, tidy
+from accelbench.analysis import figures, provenance_summary, ratios, style, summary, tables, tidy
 from accelbench.results import write_record
 
 from records import (
@@ -80,10 +80,13 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-28:] == [
+    assert columns[-31:] == [
         "check_passed",
         "check_relative_error",
         "busy",
+        "imprecise",
+        "imprecise_reason",
+        "reached_half_width",
         "other_cpus",
         "steal_cpus",
         "implementation",
@@ -598,6 +601,16 @@ def texts(fig):
     return [text.get_text() for ax in fig.axes for text in ax.texts]
 
 
+def points(ax) -> list[tuple[float, float]]:
+    """(x, median) of every point drawn with its interval, left to right."""
+    found = [
+        (float(c.lines[0].get_xdata()[0]), float(c.lines[0].get_ydata()[0]))
+        for c in ax.containers
+        if hasattr(c, "has_yerr")
+    ]
+    return sorted(found)
+
+
 def test_time_per_batch_figure(frame, tmp_path):
     fig = figures.time_per_batch_by_device(frame)
     ax = fig.axes[0]
@@ -605,9 +618,14 @@ def test_time_per_batch_figure(frame, tmp_path):
     # 100 ms on cpu16 to 1.45 s on cpu1 is more than a decade.
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("Time per mini-batch (ms)", "Model")
     assert ax.get_yscale() == "log"
-    assert max(bar.get_height() for bar in ax.patches) == pytest.approx(1450)
+    assert not ax.patches  # points with intervals: a bar's length means nothing on a log axis
+    found = points(ax)
+    assert len(found) == 5 and max(median for _, median in found) == pytest.approx(1450)
     assert [label.get_text() for label in ax.get_xticklabels()] == ["resnet18", "resnet50", "vgg11"]
-    assert sum(len(container) for container in ax.containers if hasattr(container, "patches")) == 5
+    # Within a model the fastest device comes first.
+    for group in range(3):
+        medians = [median for x, median in found if abs(x - group) < 0.5]
+        assert medians == sorted(medians)
     assert sorted(texts(fig)) == ["OOM", "failed", "n/a", "n/a"]
     assert [text.get_text() for text in fig.legends[0].get_texts()] == [
         "cpu1",
@@ -647,7 +665,8 @@ def test_kernel_figure(frame, tmp_path):
     assert visible[0].get_xlabel() == "Problem size n"
     assert (visible[0].get_xscale(), visible[0].get_yscale()) == ("log", "log")
     assert texts(fig) == ["n/a", "n/a"]
-    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["numba", "torch", "float32"]
+    # Backends fastest first (torch has the higher GFLOP/s wherever both ran).
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == ["torch", "numba", "float32"]
     assert_saved(fig, tmp_path / "kernel")
 
 
@@ -807,7 +826,7 @@ def test_precision_comparison(gpu_frame, frame, tmp_path):
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == ["cuda1"]
     assert [t.get_text() for t in visible[0].get_xticklabels()] == ["lstm", "resnet18"]
-    assert sum(len(c) for c in visible[0].containers if hasattr(c, "patches")) == 6
+    assert len(points(visible[0])) == 6
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["fp32", "bf16", "fp16"]
     assert visible[0].get_ylabel() == "Time per mini-batch (ms)"
     assert_saved(fig, tmp_path / "precision")
@@ -865,11 +884,68 @@ def test_a_cell_measured_on_a_busy_machine_is_marked_in_tables(tmp_path):
 
 def test_a_cell_measured_on_a_busy_machine_is_drawn_hollow(tmp_path):
     fig = figures.time_per_batch_by_device(busy_frame(tmp_path))
-    bars = list(fig.axes[0].patches)
-    filled = [patch.get_facecolor()[:3] == (1.0, 1.0, 1.0) for patch in bars]
-    assert filled.count(True) == 1  # the cpu2 bar: white inside, its colour at the edge
+    faces = [c.lines[0].get_markerfacecolor() for c in fig.axes[0].containers]
+    hollow = [face == "white" for face in faces]
+    assert hollow.count(True) == 1  # the cpu2 point: white inside, its colour at the edge
     legend = [text.get_text() for text in fig.legends[0].get_texts()]
-    assert legend[-1] == figures.BUSY_LABEL
+    assert legend[-1] == figures.FLAGGED_LABEL
+
+
+def imprecise_frame(tmp_path):
+    """resnet18 on cpu1 (precise), on cpu2 (its interval stayed at +-40% after the budget),
+    and on cpu4, busy, with an interval from 1 ms to 1000 s."""
+    quiet = train_record("resnet18", "cpu1", samples=steps(0.50, 0.01))
+    loose = train_record("resnet18", "cpu2", samples=steps(0.30, 0.01))
+    loose[1]["conditions"] = {
+        "busy": False,
+        "imprecise": True,
+        "imprecise_reason": "time budget of 10 s spent after 7 runs",
+        "reached_half_width": 0.4,
+    }
+    wild = train_record("resnet18", "cpu4", samples=steps(0.20, 0.01))
+    metric = wild[1]["metrics"]["time_per_batch"]
+    metric["ci_low"], metric["ci_high"] = 1e-3, 1e3
+    wild[1]["conditions"] = {"busy": True}
+    frame, problems = tidy.collect(write_records(tmp_path, [quiet, loose, wild]))
+    assert problems == []
+    return frame
+
+
+def test_a_cell_less_precise_than_asked_is_marked_in_tables(tmp_path):
+    frame = imprecise_frame(tmp_path)
+    table, footnotes = tables.comparison_table(frame, experiment="train")
+    assert table.loc["resnet18", "cpu2"].endswith(tables.IMPRECISE_MARK)
+    assert not table.loc["resnet18", "cpu1"].endswith(tables.IMPRECISE_MARK)
+    assert f"{tables.IMPRECISE_MARK} {tables.IMPRECISE_NOTE}: resnet18 on cpu2" in footnotes
+    assert [cell["imprecise"] for cell in table.attrs["cells"]] == [False, True, False]
+    speedup, notes = tables.speedup_table(frame, "train", "cpu1")
+    assert tables.IMPRECISE_MARK in speedup.loc["resnet18", "cpu2"]
+    assert r"$\diamond$" in tables.to_latex(table, footnotes, "t")
+
+
+def test_flagged_cells_are_hollow_and_their_intervals_do_not_set_the_axis(tmp_path):
+    frame = imprecise_frame(tmp_path)
+    ax = figures.time_per_batch_by_device(frame).axes[0]
+    faces = [c.lines[0].get_markerfacecolor() for c in ax.containers]
+    assert faces.count("white") == 2  # the imprecise cpu2 and the busy cpu4 point
+    low, high = ax.get_ylim()  # ms: the medians and the precise interval, not 1 ms to 1000 s
+    medians = frame["time_per_batch_median"].to_numpy(float) * 1e3
+    assert 100 < low < medians.min() and medians.max() < high < 1000
+
+
+def test_the_summary_and_the_end_of_a_run_list_flagged_cells_with_why(tmp_path):
+    frame = imprecise_frame(tmp_path)
+    listed = summary.attention(frame).set_index("record")["why"]
+    assert listed["train/resnet18/cpu2/fp32/single/bs16"] == (
+        "less precise than asked (+-40% of the median): time budget of 10 s spent after 7 runs"
+    )
+    assert listed["train/resnet18/cpu4/fp32/single/bs16"] == "measured while the machine was busy"
+    assert "train/resnet18/cpu1/fp32/single/bs16" not in listed
+    tidy.write(frame, tmp_path / "tidy.parquet", tmp_path / "tidy.csv")
+    note = tidy.flagged_warning(tmp_path / "tidy.parquet")
+    assert note.startswith("NOTE: 2 of 3 measured records are flagged busy or imprecise")
+    assert "  train/resnet18/cpu2/fp32/single/bs16: less precise than asked (+-40%" in note
+    assert tidy.flagged_warning(tmp_path / "nowhere.parquet") is None
 
 
 def test_the_caption_names_the_interval_the_records_hold(tmp_path):

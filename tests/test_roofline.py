@@ -226,7 +226,13 @@ def test_the_roofline_draws_the_ceiling_a_roof_has_and_names_the_one_it_lacks(tm
 def test_roof_table_lists_the_kernels_that_ran(frame):
     table = roofline.roof_table(frame)
     assert len(table) == sum(1 for _, r in RECORDS if r["experiment"] == "kernel")
-    assert list(table.columns)[-4:] == ["roof_bound", "roof_percent", "above_roof", "busy"]
+    assert list(table.columns)[-5:] == [
+        "roof_bound",
+        "roof_percent",
+        "above_roof",
+        "busy",
+        "imprecise",
+    ]
 
 
 def test_crossover_kernel_only(frame):

@@ -17,7 +17,7 @@ from test_figure_layout import layout_problems
 
 from accelbench import config as accelbench_config
 from accelbench import grid
-from accelbench.analysis import fillable, shi2016, shi2016_paper, style, tidy
+from accelbench.analysis import figures, fillable, shi2016, shi2016_paper, style, tidy
 from accelbench.train import settings
 from accelbench.train.models import models, resolve_options
 
@@ -361,7 +361,7 @@ def test_a_busy_measurement_is_marked_in_the_table_and_hollow_in_the_figures(tmp
         fig = draw(numbers)
         hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
         assert len(hollow) == 1
-        assert "hollow: busy machine" in [text.get_text() for text in fig.legends[0].get_texts()]
+        assert figures.FLAGGED_LABEL in [text.get_text() for text in fig.legends[0].get_texts()]
         assert layout_problems("busy", fig) == []
 
 

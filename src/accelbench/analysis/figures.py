@@ -3,13 +3,18 @@ device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
 scaling efficiency, scaling across nodes, kernel throughput against size. `FIGURES` names the ones
 the workflow draws.
 
-The records hold summaries (median and its 95% CI), not raw samples, so bars
-and error bars are drawn explicitly from those columns rather than letting
-seaborn estimate them. A cell that exists but did not run is labelled where
-its bar or point would be (n/a, OOM, failed) so an absent bar is never read
-as a zero or forgotten; a selection with nothing in it gives a small figure that
-says why. Every function takes an optional width in inches (style.WIDTHS);
-without one it picks single or double column by its content.
+The records hold summaries (median and its 95% interval), not raw samples, so
+points and error bars are drawn explicitly from those columns rather than letting
+seaborn estimate them. Times and rates are points with their intervals, never
+bars (a bar's length means nothing on a log axis), and the points of a group go
+from the fastest to the slowest, so the winner comes first. A cell measured on a
+busy machine or less precisely than asked is drawn hollow, and its interval does
+not set the axis range (its median does, so it stays in view). A cell that
+exists but did not run is labelled where its point would be (n/a, OOM, failed)
+so an absent point is never read as a zero or forgotten; a selection with
+nothing in it gives a small figure that says why. Every function takes an
+optional width in inches (style.WIDTHS); without one it picks single or double
+column by its content.
 """
 
 from __future__ import annotations
@@ -23,14 +28,20 @@ import pandas as pd
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from accelbench.analysis import ratios, style, tables, tidy
 
 LOG_SPAN = 10.0  # switch to a log axis when the values span more than a decade
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
-BUSY_LABEL = "hollow: busy machine"
+FLAGGED_LABEL = "hollow: busy machine or imprecise"
+# Record flags (tidy columns) that draw a cell hollow and keep its interval off the axes.
+FLAG_COLUMNS = ("busy", "imprecise")
+# Margin around the plotted range: a factor on a log axis, a fraction of the span on a
+# linear one.
+LOG_MARGIN = 1.25
+LINEAR_MARGIN = 0.05
 # Below one flop per byte a kernel is limited by memory on any device (ridge points are
 # several flop/byte), so its bandwidth says more than its GFLOP/s; copies have no flops.
 MEMORY_BOUND_INTENSITY = 1.0
@@ -81,27 +92,30 @@ def _annotate(ax, x: float, status: str, *, height: float, rotation: float, colo
     )
 
 
-def busy_rows(rows: pd.DataFrame) -> np.ndarray:
-    """Which rows were measured on a busy machine (tidy column `busy`; absent: none)."""
-    if "busy" not in rows:
-        return np.zeros(len(rows), bool)
-    return rows["busy"].map(tidy.flagged).to_numpy(bool)
+def flagged_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Which rows were measured on a busy machine or less precisely than asked (tidy columns
+    `busy`, `imprecise`; absent: none)."""
+    found = np.zeros(len(rows), bool)
+    for column in FLAG_COLUMNS:
+        if column in rows:
+            found |= rows[column].map(tidy.flagged).to_numpy(bool)
+    return found
 
 
-def busy_handle() -> Line2D:
-    """Legend entry explaining hollow markers and bars."""
+def flagged_handle() -> Line2D:
+    """Legend entry explaining hollow markers."""
     return Line2D(
-        [], [], color="black", marker="o", markerfacecolor="white", ls="none", label=BUSY_LABEL
+        [], [], color="black", marker="o", markerfacecolor="white", ls="none", label=FLAGGED_LABEL
     )
 
 
-def hollow_busy(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
-    """Redraw the markers of busy rows hollow, over what was plotted at (x, y)."""
-    busy = busy_rows(rows)
-    if busy.any():
+def hollow_flagged(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
+    """Redraw the markers of flagged rows hollow, over what was plotted at (x, y)."""
+    flagged = flagged_rows(rows)
+    if flagged.any():
         ax.plot(
-            np.asarray(x, float)[busy],
-            np.asarray(y, float)[busy],
+            np.asarray(x, float)[flagged],
+            np.asarray(y, float)[flagged],
             ls="none",
             marker=marker,
             markerfacecolor="white",
@@ -110,11 +124,47 @@ def hollow_busy(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
         )
 
 
+def plotted_range(rows: pd.DataFrame, prefix: str) -> tuple[float, float]:
+    """(low, high) the axis of a metric must show: every median, and the intervals of the
+    rows that are not flagged (a busy cell's interval, 0 to 2e10 us, once stretched an
+    axis over twelve decades); NaN where nothing is finite."""
+    medians = rows[f"{prefix}median"].to_numpy(float)
+    trusted = ~flagged_rows(rows)
+    values = np.concatenate(
+        [
+            medians,
+            rows[f"{prefix}ci_low"].to_numpy(float)[trusted],
+            rows[f"{prefix}ci_high"].to_numpy(float)[trusted],
+        ]
+    )
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return math.nan, math.nan
+    return float(values.min()), float(values.max())
+
+
+def set_range(ax, axis: str, low: float, high: float, band: float = 0.0) -> None:
+    """Limit `axis` ("x" or "y") of `ax` to [low, high] with a margin, in its scale, and with
+    `band` (a fraction of the axis) left free below `low` for the labels of cells that did
+    not run; a range with nothing finite, or nothing positive on a log axis, is left to
+    matplotlib."""
+    log = (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log"
+    if not (math.isfinite(low) and math.isfinite(high)) or (log and low <= 0):
+        return
+    scale, unscale = (math.log, math.exp) if log else (float, float)
+    bottom, top = scale(low), scale(high)
+    pad = (math.log(LOG_MARGIN) if log else LINEAR_MARGIN * (top - bottom)) or 1.0
+    bottom, top = bottom - pad, top + pad
+    # The lowest value at `band` of the way up: bottom' = (low - band * top) / (1 - band).
+    bottom = min(bottom, (scale(low) - band * top) / (1.0 - band))
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(unscale(bottom), unscale(top))
+
+
 def _legend(fig: Figure, handles: list, rows: pd.DataFrame | None = None) -> None:
-    """The style's compact legend; with `rows` that hold a busy measurement, also the
+    """The style's compact legend; with `rows` that hold a flagged measurement, also the
     entry for hollow marks."""
-    if rows is not None and busy_rows(rows).any():
-        handles = [*handles, busy_handle()]
+    if rows is not None and flagged_rows(rows).any():
+        handles = [*handles, flagged_handle()]
     style.legend(fig, handles)
 
 
@@ -132,48 +182,68 @@ def _scaled(rows: pd.DataFrame, metric: str, factor: float) -> pd.DataFrame:
     return rows.assign(**{column: rows[column].astype(float) / factor for column in columns})
 
 
-def _bars(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> float:
-    """Grouped bars of `metric` with CI error bars: one group per label, one bar per value
-    of `hue`; cells that did not run are labelled where their bar would be. The axis goes
+def _points(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> float:
+    """`metric` as points with their intervals: one group per label, one point per value of
+    `hue` (its colour and marker), from the lowest median to the highest, so that for a
+    time the winner comes first; cells that did not run are labelled in the places after
+    them. Flagged cells are hollow and their intervals do not set the range. The axis goes
     logarithmic when the values span more than a decade. Returns the inches the figure
-    must grow by for labels turned upright, so the bars keep their height."""
+    must grow by for labels turned upright, so the panel keeps its height."""
     labels = list(dict.fromkeys(rows["label"]))
     measured = _measured(rows, metric)
-    log = _spans_decades(measured[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float))
-    bar_width = 0.8 / len(hues)
-    positions = {label: index for index, label in enumerate(labels)}
-    for index, value in enumerate(hues):
-        here = rows[rows[hue] == value]
-        x = np.array([positions[label] for label in here["label"]], float)
-        x += (index - (len(hues) - 1) / 2) * bar_width
-        ok = here.index.isin(measured.index)
-        done = here[ok]
-        ax.bar(
-            x[ok],
-            done[f"{metric}_median"].to_numpy(float),
-            bar_width,
-            color=["white" if busy else palette[value] for busy in busy_rows(done)],
-            edgecolor=palette[value],
-            log=log,
-        )
-        ax.errorbar(
-            x[ok],
-            done[f"{metric}_median"].to_numpy(float),
-            yerr=_yerr(done, metric),
-            fmt="none",
-            ecolor="black",
-            elinewidth=0.6,
-        )
-        for position, status in zip(x[~ok], here.loc[~ok, "status"], strict=True):
+    low, high = plotted_range(measured, f"{metric}_")
+    if _spans_decades(np.array([low, high])):
+        ax.set_yscale("log")
+    markers = {value: style.MARKERS[index % len(style.MARKERS)] for index, value in enumerate(hues)}
+    slot = 0.8 / max(rows.groupby("label", sort=False).size().max(), 1)
+    notes = [tidy.STATUS_TEXT[status] for status in rows["status"] if status in tidy.STATUS_TEXT]
+    for position, label in enumerate(labels):
+        group = rows[rows["label"] == label]
+        done = group[group.index.isin(measured.index)]
+        done = done.sort_values(f"{metric}_median", kind="stable")
+        places = position + (np.arange(len(group)) - (len(group) - 1) / 2) * slot
+        hollow = flagged_rows(done)
+        for place, (index, row), flagged in zip(places, done.iterrows(), hollow, strict=False):
+            color = palette[row[hue]]
+            ax.errorbar(
+                [place],
+                [row[f"{metric}_median"]],
+                yerr=_yerr(done.loc[[index]], metric),
+                color=color,
+                marker=markers[row[hue]],
+                markerfacecolor="white" if flagged else color,
+                linestyle="none",
+                elinewidth=0.8,
+            )
+        statuses = group.loc[~group.index.isin(measured.index), "status"]
+        for place, status in zip(places[len(done) :], statuses, strict=True):
             if status in tidy.STATUS_TEXT:
-                _annotate(ax, position, status, height=0.03, rotation=90, color="black")
-    if log:
-        ax.set_ylim(bottom=measured[f"{metric}_ci_low"].min() / 2)
-    elif measured.empty:
+                _annotate(ax, place, status, height=0.03, rotation=90, color="black")
+    # Upright labels of cells that did not run stand at the bottom, below every point.
+    size = plt.rcParams["xtick.labelsize"]
+    tall = max((style.text_width(note, size) for note in notes), default=0.0)
+    height = ax.get_position().height * ax.get_figure().get_figheight()
+    set_range(ax, "y", low, high, band=min(0.5, 0.05 + tall / height) if notes else 0.0)
+    if measured.empty:
         ax.set_yticks([])  # nothing measured: a number scale would suggest values
     ax.set_xlabel("Model")
     ax.set_xlim(-0.5, len(labels) - 0.5)
     return _fit_labels(ax, labels)
+
+
+def _hue_legend(palette: dict) -> list[Line2D]:
+    """Legend entries of `_points`: each value's colour and marker."""
+    return [
+        Line2D(
+            [],
+            [],
+            color=color,
+            marker=style.MARKERS[index % len(style.MARKERS)],
+            ls="none",
+            label=value,
+        )
+        for index, (value, color) in enumerate(palette.items())
+    ]
 
 
 def _panel_figure(count: int, width: float | None) -> tuple[Figure, np.ndarray]:
@@ -201,7 +271,8 @@ def _fit_labels(ax, labels: list[str]) -> float:
 
 
 def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) -> Figure:
-    """Bars of time per mini-batch: one group per model (row label), one bar per device."""
+    """Time per mini-batch as points with intervals: one group per model (row label), one
+    point per device, fastest first."""
     style.apply()
     metric = "time_per_batch"
     rows, _ = tidy.experiment_rows(frame, "train")
@@ -217,16 +288,16 @@ def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) ->
     ax = fig.add_subplot()
     ax.set_ylabel(label)
     palette = dict(zip(devices, style.colors(len(devices)), strict=True))
-    grow = _bars(ax, rows, "device", devices, metric, palette)
+    grow = _points(ax, rows, "device", devices, metric, palette)
     fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
-    _legend(fig, [Patch(color=palette[device], label=device) for device in devices], rows)
+    _legend(fig, _hue_legend(palette), rows)
     return fig
 
 
 def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Figure:
-    """Time per mini-batch by precision: one panel per device, one group per model, one bar
-    per precision (fp64 ... fp16), so the gain of a narrower type is read within a panel.
-    Only models measured in two or more precisions on a device are shown."""
+    """Time per mini-batch by precision: one panel per device, one group per model, one point
+    per precision with its interval, fastest first, so the gain of a narrower type is read
+    within a panel. Only models measured in two or more precisions on a device are shown."""
     style.apply()
     metric = "time_per_batch"
     rows, _ = tidy.compared_rows(frame, "train", "precision")
@@ -245,13 +316,13 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
         ids = rows.loc[rows["device"] == device, "id"]
         here, _ = tidy.experiment_rows(frame[frame["id"].isin(ids)], "train", "precision")
         here = _scaled(_with_metric(here, metric), metric, factor)
-        grow = max(grow, _bars(ax, here, "precision", precisions, metric, palette))
+        grow = max(grow, _points(ax, here, "precision", precisions, metric, palette))
         ax.set_title(device)
         ax.set_ylabel(label)
     fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow * nrows))
     for ax in axes[len(devices) :]:
         ax.remove()
-    _legend(fig, [Patch(color=palette[name], label=name) for name in precisions], rows)
+    _legend(fig, _hue_legend(palette), rows)
     return fig
 
 
@@ -265,7 +336,7 @@ def speedup_heatmap(
 ) -> Figure:
     """Speedup over the `baseline` device, rows x devices, coloured on a log scale centred
     on 1 (one hue faster, the other slower); cells that did not run say why, cells
-    measured on a busy machine carry the tables' † mark."""
+    measured on a busy machine or less precisely than asked carry the tables' marks."""
     style.apply()
     cells, _ = ratios.speedup(frame, experiment, baseline)
     labels = list(dict.fromkeys(cells["label"]))
@@ -301,6 +372,7 @@ def speedup_heatmap(
         if cell["status"] == "ok" and math.isfinite(values[row, column]):
             text = _ratio_text(cell["median"], cell["ci_low"], cell["ci_high"])
             text += tables.BUSY_MARK if tidy.flagged(cell["busy"]) else ""
+            text += tables.IMPRECISE_MARK if tidy.flagged(cell["imprecise"]) else ""
             dark = abs(norm(values[row, column]) - 0.5) > 0.3
             color = "white" if dark else "black"
         else:
@@ -334,8 +406,9 @@ def speedup_heatmap(
 
 
 def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
-    """One line per label over the device count, with interval error bars; cells that did
-    not run are labelled at their count, in the label's colour. Returns legend handles."""
+    """One line per label over the device count, with interval error bars, flagged cells
+    hollow; cells that did not run are labelled at their count, in the label's colour.
+    Returns legend handles."""
     handles = []
     for slot, label in enumerate(palette):
         here = cells[cells["label"] == label].sort_values("count")
@@ -355,7 +428,7 @@ def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
                 color=palette[label],
                 marker=marker,
             )
-            hollow_busy(ax, done["count"], median, done, palette[label], marker)
+            hollow_flagged(ax, done["count"], median, done, palette[label], marker)
         for count, status in here.loc[~ok, ["count", "status"]].itertuples(index=False):
             text = NOT_RUN_TEXT.get(status)
             if text:
@@ -402,6 +475,8 @@ def cpu_thread_scaling(
     handles = _lines(ax, cells, "", palette)
     _count_axis(ax, counts, "CPU threads")
     ax.set_yscale("log", base=2)
+    low, high = plotted_range(cells[cells["status"] == "ok"], "")
+    set_range(ax, "y", min(low, counts[0]), max(high, counts[-1]))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     _legend(fig, [*ideal, *handles], cells)
     return fig
@@ -445,8 +520,8 @@ def _efficiency_figure(
     ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
     handles = _lines(ax, cells, "efficiency_", palette)
     _count_axis(ax, counts, xlabel)
-    top = np.nanmax(cells["efficiency_ci_high"].to_numpy(float), initial=100.0)
-    ax.set_ylim(0, max(110.0, top * 1.05))
+    _, top = plotted_range(cells[cells["status"] == "ok"], "efficiency_")
+    ax.set_ylim(0, max(110.0, top * 1.05) if math.isfinite(top) else 110.0)
     _legend(fig, [ideal, *handles], cells)
     return fig
 
@@ -525,27 +600,47 @@ def _looks(values: list[str]) -> dict[str, tuple[str, str]]:
     }
 
 
-def _series_legend(fig: Figure, palette: dict, looks: dict, busy: bool) -> None:
-    """Legend of throughput panels: a colour per backend, a marker and line style per value
-    of the other parameter, and the hollow-marker entry where a point was busy."""
+def _series_legend(fig: Figure, palette: dict, looks: dict, flagged: bool) -> None:
+    """Legend of throughput panels: a colour per backend (fastest first), a marker and line
+    style per value of the other parameter, and the hollow-marker entry where a point was
+    flagged."""
     handles = [Line2D([], [], color=color, label=backend) for backend, color in palette.items()]
     handles += [
         Line2D([], [], color="black", marker=marker, linestyle=linestyle, label=value)
         for value, (marker, linestyle) in looks.items()
     ]
-    if busy:
-        handles.append(busy_handle())
+    if flagged:
+        handles.append(flagged_handle())
     style.legend(fig, handles)
+
+
+def fastest_first(rows: pd.DataFrame, panels: list[str], metric_of) -> list[str]:
+    """The backends of `rows` by their mean rank over the panels (`panels`: the columns
+    that make one; rank 1: the highest rate of the panel, `metric_of(panel)`), so that a
+    legend reads from the winner down; backends that ran nowhere come last, by name."""
+    ranks: dict[str, list[float]] = {}
+    for _, panel in rows.groupby(panels, sort=False):
+        metric = metric_of(panel)
+        measured = _measured(_with_metric(panel, metric), metric)
+        best = measured.groupby("backend")[f"{metric}_median"].max().rank(ascending=False)
+        for backend, rank in best.items():
+            ranks.setdefault(backend, []).append(float(rank))
+    return sorted(
+        set(rows["backend"].dropna()),
+        key=lambda name: (float(np.mean(ranks[name])) if name in ranks else math.inf, name),
+    )
 
 
 def _throughput_panel(
     ax, panel: pd.DataFrame, metric: str, series: list, looks: dict, by: str = "dtype"
 ) -> None:
-    """One kernel on one device: a line per (backend, dtype) over size with CI error bars;
-    cells that did not run are labelled at their size, in the backend's colour. `by` is
-    the parameter the line style and marker tell apart (the device for data science)."""
+    """One kernel on one device: a line per (backend, dtype) over size with interval error
+    bars, flagged points hollow and their intervals off the axis range; cells that did not
+    run are labelled at their size, in the backend's colour. `by` is the parameter the line
+    style and marker tell apart (the device for data science)."""
     measured = _measured(panel, metric)
-    for slot, ((backend, value), color) in enumerate(series):
+    notes_at: dict[float, int] = {}  # labels already stacked at a size, from the bottom
+    for (backend, value), color in series:
         line = panel[(panel["backend"] == backend) & (panel[by] == value)]
         line = line.sort_values("size")
         done = line[line.index.isin(measured.index)]
@@ -559,16 +654,19 @@ def _throughput_panel(
                 marker=marker,
                 linestyle=linestyle,
             )
-            hollow_busy(ax, done["size"], done[f"{metric}_median"], done, color, marker)
+            hollow_flagged(ax, done["size"], done[f"{metric}_median"], done, color, marker)
         failed = line.loc[~line.index.isin(measured.index), ["size", "status"]]
         for size, status in failed.itertuples(index=False):
             if status in tidy.STATUS_TEXT:
-                height = 0.03 + 0.08 * (slot % 10)
+                stacked = notes_at.get(float(size), 0)
+                notes_at[float(size)] = stacked + 1
+                height = 0.03 + 0.08 * (stacked % 10)
                 _annotate(ax, float(size), status, height=height, rotation=0, color=color)
     if measured.empty:
         ax.set_yticks([])  # nothing measured: a number scale would suggest values
     else:
         ax.set_yscale("log")  # backends differ by factors: equal ratios, equal distances
+        set_range(ax, "y", *plotted_range(measured, f"{metric}_"))
 
 
 def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
@@ -585,25 +683,29 @@ def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -
     if not panels:
         return style.empty_figure("no kernel records", width)
     fig, axes = _panel_figure(len(panels), width)
-    backends = sorted(set(rows["backend"].dropna()))
+    backends = fastest_first(
+        rows,
+        ["kernel", "device"],
+        lambda panel: kernel_metric(rows[rows["kernel"] == panel["kernel"].iloc[0]]),
+    )
     dtypes = sorted(set(rows["dtype"].dropna()))
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
     looks = _looks(dtypes)
     series = [((backend, dtype), palette[backend]) for backend in backends for dtype in dtypes]
     single_kernel = len({kernel for kernel, _ in panels}) == 1
-    busy = False
+    flagged = False
     for ax, (kernel, device) in zip(axes, panels, strict=False):
         metric = kernel_metric(rows[rows["kernel"] == kernel])
         panel = _with_metric(rows[(rows["kernel"] == kernel) & (rows["device"] == device)], metric)
         _throughput_panel(ax, panel, metric, series, looks)
-        busy |= busy_rows(_measured(panel, metric)).any()
+        flagged |= flagged_rows(_measured(panel, metric)).any()
         _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
         name, unit = KERNEL_METRICS[metric]
         ax.set_ylabel(f"{name} ({frame.attrs.get('units', {}).get(f'{metric}_median', unit)})")
         ax.set_title(device if single_kernel else f"{kernel}, {device}")
     for ax in axes[len(panels) :]:
         ax.remove()
-    _series_legend(fig, palette, looks, busy)
+    _series_legend(fig, palette, looks, flagged)
     return fig
 
 
@@ -616,23 +718,23 @@ def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) 
     if not names:
         return style.empty_figure("no data science records", width)
     fig, axes = _panel_figure(len(names), width)
-    backends = sorted(set(rows["backend"].dropna()))
+    backends = fastest_first(rows, ["workload"], lambda panel: "item_throughput")
     devices = tidy.natural_devices(rows["device"])
     palette = dict(zip(backends, style.colors(len(backends)), strict=True))
     looks = _looks(devices)
     series = [((backend, device), palette[backend]) for backend in backends for device in devices]
-    busy = False
+    flagged = False
     for ax, name in zip(axes, names, strict=False):
         panel = _with_metric(rows[rows["workload"] == name], "item_throughput")
         _throughput_panel(ax, panel, "item_throughput", series, looks, by="device")
-        busy |= busy_rows(_measured(panel, "item_throughput")).any()
+        flagged |= flagged_rows(_measured(panel, "item_throughput")).any()
         _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
         items = panel["item"].dropna() if "item" in panel else pd.Series(dtype="str")
         ax.set_ylabel(f"Throughput ({items.iloc[0] if not items.empty else 'items'}/s)")
         ax.set_title(name)
     for ax in axes[len(names) :]:
         ax.remove()
-    _series_legend(fig, palette, looks, busy)
+    _series_legend(fig, palette, looks, flagged)
     return fig
 
 
@@ -694,10 +796,12 @@ def energy_against_time(
                 linestyle="none",
                 elinewidth=0.6,
             )
-            hollow_busy(ax, x, y, group, palette[device], markers[kind])
-        for scale, metric in ((ax.set_xscale, time_metric), (ax.set_yscale, energy_metric)):
-            if _spans_decades(here[[f"{metric}_ci_low", f"{metric}_ci_high"]].to_numpy(float)):
-                scale("log")
+            hollow_flagged(ax, x, y, group, palette[device], markers[kind])
+        for axis, metric in (("x", time_metric), ("y", energy_metric)):
+            low, high = plotted_range(here, f"{metric}_")
+            if _spans_decades(np.array([low, high])):
+                (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+            set_range(ax, axis, low, high)
         ax.set_xlabel(f"Time per {spec.work} ({time_unit})")
         ax.set_ylabel(f"Energy per {spec.work} ({energy_unit})")
         ax.set_title(panel)

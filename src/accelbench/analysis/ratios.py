@@ -42,6 +42,7 @@ CELL_COLUMNS = (
     "ci_high",
     "ci_level",
     "busy",
+    "imprecise",
 )
 
 
@@ -103,8 +104,9 @@ def _cell(
     cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = _speedup(
         row, base, metric, rate
     )
-    # A ratio is as disturbed as either of its two measurements.
-    cell["busy"] = tidy.flagged(row.get("busy")) or tidy.flagged(base.get("busy"))
+    # A ratio is as disturbed, and as imprecise, as either of its two measurements.
+    for flag in ("busy", "imprecise"):
+        cell[flag] = tidy.flagged(row.get(flag)) or tidy.flagged(base.get(flag))
     return cell
 
 

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from accelbench.analysis import style, tidy
-from accelbench.analysis.figures import busy_handle
+from accelbench.analysis.figures import flagged_handle, flagged_rows
 from accelbench.analysis.tidy import natural_devices
 from accelbench.devices import names_a_gpu
 
@@ -138,6 +138,7 @@ def roof_table(frame: pd.DataFrame) -> pd.DataFrame:
         "roof_percent",
         "above_roof",
         "busy",
+        "imprecise",
     ]
     rows = rows.reindex(columns=columns)
     return rows.sort_values(["kernel", "device", "dtype", "size", "backend"]).reset_index(drop=True)
@@ -330,15 +331,15 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
             here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
         )
         largest = largest.assign(above_roof=above_roof.reindex(largest.index))
-        for point in largest.to_dict("records"):
-            busy = tidy.flagged(point.get("busy"))
+        hollow = flagged_rows(largest)
+        for point, flagged in zip(largest.to_dict("records"), hollow, strict=True):
             ax.plot(
                 float(point["arithmetic_intensity"]),
                 float(point["gflops_median"]),
                 linestyle="none",
                 marker=markers[point["backend"]],
                 color=palette[point["kernel"]],
-                markerfacecolor="white" if busy else palette[point["kernel"]],
+                markerfacecolor="white" if flagged else palette[point["kernel"]],
             )
             if tidy.flagged(point["above_roof"]):
                 ax.plot(
@@ -369,8 +370,8 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         Line2D([], [], color="black", marker=markers[b], ls="none", label=b) for b in backends
     ]
     handles += [Line2D([], [], color="black", label="measured roof")]
-    if "busy" in kernels and kernels["busy"].map(tidy.flagged).any():
-        handles.append(busy_handle())
+    if flagged_rows(kernels).any():
+        handles.append(flagged_handle())
     if table["h2d_bandwidth"].notna().any():
         handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
     style.legend(fig, handles)

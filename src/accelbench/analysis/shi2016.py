@@ -47,6 +47,8 @@ from accelbench.analysis.tables import (
     ABOVE_IDEAL_NOTE,
     BUSY_MARK,
     BUSY_NOTE,
+    IMPRECISE_MARK,
+    IMPRECISE_NOTE,
     MISSING,
     format_with_ci,
 )
@@ -170,6 +172,7 @@ def _row(
         "status": record["status"],
         "reason": None if ok else record["reason"],
         "busy": flagged(record.get("busy")),
+        "imprecise": flagged(record.get("imprecise")),
         "measured_s": median,
         "measured_low_s": low,
         "measured_high_s": high,
@@ -199,6 +202,7 @@ COLUMNS = (
     "status",
     "reason",
     "busy",
+    "imprecise",
     "measured_s",
     "measured_low_s",
     "measured_high_s",
@@ -256,6 +260,7 @@ def display_table(numbers: pd.DataFrame) -> pd.DataFrame:
             measured = format_with_ci(row.measured_s, row.measured_low_s, row.measured_high_s)
             median, interval = measured.split(" ", 1)
             median += BUSY_MARK if row.busy else ""
+            median += IMPRECISE_MARK if row.imprecise else ""
         else:
             median, interval = STATUS_TEXT.get(row.status, row.status), ""
         first = (row.network, row.device) != previous_record
@@ -314,8 +319,8 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
         f"Torch: the paper's {REFERENCE_TOOL} time there; best of five: the fastest of its "
         f"tools there ({', '.join(TOOLS)}; TF is TensorFlow). {DID_NOT_RUN}, {NONE_RAN}: "
         "the paper prints - (the tool could not run the network there).",
-        "Measured: median and 95% prediction interval for one more run of the seconds "
-        "per training step (forward, backward, optimiser step). Speed-up: time on one "
+        "Measured: median and 95% prediction interval for the median of an independent "
+        "rerun, of the seconds per training step (forward, backward, optimiser step). Speed-up: time on one "
         "thread over time on N threads of the same network, here and for Torch on the "
         f"same platform of the paper. {MISSING}: nothing to compare (the paper has no "
         "such column, or one side lacks the one-thread time).",
@@ -324,6 +329,8 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
         said.append(OTHER_GENERATION)
     if numbers["busy"].any():
         said.append(f"{BUSY_MARK} {BUSY_NOTE}")
+    if numbers["imprecise"].any():
+        said.append(f"{IMPRECISE_MARK} {IMPRECISE_NOTE}")
     if any(ABOVE_IDEAL_MARK in text for text in display_table(numbers).to_numpy().ravel()):
         said.append(f"{ABOVE_IDEAL_MARK} {ABOVE_IDEAL_NOTE}")
     shown = dict.fromkeys(numbers["network"])
@@ -448,7 +455,7 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
     fig, axes = _panels(len(names), width)
     here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
     colour = dict(zip((p.key for p in CPU_PLATFORMS), platform_colors, strict=True))
-    gpus_drawn, busy = False, False
+    gpus_drawn, flagged = False, False
     for ax, name in zip(axes, names, strict=False):
         rows = measured[measured["network"] == name]
         on_cpu = rows[rows["threads"].notna()].drop_duplicates("device")
@@ -462,8 +469,8 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
             marker="o",
             color=here,
         )
-        figures.hollow_busy(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
-        busy = busy or bool(on_cpu["busy"].any())
+        figures.hollow_flagged(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
+        flagged = flagged or bool(figures.flagged_rows(on_cpu).any())
         values = [*on_cpu["measured_low_s"], *on_cpu["measured_high_s"]]
         threads = [int(n) for n in on_cpu["threads"]]
         for platform in CPU_PLATFORMS:
@@ -528,8 +535,8 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
             )
             for platform in GPU_PLATFORMS
         ]
-    if busy:
-        handles.append(figures.busy_handle())
+    if flagged:
+        handles.append(figures.flagged_handle())
     style.legend(fig, handles)
     return fig
 
@@ -551,12 +558,12 @@ def scaling_figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
         )
     fig, axes = _panels(len(names), width)
     here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
-    busy = False
+    flagged = False
     for ax, name in zip(axes, names, strict=False):
         rows = on_cpu[on_cpu["network"] == name]
         ax.plot(rows["threads"], rows["speedup_here"], marker="o", color=here)
-        figures.hollow_busy(ax, rows["threads"], rows["speedup_here"], rows, here)
-        busy = busy or bool(rows["busy"].any())
+        figures.hollow_flagged(ax, rows["threads"], rows["speedup_here"], rows, here)
+        flagged = flagged or bool(figures.flagged_rows(rows).any())
         values, threads = list(rows["speedup_here"]), [int(n) for n in rows["threads"]]
         for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True):
             x, y = scaling_curve(name, platform.key)
@@ -589,7 +596,7 @@ def scaling_figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
         for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True)
     ]
     handles.append(Line2D([], [], color=GPU_GREY, linewidth=0.6, label="ideal: N on N threads"))
-    if busy:
-        handles.append(figures.busy_handle())
+    if flagged:
+        handles.append(figures.flagged_handle())
     style.legend(fig, handles)
     return fig

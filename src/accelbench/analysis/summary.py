@@ -5,8 +5,8 @@ pay off and by how much (or, on a run without a GPU, which devices to add to
 the config to find out); then the fastest backend of every kernel cell on each device,
 the fastest device of every training configuration and its speedup over the
 baseline device, where a GPU starts to beat the CPU (kernels and data science
-workloads, copies included), and every cell that did not run or was measured on
-a busy machine, with why. Each section is a plain table; the detailed tables and
+workloads, copies included), and every cell that did not run, was measured on
+a busy machine or stayed less precise than asked, with why. Each section is a plain table; the detailed tables and
 figures of the report carry the intervals and the footnotes.
 """
 
@@ -178,15 +178,20 @@ def _training_gpu_speedups(frame: pd.DataFrame) -> list[float]:
     return list(best[False] / best[True])
 
 
+def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A record flag (tidy column `busy`, `imprecise`) as plain booleans; absent: none."""
+    if column not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame[column].map(tidy.flagged).astype(bool)
+
+
 def attention(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every record that did not run (with its reason), and every one measured busy."""
-    busy = (
-        frame["busy"].map(tidy.flagged).astype(bool)
-        if "busy" in frame
-        else pd.Series(False, index=frame.index)
-    )
-    rows = frame[(frame["status"] != "ok") | busy]
-    reasons = rows["reason"].where(rows["status"] != "ok", "measured while the machine was busy")
+    """Every record that did not run (with its reason), and every one measured busy or less
+    precisely than asked (with the precision it reached and why it stopped there)."""
+    flagged = _flag(frame, "busy") | _flag(frame, "imprecise")
+    rows = frame[(frame["status"] != "ok") | flagged]
+    ran = rows["status"] == "ok"
+    reasons = rows["reason"].astype("object").where(~ran, rows.apply(tidy.flag_text, axis=1))
     return pd.DataFrame(
         {"record": rows["id"], "status": rows["status"], "why": reasons.fillna("")}
     ).sort_values("record", ignore_index=True)
@@ -243,7 +248,7 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
         _section(
             "Cells that need attention",
             attention(frame),
-            "Every record ran, none on a busy machine.",
+            "Every record ran, none on a busy machine, all as precise as asked.",
         ),
     ]
     return (

@@ -60,6 +60,7 @@ CSV_COLUMNS = (
     "unit",
     "best",
     "busy",
+    "imprecise",
     "above_ideal",
     "reason",
 )
@@ -68,6 +69,13 @@ BUSY_MARK = "†"
 BUSY_NOTE = (
     "measured while other processes kept the machine busy, after the retries "
     "(the number may be too slow)"
+)
+# A number whose rerun interval stayed wider than asked (record conditions.imprecise: the
+# time budget ran out first) keeps its cell, marked.
+IMPRECISE_MARK = "◊"
+IMPRECISE_NOTE = (
+    "less precise than asked: the interval stayed wider than the configured half-width "
+    "until the measurement's time budget ran out (the summary gives each reason)"
 )
 # A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
 ABOVE_IDEAL_MARK = "‡"
@@ -186,6 +194,7 @@ def _blank_cell(row: str, column: str, unit: str | None) -> dict[str, Any]:
         "best": False,
         "reason": None,
         "busy": False,
+        "imprecise": False,
         "above_ideal": False,
     }
 
@@ -212,6 +221,7 @@ def _grid(
                     for field in ("median", "ci_low", "ci_high", "ci_level"):
                         cell[field] = float(record[field])
                     cell["busy"] = tidy.flagged(record.get("busy"))
+                    cell["imprecise"] = tidy.flagged(record.get("imprecise"))
             cells.append(cell)
     return cells
 
@@ -328,6 +338,7 @@ def _render(
                     exponents[row],
                 )
                 + (BUSY_MARK if cell["busy"] else "")
+                + (IMPRECISE_MARK if cell["imprecise"] else "")
                 + (ABOVE_IDEAL_MARK if cell["above_ideal"] else "")
             )
         elif status in CELL_TEXT:
@@ -358,6 +369,9 @@ def _render(
     busy = [place(cell["row"], cell["column"]) for cell in cells if cell["busy"]]
     if busy:
         footnotes.append(f"{BUSY_MARK} {BUSY_NOTE}: {'; '.join(busy)}")
+    imprecise = [place(cell["row"], cell["column"]) for cell in cells if cell["imprecise"]]
+    if imprecise:
+        footnotes.append(f"{IMPRECISE_MARK} {IMPRECISE_NOTE}: {'; '.join(imprecise)}")
     above = [place(cell["row"], cell["column"]) for cell in cells if cell["above_ideal"]]
     if above:
         footnotes.append(f"{ABOVE_IDEAL_MARK} {ABOVE_IDEAL_NOTE}: {'; '.join(above)}")
@@ -426,6 +440,7 @@ def comparison_table(
             "status": rows["status"],
             "reason": rows["reason"],
             "busy": rows.get("busy", False),
+            "imprecise": rows.get("imprecise", False),
             **{
                 field: rows.get(f"{spec.metric}_{field}", pd.Series(math.nan, index=rows.index))
                 for field in ("median", "ci_low", "ci_high", "ci_level")
@@ -614,6 +629,7 @@ def _quantity_cells(rows: pd.DataFrame, metric: str, scale: pd.Series, energy: b
             "status": rows["status"],
             "reason": rows["reason"],
             "busy": rows.get("busy", False),
+            "imprecise": rows.get("imprecise", False),
             **{
                 field: rows.get(f"{metric}_{field}", pd.Series(math.nan, index=rows.index))
                 / (scale if field != "ci_level" else 1.0)
@@ -696,6 +712,7 @@ _LATEX_SPECIAL = {
     "×": r"$\times$",
     "≥": r"$\geq$",
     "†": r"\textdagger{}",
+    "◊": r"$\diamond$",
     "‡": r"\textdaggerdbl{}",
 }
 _LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))

@@ -43,9 +43,18 @@ PARAM_ORDER = (
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
 UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
-# What else the machine did (record "conditions"): busy is true where it stayed above the
-# contention limit after the retries; null for a record measured without the guard.
-CONDITION_COLUMNS = ("busy", "other_cpus", "steal_cpus")
+# What else the machine did and how precise the measurement ended (record "conditions"):
+# busy is true where it stayed above the contention limit after the retries, imprecise
+# where its interval stayed wider than asked (accelbench.precision), with the reason and the
+# half-width reached (a fraction of the median); null for a record measured without them.
+CONDITION_COLUMNS = (
+    "busy",
+    "imprecise",
+    "imprecise_reason",
+    "reached_half_width",
+    "other_cpus",
+    "steal_cpus",
+)
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
 # How its energy was measured (record "energy"): ok, too_short or unavailable, why not,
@@ -399,6 +408,46 @@ def problems_warning(problems_csv: str | os.PathLike[str], shown: int = 5) -> st
     lines += [f"  {row.problem}" for row in problems.head(shown).itertuples()]
     if len(problems) > shown:
         lines.append(f"  ... and {len(problems) - shown} more")
+    return "\n".join(lines)
+
+
+def flag_text(row: pd.Series) -> str:
+    """Why a record that ran needs a second look: a busy machine, an interval wider than
+    asked (with the half-width it reached and why it stopped there); "" for neither."""
+    why = []
+    if flagged(row.get("busy")):
+        why.append("measured while the machine was busy")
+    if flagged(row.get("imprecise")):
+        reached = row.get("reached_half_width")
+        width = f"+-{reached:.0%}" if pd.notna(reached) else "an interval"
+        reason = row.get("imprecise_reason")
+        why.append(
+            f"less precise than asked ({width} of the median)"
+            + (f": {reason}" if pd.notna(reason) and reason else "")
+        )
+    return "; ".join(why)
+
+
+def flagged_warning(parquet: str | os.PathLike[str], shown: int = 10) -> str | None:
+    """The note a run ends with when records ran busy or less precisely than asked (their
+    cells are marked in the tables); None if none did or there is no table yet."""
+    path = Path(parquet)
+    if not path.is_file():
+        return None
+    frame = pd.read_parquet(path)
+    ran = frame[frame["status"] == "ok"]
+    texts = ran.apply(flag_text, axis=1) if len(ran) else pd.Series(dtype="str")
+    marked = ran.assign(why=texts)[texts.astype(bool)] if len(ran) else ran
+    if marked.empty:
+        return None
+    lines = [
+        f"NOTE: {len(marked)} of {len(ran)} measured records are flagged busy or imprecise; "
+        "tables mark them († busy, ◊ imprecise), figures draw them hollow, and "
+        "results/summary.html lists them:"
+    ]
+    lines += [f"  {row.id}: {row.why}" for row in marked.head(shown).itertuples()]
+    if len(marked) > shown:
+        lines.append(f"  ... and {len(marked) - shown} more")
     return "\n".join(lines)
 
 
