@@ -4,9 +4,11 @@ Prints the time of `tidy.collect` (read, validate, flatten) and of `tidy.write`
 (Parquet + CSV) separately and together, wall-clock and CPU; the target is under
 20 s on the development machine (2 cores). The CPU time is the figure to trust
 when other work shares the machine. The records are written once into a temporary
-directory, shaped like the ones experiments write (same keys, statistics and
-provenance, pretty-printed JSON), half kernel and half training records with
-a few non-ok statuses among them.
+directory, each at the path its id names (as the workflow writes them), shaped
+like the ones experiments write (same keys, statistics, conditions and
+provenance, pretty-printed JSON), half kernel and half training records with a
+few non-ok statuses among them. Every record must be read: the benchmark fails
+(exit status 1) when any is rejected, since it would then time the rejections.
 
     python benchmarks/tidy_100k.py [--records N] [--keep DIR]
 """
@@ -17,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 from dataclasses import fields
@@ -52,6 +55,21 @@ def _provenance(rng: random.Random, device: str) -> dict:
         "seed": 0,
         "started": "2024-05-01T12:00:00.000+00:00",
         "finished": "2024-05-01T12:00:05.000+00:00",
+    }
+
+
+def _conditions(rng: random.Random) -> dict:
+    """What the machine did and how precise the measurement ended, as measure_watched keeps."""
+    reached = rng.uniform(0.005, 0.08)
+    return {
+        "busy": rng.random() < 0.02,
+        "other_cpus": rng.uniform(0.0, 0.3),
+        "steal_cpus": 0.0,
+        "runs": rng.randint(3, 12),
+        "reached_half_width": reached,
+        "half_width_target": 0.05,
+        "imprecise": reached > 0.05,
+        "imprecise_reason": "time budget of 10 s spent after 12 runs" if reached > 0.05 else None,
     }
 
 
@@ -113,6 +131,7 @@ def _record(index: int, rng: random.Random) -> dict:
         metrics=metrics if ok else None,
         check=check if ok else None,
         reason=None if ok else "synthetic reason",
+        conditions=_conditions(rng) if ok else None,
     )
 
 
@@ -136,7 +155,7 @@ def write_records(root: Path, count: int) -> list[Path]:
     return paths
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="write the records here and keep them")
@@ -166,7 +185,16 @@ def main() -> None:
         f"total:        {total:.2f} s wall, {total_cpu:.2f} s CPU for {args.records} records "
         "(target < 20 s)"
     )
+    if problems:
+        print(f"FAILED: {len(problems)} of {args.records} records were rejected, e.g.:")
+        for _, problem in problems[:3]:
+            print(f"  {problem}")
+        return 1
+    if len(frame) != args.records:
+        print(f"FAILED: {len(frame)} rows for {args.records} records")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

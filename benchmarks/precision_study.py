@@ -1,0 +1,278 @@
+"""Precision study: are the default grid's records precise enough to decide, and does an
+independent rerun confirm them?
+
+Runs the workflow twice, each time from scratch in a fresh copy of this checkout's
+workflow, as `make run` does on a fresh clone (the grid, then the report; the
+second run needs no report), and prints every figure the precision targets are
+stated in, with the contention the records saw:
+
+  - records whose figure of merit (accelbench.precision) is within +-5% of its
+    median: at least 90%;
+  - records wider than +-20% without a mark (busy or imprecise): none;
+  - the rerun's medians inside the first run's intervals: at least 90%;
+  - regressions `accelbench compare FIRST RERUN` reports: none;
+  - rows of the kernel time and speedup tables whose best and runner-up medians
+    differ by more than 10% that name a winner in bold: most of them (over half);
+  - the wall time of the first run, grid and report: at most 240 s (the default
+    grid on 2 cores; judged only without --configfile).
+
+Exits 1 when a target is missed. The numbers mean something only on a quiet
+machine: the records say how busy it was (`conditions.other_cpus`), and so does
+this study. `--configfile` merges a smaller grid over the default one, to try the
+study on a few cells.
+
+    python benchmarks/precision_study.py [--configfile FILE ...] [--cores N] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from accelbench import precision, timing
+from accelbench.analysis import compare, tables, tidy
+from accelbench.results import load_record
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
+PRECISE = 0.05  # half-width, as a fraction of the median
+WIDE = 0.20  # wider than this, a record must be marked
+COVERAGE = 0.90
+PRECISE_SHARE = 0.90
+BOLD_SHARE = 0.50
+CLEAR_DIFFERENCE = 1.10  # best and runner-up medians a factor apart
+MAKE_RUN_S = 240.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """One figure of the study and whether it met its target (None: not judged)."""
+
+    name: str
+    found: str
+    wanted: str
+    met: bool | None
+
+
+def fresh_copy(destination: Path) -> Path:
+    """This checkout's workflow without results, as a fresh clone has it."""
+    for part in WORKFLOW_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(source, destination / part, ignore=ignore)
+        else:
+            shutil.copy2(source, destination / part)
+    return destination
+
+
+def snakemake(folder: Path, *args: str) -> None:
+    """Snakemake of this environment in `folder`; its console goes to ours."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=folder, env=env)
+    if done.returncode:
+        raise SystemExit(f"snakemake {' '.join(args)} in {folder} failed ({done.returncode})")
+
+
+def run_workflow(folder: Path, cores: int, configfiles: list[str], report: bool) -> float:
+    """The grid (and the report) in a fresh copy at `folder`; returns the wall time (s)."""
+    fresh_copy(folder)
+    extra = ["--configfile", *configfiles] if configfiles else []
+    started = time.perf_counter()
+    snakemake(folder, "--cores", str(cores), *extra)
+    if report:
+        snakemake(folder, "--report", "results/report.html", *extra)
+    return time.perf_counter() - started
+
+
+def load(folder: Path) -> pd.DataFrame:
+    """A run's tidy table, with the runs each record took (its conditions)."""
+    frame, problems = compare.load_run(folder / "results")
+    if problems:
+        raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
+    runs = {}
+    for path in (folder / "results").rglob("*.json"):
+        record = load_record(path)
+        runs[record["id"]] = (record.get("conditions") or {}).get("runs")
+    return frame.assign(runs=frame["id"].map(runs))
+
+
+def figure_columns(row: pd.Series) -> list[str]:
+    """The figure-of-merit metrics of a record's family that it has."""
+    names = precision.FIGURES_OF_MERIT.get(row["experiment"], ())
+    return [name for name in names if pd.notna(row.get(f"{name}_median"))]
+
+
+def widest(row: pd.Series) -> float:
+    """The widest relative half-width among a record's figures of merit."""
+    return max(
+        (
+            timing.relative_half_width(
+                {field: row[f"{name}_{field}"] for field in ("median", "ci_low", "ci_high")}
+            )
+            for name in figure_columns(row)
+        ),
+        default=math.nan,
+    )
+
+
+def marked(row: pd.Series) -> bool:
+    return tidy.flagged(row.get("busy")) or tidy.flagged(row.get("imprecise"))
+
+
+def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> tuple[int, int]:
+    """(rerun medians inside the first run's intervals, medians compared)."""
+    again = rerun[rerun["status"] == "ok"].set_index("id")
+    inside = compared = 0
+    for _, row in first[first["status"] == "ok"].iterrows():
+        if row["id"] not in again.index:
+            continue
+        for name in figure_columns(row):
+            median = again.loc[row["id"]].get(f"{name}_median")
+            if pd.notna(median):
+                compared += 1
+                inside += row[f"{name}_ci_low"] <= median <= row[f"{name}_ci_high"]
+    return inside, compared
+
+
+def clear_rows(table: pd.DataFrame, higher_is_better: bool) -> tuple[int, int]:
+    """(rows with a bold winner, rows whose best and runner-up medians differ by more than
+    CLEAR_DIFFERENCE) of a table built by accelbench.analysis.tables."""
+    cells = pd.DataFrame(table.attrs.get("cells", []))
+    bold = clear = 0
+    if cells.empty:
+        return 0, 0
+    for _, row in cells[np.isfinite(cells["median"].astype(float))].groupby("row"):
+        medians = sorted(row["median"].astype(float), reverse=higher_is_better)
+        if len(medians) < 2:
+            continue
+        best, runner_up = medians[0], medians[1]
+        ratio = best / runner_up if higher_is_better else runner_up / best
+        if ratio > CLEAR_DIFFERENCE:
+            clear += 1
+            bold += bool(row["best"].any())
+    return bold, clear
+
+
+def contention_text(frame: pd.DataFrame) -> str:
+    ran = frame[frame["status"] == "ok"]
+    others = ran["other_cpus"].astype(float) if "other_cpus" in ran else pd.Series(dtype=float)
+    busy = int(ran["busy"].map(tidy.flagged).sum()) if "busy" in ran else 0
+    if others.dropna().empty:
+        return "no contention recorded"
+    return (
+        f"other CPUs median {others.median():.2f}, max {others.max():.2f}; "
+        f"{busy} of {len(ran)} records busy"
+    )
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part} of {whole} ({part / whole:.0%})" if whole else f"{part} of 0"
+
+
+def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: bool):
+    ran = first[first["status"] == "ok"]
+    widths = ran.apply(widest, axis=1) if len(ran) else pd.Series(dtype=float)
+    measured = widths.dropna()
+    precise = int((measured <= PRECISE).sum())
+    unmarked_wide = ran[(widths > WIDE) & ~ran.apply(marked, axis=1)] if len(ran) else ran
+    inside, compared = coverage(first, rerun)
+    verdicts = compare.compare(first, rerun)
+    regressions = verdicts[verdicts["verdict"] == compare.REGRESSION]
+    kernel_time, _ = tables.comparison_table(first, "kernel")
+    speedup, _ = tables.speedup_table(first, "kernel", "cpu1")
+    bold_time, clear_time = clear_rows(kernel_time, higher_is_better=False)
+    bold_speedup, clear_speedup = clear_rows(speedup, higher_is_better=True)
+    bold, clear = bold_time + bold_speedup, clear_time + clear_speedup
+    targets = [
+        Target(
+            f"records within +-{PRECISE:.0%}",
+            share(precise, len(measured)),
+            f">= {PRECISE_SHARE:.0%}",
+            bool(measured.size) and precise >= PRECISE_SHARE * len(measured),
+        ),
+        Target(
+            f"records wider than +-{WIDE:.0%} without a mark",
+            f"{len(unmarked_wide)}"
+            + (f" ({', '.join(unmarked_wide['id'])})" if len(unmarked_wide) else ""),
+            "0",
+            unmarked_wide.empty,
+        ),
+        Target(
+            "rerun medians inside the first run's intervals",
+            share(inside, compared),
+            f">= {COVERAGE:.0%}",
+            bool(compared) and inside >= COVERAGE * compared,
+        ),
+        Target(
+            "`accelbench compare` regressions",
+            f"{len(regressions)}"
+            + (f" ({', '.join(regressions['id'])})" if len(regressions) else ""),
+            "0",
+            regressions.empty,
+        ),
+        Target(
+            f"kernel time/speedup rows with medians {CLEAR_DIFFERENCE - 1:.0%} apart "
+            "that name a bold winner",
+            f"{share(bold, clear)} (time table {bold_time} of {clear_time}, "
+            f"speedup table {bold_speedup} of {clear_speedup})",
+            f"> {BOLD_SHARE:.0%}",
+            bool(clear) and bold > BOLD_SHARE * clear,
+        ),
+        Target(
+            "wall time of the first run (grid and report)",
+            f"{wall_s:.0f} s",
+            f"<= {MAKE_RUN_S:.0f} s",
+            wall_s <= MAKE_RUN_S if judged_time else None,
+        ),
+    ]
+    return targets, widths
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--configfile", action="append", default=[], help="merged over the default grid"
+    )
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, help="keep both runs here (default: a temporary one)")
+    args = parser.parse_args()
+    folder = args.out or Path(tempfile.mkdtemp(prefix="precision-study-"))
+    configfiles = [str(Path(path).resolve()) for path in args.configfile]
+    print(f"first run in {folder / 'first'}", file=sys.stderr)
+    wall_s = run_workflow(folder / "first", args.cores, configfiles, report=True)
+    print(f"rerun in {folder / 'rerun'}", file=sys.stderr)
+    run_workflow(folder / "rerun", args.cores, configfiles, report=False)
+    first, rerun = load(folder / "first"), load(folder / "rerun")
+    targets, widths = study(first, rerun, wall_s, judged_time=not configfiles)
+
+    print("| record | figure of merit +- | runs | marks |")
+    print("|:---|---:|---:|:---|")
+    shown = first.loc[widths.index].assign(width=widths).sort_values("width", ascending=False)
+    for _, row in shown.iterrows():
+        marks = ", ".join(flag for flag in ("busy", "imprecise") if tidy.flagged(row.get(flag)))
+        runs = "" if pd.isna(row["runs"]) else f"{int(row['runs'])}"
+        print(f"| {row['id']} | {row['width']:.1%} | {runs} | {marks} |")
+    print()
+    print(f"contention, first run: {contention_text(first)}")
+    print(f"contention, rerun:     {contention_text(rerun)}")
+    for target in targets:
+        verdict = {True: "met", False: "MISSED", None: "not judged (a smaller grid)"}[target.met]
+        print(f"{target.name}: {target.found} (target {target.wanted}): {verdict}")
+    print(f"records of both runs: {folder}", file=sys.stderr)
+    return 1 if any(target.met is False for target in targets) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
