@@ -67,6 +67,7 @@ class Target:
 
 def fresh_copy(destination: Path) -> Path:
     """This checkout's workflow without results, as a fresh clone has it."""
+    destination.mkdir(parents=True)
     for part in WORKFLOW_PARTS:
         source = REPO_ROOT / part
         if source.is_dir():

@@ -72,9 +72,12 @@ def test_a_noisy_measurement_stops_when_the_next_run_would_overrun_its_budget():
     medians = np.exp(rng.normal(0.0, 0.3, 100))  # runs 30% apart: never within 5%
     progress = measure(kernel_goal(budget_s=7.5), medians, run_s=1.0)
     report = progress.report()
-    assert report["runs"] == 7  # 7 s spent: an eighth run of 1 s would end at 8 s > 7.5 s
+    # The budget counts from the end of the first run: after eight runs 7 s are spent,
+    # and a ninth run of 1 s would end at 8 s > 7.5 s.
+    assert report["runs"] == 8
     assert report["imprecise"]
-    assert report["imprecise_reason"] == "time budget of 7.5 s spent after 7 runs"
+    assert report["imprecise_reason"] == "time budget of 7.5 s spent after 8 runs"
+    assert report["spent_s"] == pytest.approx(7.0)
     assert report["reached_half_width"] > 0.05
     assert "+-" in precision.describe(report) and "budget" in precision.describe(report)
 
@@ -235,7 +238,7 @@ class BusyWatch(contention.Watch):
     """A contention.Watch that always saw 1.5 CPUs busy elsewhere."""
 
     def stop(self) -> contention.Conditions:
-        return replace(super().stop(), other_cpus=1.5, steal_cpus=0.0)
+        return replace(super().stop(), other_cpus=1.5, steal_cpus=0.0, resolution_cpus=0.01)
 
 
 def test_a_busy_repeat_is_told_on_the_console_and_the_reason_names_the_machine(
@@ -259,3 +262,20 @@ def test_a_busy_repeat_is_told_on_the_console_and_the_reason_names_the_machine(
     assert outcome.conditions["imprecise_reason"].startswith(
         "the machine was busy (1.50 CPUs elsewhere); time budget"
     )
+
+
+def test_a_run_added_for_precision_that_fails_fails_the_experiment_naming_it(monkeypatch):
+    outcomes = iter(
+        [
+            *(experiment.Outcome("ok", metrics=run_metrics(median)) for median in (1.0, 1.3, 0.8)),
+            experiment.Outcome("failed", "result differs from the float64 reference"),
+        ]
+    )
+    monkeypatch.setitem(
+        experiment.FAMILIES,
+        "kernel",
+        experiment.Family(KernelExperiment, lambda exp, settings: next(outcomes)),
+    )
+    outcome = experiment._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)
+    assert outcome.status == "failed"
+    assert outcome.reason == "run 4: result differs from the float64 reference"

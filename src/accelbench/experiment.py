@@ -138,6 +138,7 @@ def preload(family: str | None = None) -> None:
     wherever CUDA_HOME, nvcc or /usr/local/cuda exists); its slow dependency,
     setuptools, is imported here, leaving the run 20 ms of the import.
     """
+    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.timing: a second)
     import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
     import torch  # noqa: F401  (seconds to import)
 
@@ -186,15 +187,14 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     """
     family = FAMILIES[exp.family]
     measure = family.measure
+    goal = precision.Goal.of(exp.family, settings)
     if exp.family == "train":
         if not fresh_processes or from_environment():
             return _guarded(measure, exp, settings)
         # Each forked process trains one run; this process decides how many.
-        goal = precision.Goal.of(exp.family, settings)
         settings = {**settings, "runs": 1, "budget_s": 0.0}
-    else:
-        goal = precision.Goal.of(exp.family, settings)
-    forked = fresh_processes and (goal.least_runs > 1 or goal.budget_s > 0)
+    several = goal.least_runs > 1 or goal.budget_s > 0
+    forked = fresh_processes and several
     if forked:
         preload(exp.family)
         if family.measures_energy:
@@ -212,8 +212,10 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 else _guarded(measure, exp, settings)
             )
             if outcome.status != "ok":
-                if forked:
-                    outcome.reason = f"run {len(outcomes) + 1}: {outcome.reason}"
+                if several:
+                    count = len(outcomes) + 1
+                    of = f" of {goal.least_runs}" if count <= goal.least_runs else ""
+                    outcome.reason = f"run {count}{of}: {outcome.reason}"
                 return outcome
             outcomes.append(outcome)
             progress.add(outcome.metrics)
@@ -286,10 +288,8 @@ def measure_watched(
         flags = " and ".join(
             flag for flag, on in (("busy", busy), ("imprecise", reached.get("imprecise"))) if on
         )
-        _tell(
-            f"{exp.id}: flagged {flags}: {seen.contention:.2f} CPUs busy elsewhere; "
-            f"{precision.describe(reached)}"
-        )
+        machine = f"{seen.contention:.2f} CPUs busy elsewhere; " if busy else ""
+        _tell(f"{exp.id}: flagged {flags}: {machine}{precision.describe(reached)}")
     return outcome
 
 

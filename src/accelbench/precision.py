@@ -4,8 +4,9 @@ narrow as asked, or its time budget is spent.
 An experiment runs at least `runs` times; then, while the rerun interval
 (timing.across_runs) of its figure of merit is wider than `half_width` (a fraction
 of the median: 0.05 is +-5%) and one more run still fits in `budget_s` seconds
-(measured from the start of the first run, the next run assumed as long as the
-last), another independent run is added, as torch.utils.benchmark's
+(counted from the end of the first run, which alone pays for compiling and, for a
+roof, for searching its best kernel; the next run assumed as long as the last),
+another independent run is added, as torch.utils.benchmark's
 adaptive_autorange adds blocks and pyperf adds worker processes. A measurement
 that stops short of its goal says so (`Progress.report`): the record keeps the
 precision it reached and why it stopped, and tables, figures and the summary
@@ -68,18 +69,22 @@ class Progress:
     durations: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.started = self.last = self.clock()
+        self.last = self.clock()
+        self.first_ended: float | None = None
 
     def add(self, metrics: Mapping[str, dict[str, Any]]) -> None:
         """One more run, by its metrics (those of the goal that it measured)."""
         now = self.clock()
         self.durations.append(now - self.last)
         self.last = now
+        if self.first_ended is None:
+            self.first_ended = now
         self.runs.append({name: metrics[name] for name in self.goal.metrics if name in metrics})
 
     @property
     def spent(self) -> float:
-        return self.clock() - self.started
+        """Seconds since the first run ended: what the budget counts."""
+        return 0.0 if self.first_ended is None else self.clock() - self.first_ended
 
     def achieved(self) -> float:
         """The widest relative half-width among the figures of merit, across the runs so far

@@ -320,8 +320,9 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
         f"tools there ({', '.join(TOOLS)}; TF is TensorFlow). {DID_NOT_RUN}, {NONE_RAN}: "
         "the paper prints - (the tool could not run the network there).",
         "Measured: median and 95% prediction interval for the median of an independent "
-        "rerun, of the seconds per training step (forward, backward, optimiser step). Speed-up: time on one "
-        "thread over time on N threads of the same network, here and for Torch on the "
+        "rerun, of the seconds per training step (forward, backward, optimiser step). "
+        "Speed-up: time on one thread over time on N threads of the same network, here "
+        "and for Torch on the "
         f"same platform of the paper. {MISSING}: nothing to compare (the paper has no "
         "such column, or one side lacks the one-thread time).",
     ]

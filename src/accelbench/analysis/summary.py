@@ -6,8 +6,9 @@ the config to find out); then the fastest backend of every kernel cell on each d
 the fastest device of every training configuration and its speedup over the
 baseline device, where a GPU starts to beat the CPU (kernels and data science
 workloads, copies included), and every cell that did not run, was measured on
-a busy machine or stayed less precise than asked, with why. Each section is a plain table; the detailed tables and
-figures of the report carry the intervals and the footnotes.
+a busy machine or stayed less precise than asked, with why. Each section is a plain
+table; the detailed tables and figures of the report carry the intervals and the
+footnotes.
 """
 
 from __future__ import annotations
