@@ -322,9 +322,8 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
         "Measured: median and 95% prediction interval for the median of an independent "
         "rerun, of the seconds per training step (forward, backward, optimiser step). "
         "Speed-up: time on one thread over time on N threads of the same network, here "
-        "and for Torch on the "
-        f"same platform of the paper. {MISSING}: nothing to compare (the paper has no "
-        "such column, or one side lacks the one-thread time).",
+        f"and for Torch on the same platform of the paper. {MISSING}: nothing to compare "
+        "(the paper has no such column, or one side lacks the one-thread time).",
     ]
     if numbers["platform"].map(lambda key: key in {p.key for p in GPU_PLATFORMS}).any():
         said.append(OTHER_GENERATION)
