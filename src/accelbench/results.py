@@ -265,7 +265,8 @@ def _energy_section() -> dict[str, Any]:
 
 
 def _conditions_section() -> dict[str, Any]:
-    """What else the machine did (contention.Conditions, and the guard's verdict)."""
+    """What else the machine did (contention.Conditions, and the guard's verdict), and how
+    precise the measurement ended (precision.Progress.report)."""
     rates = ("window_s", "other_cpus", "workflow_cpus", "steal_cpus", "load_average_1m")
     return _closed(
         ("busy",),
@@ -275,6 +276,13 @@ def _conditions_section() -> dict[str, Any]:
         cpu_mhz=_number(0, nullable=True),
         governor=_text(nullable=True),
         attempts={"type": "integer", "minimum": 1},
+        runs={"type": "integer", "minimum": 1},
+        reached_half_width=_number(0, nullable=True),
+        half_width_target={"type": "number", "exclusiveMinimum": 0},
+        imprecise={"type": "boolean"},
+        imprecise_reason=_text(nullable=True),
+        budget_s=_number(0),
+        spent_s=_number(0),
     )
 
 

@@ -216,10 +216,7 @@ def warmup_series(
     state (0: its budget was spent while the time per call still fell)."""
     return {
         f"{prefix}warmup_s": {"unit": "s", "values": [float(value) for value in seconds]},
-        f"{prefix}warmup_steady": {
-            "unit": "1 steady, 0 still falling",
-            "values": [int(value) for value in steady],
-        },
+        f"{prefix}warmup_steady": {"unit": "count", "values": [int(value) for value in steady]},
     }
 
 
