@@ -96,7 +96,10 @@ def test_site_check_accepts_what_the_cluster_has_and_sbatch_agrees(slurm, config
         ),
         (
             {"constraint": "skylake&ib"},
-            "config key slurm.constraint: feature 'skylake' is on no node of this cluster; "
+            "2 problems in the config for this cluster:\n"
+            "  - config key slurm.constraint: feature 'skylake' is on no node of this cluster; "
+            "features: none\n"
+            "  - config key slurm.constraint: feature 'ib' is on no node of this cluster; "
             "features: none",
             "Invalid feature specification",
         ),
@@ -136,11 +139,14 @@ def test_a_job_bigger_than_every_node_is_refused_as_sbatch_would(slurm, config):
     shapes = cluster.job_shapes(grid.expand(config).experiments, config, 25)
     with pytest.raises(cluster.SiteError) as err:
         cluster.check_slurm_site(config, needs_gpu=False, shapes=shapes, modules_loaded=False)
-    assert str(err.value).startswith("config key resources.kernels.mem_mb: kernel batches on")
-    assert str(err.value).endswith(
-        f"would ask for {2 * node_mb} MB on attempt 2 (mem_mb x attempt), more than any node "
-        f"of partition 'medium' has ({node_mb} MB); lower it or retries"
-    )
+    # One problem per device's batches, all named at once.
+    assert len(err.value.problems) == len(config["kernels"]["devices"])
+    for problem in err.value.problems:
+        assert problem.startswith("config key resources.kernels.mem_mb: kernel batches on")
+        assert problem.endswith(
+            f"would ask for {2 * node_mb} MB on attempt 2 (mem_mb x attempt), more than any node "
+            f"of partition 'medium' has ({node_mb} MB); lower it or retries"
+        )
     done = subprocess.run(
         ["sbatch", "--test-only", "-p", "medium", f"--mem={2 * node_mb}", "--wrap", "true"],
         capture_output=True,
