@@ -16,7 +16,7 @@ from typing import Any
 import joblib
 import numpy as np
 
-from accelbench import energy, timing
+from accelbench import energy, placement, timing
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
 from accelbench.devices import Device, cpu_threads, parse_device
@@ -87,8 +87,10 @@ class Checked:
 
 
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
-    """Make inputs, prepare the backend, run once against the reference: Checked or Outcome."""
-    inputs = spec.make_inputs(np.random.default_rng(seed), size, dtype)
+    """Make inputs (placed afresh for this run: accelbench.placement), prepare the backend,
+    run once against the reference: Checked or Outcome."""
+    made = spec.make_inputs(np.random.default_rng(seed), size, dtype)
+    inputs = tuple(placement.copy(x) for x in made)
     reference = spec.reference(*inputs)
     tolerance = spec.tolerance(size, dtype)
     prepared = spec.implementations[backend](inputs, device)

@@ -18,6 +18,7 @@ the interval that an independent rerun's median lands in (RERUN_INTERVAL).
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -396,9 +397,9 @@ def torch_timer_samples(
     blocked_autorange is not used because it grows blocks by factors of ten and
     can return as few as two samples, too few for a confidence interval.
     """
-    from torch.utils import benchmark
-
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads, label=label)
+    timer = torch_benchmark().Timer(
+        stmt="fn()", globals={"fn": fn}, num_threads=num_threads, label=label
+    )
     sample_s = min_run_time / samples
     warmup = warm_up(
         lambda number: timer.timeit(number).times[0],
@@ -408,6 +409,17 @@ def torch_timer_samples(
     )
     number = max(1, int(sample_s / max(warmup.per_call, 1e-9)))
     return Timed([timer.timeit(number).times[0] for _ in range(samples)], warmup)
+
+
+def torch_benchmark():
+    """torch.utils.benchmark, imported in the run that times (see experiment.preload). Its
+    import of torch.utils.cpp_extension warns, in every run of a host without a GPU, that
+    no CUDA runtime is found: a message about compiling extensions, which nothing here
+    does, so it is kept off the console."""
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import benchmark
+
+    return benchmark
 
 
 def _gpu_warm_up(fn: Callable[[], object], sync, min_run_time: float, warmup_s: float) -> Warmup:

@@ -20,6 +20,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from accelbench import placement
 from accelbench.devices import Device
 from accelbench.registry import discover
 
@@ -151,7 +152,8 @@ class ArrayModule:
 
     `upload(device_array, host_array)` and `download(host_array, device_array)`
     copy into existing buffers; they are None where device and host are one memory.
-    `pinned_empty(shape, dtype)` allocates page-locked host memory.
+    `pinned_empty(shape, dtype)` allocates page-locked host memory; `empty(shape, dtype)`
+    allocates on the device (None: the module's own `xp.empty`).
     """
 
     xp: Any
@@ -160,6 +162,10 @@ class ArrayModule:
     upload: Callable[[Any, np.ndarray], object] | None = None
     download: Callable[[np.ndarray, Any], object] | None = None
     pinned_empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
+    empty: Callable[[tuple[int, ...], np.dtype], Any] | None = None
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return (self.empty or self.xp.empty)(shape, dtype=dtype)
 
 
 def cupy_set(device: np.ndarray, host: Any) -> None:
@@ -194,7 +200,8 @@ def cupy_get(host: Any, device: np.ndarray) -> np.ndarray:
     return host
 
 
-NUMPY = ArrayModule(np, np.array, np.array)
+# On the host, each run places its arrays afresh (accelbench.placement).
+NUMPY = ArrayModule(np, placement.copy, np.array, empty=placement.empty)
 # NumPy playing CuPy, so the transfer path of GPU array code runs in tests: its copies
 # in and out refuse what CuPy's refuse.
 NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, cupy_set, cupy_get)
@@ -285,7 +292,7 @@ def array_prepared(
     Each device input has its host input's shape (a 0-d scalar stays 0-d), since a
     later `upload` copies the host array in, and CuPy's copy refuses any other shape."""
     inputs = tuple(am.to_device(np.asarray(x, order="C")) for x in host_inputs)
-    out = am.xp.empty(out_shape, dtype=out_dtype)
+    out = am.allocate(out_shape, out_dtype)
     upload = download = None
     if am.upload is not None:
         host_out = np.empty(out_shape, dtype=out_dtype)
@@ -308,9 +315,10 @@ def array_prepared(
 
 
 def host_prepared(host_inputs, run_into, out_shape, out_dtype) -> Prepared:
-    """Prepared for code that runs on host arrays (naive Python, Numba on the CPU)."""
-    inputs = tuple(np.ascontiguousarray(x) for x in host_inputs)
-    out = np.empty(out_shape, dtype=out_dtype)
+    """Prepared for code that runs on host arrays (naive Python, Numba on the CPU), each
+    placed for this run (accelbench.placement)."""
+    inputs = tuple(placement.copy(np.ascontiguousarray(x)) for x in host_inputs)
+    out = placement.empty(out_shape, out_dtype)
     return Prepared(
         run=lambda: run_into(*inputs, out),
         fetch=lambda: out.copy(),
@@ -355,13 +363,17 @@ def torch_to_host(t) -> np.ndarray:
 
 
 def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
-    """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0."""
+    """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0. On the CPU
+    the tensors share arrays placed for this run (accelbench.placement)."""
     import torch
 
-    target = torch.device("cuda:0" if device.is_gpu else "cpu")
-    host = tuple(torch_from_host(np.ascontiguousarray(x)) for x in host_inputs)
-    inputs = tuple(t.to(target, copy=True) for t in host)
-    out = torch.empty(out_shape, dtype=torch_dtype(np.dtype(out_dtype)), device=target)
+    host = tuple(torch_from_host(placement.copy(np.ascontiguousarray(x))) for x in host_inputs)
+    if device.is_gpu:
+        inputs = tuple(t.to("cuda:0", copy=True) for t in host)
+        out = torch.empty(out_shape, dtype=torch_dtype(np.dtype(out_dtype)), device="cuda:0")
+    else:
+        inputs = host
+        out = torch_from_host(placement.empty(out_shape, out_dtype))
     upload = download = None
     if device.is_gpu:
         host_out = torch.empty(out_shape, dtype=out.dtype)

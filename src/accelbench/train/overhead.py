@@ -33,9 +33,9 @@ def harness_overhead(
     exp: TrainExperiment, settings: dict[str, Any], pairs: int, warmup: int = 2
 ) -> dict[str, Any]:
     """Paired loop and bare step times (s) and the relative overhead of the loop."""
-    from torch.utils import benchmark
-
     from accelbench.train import session as sessions
+
+    benchmark = timing.torch_benchmark()
 
     reason = train_exclusion(exp)
     if reason:
