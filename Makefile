@@ -51,9 +51,9 @@ run: venv
 # tests (tests/test_paper_ready.py). The tests run
 # in TEST_WORKERS processes (pytest-xdist): the Slurm tests of one group of nodes one
 # after another in one of them (they mostly wait for the scheduler), the others
-# alongside in the two left, one per core (tests/conftest.py);
+# alongside (tests/conftest.py);
 # then, alone, the tests that measure the machine's own load (marker `quiet`).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: venv
 	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh && tools/paper-tools/install.sh; \
 	 else echo "not root: no local Slurm, no TeX or Chromium installed; their tests will skip"; fi

@@ -300,6 +300,8 @@ def test_the_summary_and_the_report_fit_the_window_in_a_browser(made, tmp_path, 
                 browser.open((results / f"{page}.html").as_uri(), width, WINDOW_HEIGHT)
                 problems += page_problems(browser, f"{grid} {page}.html at {width} px")
                 browser.screenshot(shots / f"{page}-{width}.png")
+            if width != min(WIDTHS):
+                continue  # each item opened at the narrowest width, where it has least room
             items = report_items(browser)
             assert len(items) >= 5, items
             for path, row in items:
