@@ -315,9 +315,9 @@ def array_prepared(
 
 
 def host_prepared(host_inputs, run_into, out_shape, out_dtype) -> Prepared:
-    """Prepared for code that runs on host arrays (naive Python, Numba on the CPU), each
-    placed for this run (accelbench.placement)."""
-    inputs = tuple(placement.copy(np.ascontiguousarray(x)) for x in host_inputs)
+    """Prepared for code that runs on host arrays (naive Python, Numba on the CPU): the
+    inputs as placed for this run (measure.check_kernel), the output placed here."""
+    inputs = tuple(np.ascontiguousarray(x) for x in host_inputs)
     out = placement.empty(out_shape, out_dtype)
     return Prepared(
         run=lambda: run_into(*inputs, out),
@@ -364,10 +364,11 @@ def torch_to_host(t) -> np.ndarray:
 
 def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
     """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0. On the CPU
-    the tensors share arrays placed for this run (accelbench.placement)."""
+    the tensors share the inputs as placed for this run (measure.check_kernel) and an
+    output placed here (accelbench.placement)."""
     import torch
 
-    host = tuple(torch_from_host(placement.copy(np.ascontiguousarray(x))) for x in host_inputs)
+    host = tuple(torch_from_host(np.ascontiguousarray(x)) for x in host_inputs)
     if device.is_gpu:
         inputs = tuple(t.to("cuda:0", copy=True) for t in host)
         out = torch.empty(out_shape, dtype=torch_dtype(np.dtype(out_dtype)), device="cuda:0")
