@@ -164,11 +164,15 @@ TRAIN = [
     train_record("vgg11", "cpu2", "failed", reason=FAILED),
     train_record("vgg11", "cuda1", "oom", reason=OOM),
 ]
-KERNELS = [
+# Torch matmul on one and two threads at two sizes, ok and clearly apart.
+TORCH_CPU_KERNELS = [
     kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
     kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
     kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
     kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
+]
+KERNELS = [
+    *TORCH_CPU_KERNELS,
     kernel_record("numba", "cuda1", 256, "unavailable", reason=NO_GPU),
     kernel_record("numba", "cuda1", 512, "unavailable", reason=NO_GPU),
 ]

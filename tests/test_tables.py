@@ -14,6 +14,7 @@ from accelbench.analysis import offload, plain_tables, tables, tidy
 from records import (
     GPU_TRAIN,
     NO_GPU,
+    TORCH_CPU_KERNELS,
     TRAIN,
     kernel_record,
     scaled,
@@ -198,12 +199,7 @@ def test_a_table_without_rows_is_one_line_that_says_why(tmp_path):
 
 
 def test_numbers_line_up_at_the_decimal_point(tmp_path):
-    records = [
-        kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
-        kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
-        kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
-        kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
-    ]
+    records = TORCH_CPU_KERNELS
     table, footnotes = tables.comparison_table(collect(tmp_path, records), "kernel")
     latex = tables.to_latex(table, footnotes, "t").splitlines()
     # The median right-aligned in a column of its own, padded to the longest fraction.
@@ -242,10 +238,7 @@ def test_a_speedup_above_the_ideal_is_marked(tmp_path):
 
 def test_markdown_medians_line_up_at_the_decimal_point_beside_their_intervals(tmp_path):
     records = [
-        kernel_record("torch", "cpu1", 256, samples=steps(2.00e-4, 0.01e-4)),
-        kernel_record("torch", "cpu1", 512, samples=steps(1.60e-3, 0.01e-3)),
-        kernel_record("torch", "cpu2", 256, samples=steps(1.10e-4, 0.01e-4)),
-        kernel_record("torch", "cpu2", 512, samples=steps(0.90e-3, 0.01e-3)),
+        *TORCH_CPU_KERNELS,
         kernel_record("torch", "cuda1", 256, "unavailable", reason=NO_GPU),
     ]
     table, footnotes = tables.comparison_table(collect(tmp_path, records), "kernel")
