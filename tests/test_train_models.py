@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from accelbench.grid import TrainExperiment
+from accelbench.grid import GridError, TrainExperiment, parse_train
 from accelbench.train import settings as train_settings
 from accelbench.train import synthetic
 from accelbench.train.flops import flops_per_sample
@@ -71,11 +71,20 @@ def test_layers_compose_to_the_forward_pass(name):
         torch.testing.assert_close(out, call(model, inputs))
 
 
-def test_models_without_layers_are_the_gan_and_the_gcn():
-    assert sorted(name for name, spec in models().items() if spec.layers is None) == [
-        "dcgan",
-        "gcn",
-    ]
+@pytest.mark.parametrize("name", list(models()))
+def test_only_a_model_with_layers_is_planned_as_a_pipeline(name):
+    wildcards = {
+        "model": name,
+        "device": "cuda2",
+        "precision": "fp32",
+        "strategy": "pipeline",
+        "batch": "8",
+    }
+    if models()[name].layers is None:
+        with pytest.raises(GridError, match="declares no layer sequence"):
+            parse_train(wildcards)
+    else:
+        assert parse_train(wildcards).strategy == "pipeline"
 
 
 @pytest.mark.parametrize("name", sorted(models()))
