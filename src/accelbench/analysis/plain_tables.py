@@ -20,12 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench.analysis.latex_pages import Tabular, column_width, latex_float, latex_parts
-from accelbench.analysis.tables import (
-    decimal_pads,
-    latex_escape,
-    markdown_escape,
-    markdown_pads,
-)
+from accelbench.analysis.tables.layout import decimal_pads
+from accelbench.analysis.tables.render_latex import latex_escape
+from accelbench.analysis.tables.render_markdown import markdown_escape, markdown_pads
 
 # Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
 _LATEX_MATH = {

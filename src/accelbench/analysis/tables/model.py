@@ -1,0 +1,369 @@
+"""The table model: which rows and columns a comparison table shows, each cell's text, the
+bold winners, the marks (busy, imprecise, above the ideal) and the footnotes that explain
+every dash and mark, computed once for all writers.
+
+A model is a DataFrame of display strings (rows x columns) whose `attrs` hold the caption,
+the bold cells, the (rows, columns) blocks it is printed in, the legend of its marks and
+the plain numbers of every cell (the CSV's lines); the footnotes travel beside it. The
+writers (render_markdown, render_latex, render_html) only lay that out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from accelbench.analysis import ratios, tidy
+from accelbench.analysis.tables.numbers import MISSING, format_with_ci, shared_exponent
+from accelbench.timing import CI_LEVEL
+
+# Columns of the CSV (long form, one line per table cell); "column" is written under the
+# name of what the table's columns are (device, precision).
+CSV_COLUMNS = (
+    "row",
+    "column",
+    "status",
+    "median",
+    "ci_low",
+    "ci_high",
+    "unit",
+    "best",
+    "busy",
+    "imprecise",
+    "above_ideal",
+    "reason",
+)
+# A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
+BUSY_MARK = "†"
+BUSY_NOTE = (
+    "measured while other processes kept the machine busy, after the retries "
+    "(the number may be too slow)"
+)
+# A number whose rerun interval stayed wider than asked (record conditions.imprecise: the
+# time budget ran out first) keeps its cell, marked.
+IMPRECISE_MARK = "◊"
+IMPRECISE_NOTE = (
+    "less precise than asked: the interval stayed wider than the configured half-width "
+    "until the measurement's time budget ran out (the summary gives each reason)"
+)
+# A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
+ABOVE_IDEAL_MARK = "‡"
+ABOVE_IDEAL_NOTE = (
+    "above the ideal (a speedup of N on N threads or GPUs, efficiency 1): "
+    "caches or a slow baseline can do that; check before quoting it"
+)
+MISSING_NOTE = (
+    f"{MISSING} no record: the cell is not in the grid, or was excluded from it "
+    "(results/excluded.csv); a cell that ran and failed says so"
+)
+BOLD_NOTE = (
+    "Bold: the best of its row, only where its interval does not overlap the "
+    "runner-up's; a row without bold has no clear best."
+)
+# Statuses whose cell shows a bare dash: nothing was measured there.
+DASH_STATUSES = ("missing", ratios.NO_BASELINE)
+# What a cell that holds no number shows, and how its footnote names the cause.
+CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING, "too_short": "too short"}
+NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline", "too_short": "too short"}
+
+Cell = dict[str, Any]
+Place = tuple[str, str]
+
+
+def _marker(index: int) -> str:
+    """Footnote markers a, b, ..., z, aa, ab, ..."""
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("a") + rest) + letters
+    return letters
+
+
+def _blank_cell(row: str, column: str, unit: str | None) -> Cell:
+    return {
+        "row": row,
+        "column": column,
+        "status": "missing",
+        "median": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "ci_level": math.nan,
+        "unit": unit,
+        "best": False,
+        "reason": None,
+        "busy": False,
+        "imprecise": False,
+        "above_ideal": False,
+    }
+
+
+def cell_grid(
+    found: pd.DataFrame, labels: list[str], columns: list[str], across: str, unit: str | None
+) -> list[Cell]:
+    """One cell per (label, column), row-major, from long-form cells with `label`, `across`,
+    status, reason, median, ci_low, ci_high and ci_level; a pair not in `found` is missing."""
+    by_cell = found.set_index(["label", across])
+    if not by_cell.index.is_unique:
+        raise ValueError(
+            f"records with the same row label and {across}: "
+            f"{sorted(set(by_cell.index[by_cell.index.duplicated()]))}"
+        )
+    cells = []
+    for label in labels:
+        for column in columns:
+            cell = _blank_cell(label, column, unit)
+            if (label, column) in by_cell.index:
+                record = by_cell.loc[(label, column)]
+                cell["status"], cell["reason"] = record["status"], record["reason"]
+                if record["status"] == "ok":
+                    for field in ("median", "ci_low", "ci_high", "ci_level"):
+                        cell[field] = float(record[field])
+                    cell["busy"] = tidy.flagged(record.get("busy"))
+                    cell["imprecise"] = tidy.flagged(record.get("imprecise"))
+            cells.append(cell)
+    return cells
+
+
+def separated(best: Cell, runner_up: Cell, higher_is_better: bool) -> bool:
+    """Whether the best cell's interval clears the runner-up's, so that bold means something."""
+    if higher_is_better:
+        return best["ci_low"] > runner_up["ci_high"]
+    return best["ci_high"] < runner_up["ci_low"]
+
+
+def _mark_best(row_cells: list[Cell], higher_is_better: bool) -> None:
+    """Flag the row's best cell; a lone number is not best of anything."""
+    ran = sorted(
+        (cell for cell in row_cells if math.isfinite(cell["median"])),
+        key=lambda cell: -cell["median"] if higher_is_better else cell["median"],
+    )
+    for cell in row_cells:
+        cell["best"] = False
+    if len(ran) > 1 and separated(ran[0], ran[1], higher_is_better):
+        ran[0]["best"] = True
+
+
+def blocks(filled: dict[str, list[str]], columns: list[str]) -> list[tuple[list[str], list[str]]]:
+    """(rows, columns) blocks: rows with something in the same columns share a block.
+
+    Two blocks merge where that adds no more dashes than the cells of the header
+    row it saves, so a lone odd row joins the others while a group of rows
+    measured elsewhere gets its own header instead of a column of dashes.
+    """
+    groups: list[tuple[list[str], set[str]]] = []
+    for row, present in filled.items():
+        same = next((group for group in groups if group[1] == set(present)), None)
+        if same:
+            same[0].append(row)
+        else:
+            groups.append(([row], set(present)))
+    while len(groups) > 1:
+        merges = []
+        for first, second in itertools.combinations(range(len(groups)), 2):
+            (rows_a, columns_a), (rows_b, columns_b) = groups[first], groups[second]
+            union = columns_a | columns_b
+            dashes = len(rows_a) * len(union - columns_a) + len(rows_b) * len(union - columns_b)
+            if dashes <= len(union) + 1:
+                merges.append((dashes, first, second))
+        if not merges:
+            break
+        _, first, second = min(merges)
+        groups[first] = (groups[first][0] + groups[second][0], groups[first][1] | groups[second][1])
+        del groups[second]
+    order = {row: index for index, row in enumerate(filled)}
+    return [
+        (sorted(rows, key=order.__getitem__), [column for column in columns if column in present])
+        for rows, present in groups
+    ]
+
+
+def _shown_blocks(
+    by_place: dict[Place, Cell], labels: list[str], columns: list[str]
+) -> list[tuple[list[str], list[str]]]:
+    """The blocks of the rows and columns that hold more than dashes."""
+    filled = {
+        label: [
+            column for column in columns if by_place[label, column]["status"] not in DASH_STATUSES
+        ]
+        for label in labels
+    }
+    return blocks({label: present for label, present in filled.items() if present}, columns)
+
+
+def _place_namer(column_header: str) -> Callable[[str, str], str]:
+    """How a footnote names a cell: 'resnet18 on cpu1' across devices, else 'resnet18, fp16'."""
+
+    def place(row: str, column: str) -> str:
+        return f"{row} on {column}" if column_header == "device" else f"{row}, {column}"
+
+    return place
+
+
+def _reason_key(cell: Cell) -> tuple[str, str]:
+    """(status, reason with its white space collapsed): cells with the same key share a note."""
+    return cell["status"], " ".join(str(cell["reason"]).split())
+
+
+def _number_text(cell: Cell, factor: float, exponent: int) -> str:
+    """The number of a cell that ran, in the table's unit, with its marks."""
+    return (
+        format_with_ci(
+            *(cell[field] / factor for field in ("median", "ci_low", "ci_high")), exponent
+        )
+        + (BUSY_MARK if cell["busy"] else "")
+        + (IMPRECISE_MARK if cell["imprecise"] else "")
+        + (ABOVE_IDEAL_MARK if cell["above_ideal"] else "")
+    )
+
+
+def _fill_texts(
+    text: pd.DataFrame,
+    displayed: list[Cell],
+    factor: float,
+    exponents: dict[str, int],
+    place: Callable[[str, str], str],
+) -> list[str]:
+    """Write each shown cell's text into `text`; returns the lettered footnotes that say why
+    a shown cell has no number, one per (status, reason), in the order they are first seen."""
+    markers: dict[tuple[str, str], str] = {}
+    places: dict[tuple[str, str], list[str]] = {}
+    for cell in displayed:
+        row, column, status = cell["row"], cell["column"], cell["status"]
+        if status == "ok":
+            text.loc[row, column] = _number_text(cell, factor, exponents[row])
+        elif status in CELL_TEXT:
+            key = _reason_key(cell)
+            marker = markers.setdefault(key, _marker(len(markers)))
+            places.setdefault(key, []).append(place(row, column))
+            text.loc[row, column] = f"{CELL_TEXT[status]} ({marker})"
+    return [
+        f"({marker}) {NOTE_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
+        for (status, reason), marker in markers.items()
+    ]
+
+
+def _hidden_notes(
+    cells: list[Cell], displayed: list[Cell], place: Callable[[str, str], str]
+) -> list[str]:
+    """Why the cells of the rows and columns left out (all dashes) hold no number."""
+    hidden: dict[tuple[str, str], list[str]] = {}
+    on_show = {id(cell) for cell in displayed}
+    for cell in cells:
+        if cell["status"] in CELL_TEXT and id(cell) not in on_show:
+            hidden.setdefault(_reason_key(cell), []).append(place(cell["row"], cell["column"]))
+    return [
+        f"Not shown, {NOTE_TEXT[status]}: {reason} [{'; '.join(where)}]"
+        for (status, reason), where in hidden.items()
+    ]
+
+
+def _mark_notes(cells: list[Cell], place: Callable[[str, str], str]) -> list[str]:
+    """What the busy, imprecise and above-ideal marks mean, with the cells that carry them."""
+    notes = []
+    for flag, mark, note in (
+        ("busy", BUSY_MARK, BUSY_NOTE),
+        ("imprecise", IMPRECISE_MARK, IMPRECISE_NOTE),
+        ("above_ideal", ABOVE_IDEAL_MARK, ABOVE_IDEAL_NOTE),
+    ):
+        marked = [place(cell["row"], cell["column"]) for cell in cells if cell[flag]]
+        if marked:
+            notes.append(f"{mark} {note}: {'; '.join(marked)}")
+    return notes
+
+
+def _weak_interval_notes(
+    cells: list[Cell], expected_level: float, place: Callable[[str, str], str]
+) -> list[str]:
+    """The cells whose interval is at a lower level than asked (too few samples)."""
+    weak = [
+        f"{place(cell['row'], cell['column'])} ({cell['ci_level']:.0%})"
+        for cell in cells
+        if cell["ci_level"] < expected_level
+    ]
+    if not weak:
+        return []
+    return [
+        f"Too few samples for a {expected_level:.0%} interval; the interval shown has "
+        f"the level in parentheses: {'; '.join(weak)}"
+    ]
+
+
+def _legend(
+    by_place: dict[Place, Cell],
+    displayed: list[Cell],
+    labels: list[str],
+    columns: list[str],
+    best: bool,
+) -> list[str]:
+    """What the dashes and the bold of the printed table mean, where it has them."""
+    legend = []
+    if any(cell["status"] == "missing" for cell in displayed):
+        legend.append(MISSING_NOTE)
+    if best and any(
+        sum(math.isfinite(by_place[row, c]["median"]) for c in columns) > 1 for row in labels
+    ):
+        legend.append(BOLD_NOTE)
+    return legend
+
+
+def build_table(
+    cells: list[Cell],
+    labels: list[str],
+    columns: list[str],
+    *,
+    row_header: str,
+    column_header: str,
+    caption: str,
+    higher_is_better: bool = False,
+    expected_level: float = CI_LEVEL,
+    factor: float = 1.0,
+    empty: str = "No records.",
+    ideal: dict[str, float] | None = None,
+    best: bool = True,
+) -> tuple[pd.DataFrame, list[str]]:
+    """The model of a grid of cells (numbers / `factor`): display strings, bold cells,
+    blocks and footnotes; a table without rows gets the footnote `empty`, saying why it has
+    none. A cell above its column's `ideal` value is marked. Without `best` (columns of
+    different quantities) no cell is set in bold."""
+    ideal = ideal or {}
+    by_place = {(cell["row"], cell["column"]): cell for cell in cells}
+    for label in labels if best else []:
+        _mark_best([by_place[label, column] for column in columns], higher_is_better)
+    exponents = {
+        label: shared_exponent([by_place[label, column]["median"] / factor for column in columns])
+        for label in labels
+    }
+    shown = _shown_blocks(by_place, labels, columns)
+    displayed = [by_place[row, column] for rows, cols in shown for row in rows for column in cols]
+    for cell in displayed:
+        if cell["status"] == "ok":
+            cell["above_ideal"] = cell["median"] > ideal.get(cell["column"], math.inf)
+    text = pd.DataFrame(
+        MISSING,
+        index=pd.Index([row for rows, _ in shown for row in rows], name=row_header, dtype="str"),
+        columns=pd.Index(
+            [column for column in columns if any(column in cols for _, cols in shown)],
+            name=column_header,
+            dtype="str",
+        ),
+        dtype="str",
+    )
+    place = _place_namer(column_header)
+    footnotes = _fill_texts(text, displayed, factor, exponents, place)
+    footnotes += _hidden_notes(cells, displayed, place)
+    footnotes += _mark_notes(cells, place)
+    footnotes += [] if labels else [empty]
+    footnotes += _weak_interval_notes(cells, expected_level, place)
+    text.attrs = {
+        "caption": caption,
+        "best": [[cell["row"], cell["column"]] for cell in cells if cell["best"]],
+        "cells": [{key: cell[key] for key in CSV_COLUMNS} for cell in cells],
+        "blocks": [[rows, cols] for rows, cols in shown],
+        "legend": _legend(by_place, displayed, labels, columns, best),
+    }
+    return text, footnotes
