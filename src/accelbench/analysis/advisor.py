@@ -154,20 +154,9 @@ def _why(row: pd.Series) -> str:
     return row["status"] + (f" ({reason})" if reason is not None and pd.notna(reason) else "")
 
 
-def experiment_options(
-    frame: pd.DataFrame,
-    pattern: str,
-    config: dict[str, Any],
-    count: int,
-    source: str = "the tidy table",
-) -> tuple[list[Option], list[NotRanked]]:
-    """One option per record whose id matches the glob `pattern`, and the matching
-    records that cannot be one, with the reason.
-
-    e.g. 'kernels/matmul/*/*/float32/n4096': every device and backend of that cell.
-    `source` names where `frame` came from, for the error messages.
-    """
-    pattern = pattern.removeprefix("results/").removesuffix(".json")
+def _matching_records(frame: pd.DataFrame, pattern: str, source: str) -> pd.DataFrame:
+    """The records whose id matches the glob `pattern`; an error unless they are of a family
+    advice knows and at least one of them ran."""
     matches = frame[frame["id"].map(lambda name: fnmatch.fnmatchcase(name, pattern))]
     if matches.empty:
         raise _no_match(frame, pattern, source)
@@ -182,43 +171,62 @@ def experiment_options(
             f"no record matching {pattern!r} ran: "
             + "; ".join(f"{row['id']}: {_why(row)}" for _, row in matches.iterrows())
         )
-    options, not_ranked = [], []
-    for _, row in matches.iterrows():
-        device = parse_device(row["device"])
-        partition = cluster.partition(device, config)
-        if row["status"] != "ok":
-            not_ranked.append(NotRanked(partition, _label(row), _why(row)))
-            continue
-        if not partition:
-            not_ranked.append(
-                NotRanked("", _label(row), "the site has no GPU partition (config slurm)")
-            )
-            continue
-        unit_s, metric = _run_time(row)
-        if math.isnan(unit_s):
-            wanted = " or ".join(RUN_TIME_METRICS[row["experiment"]])
-            not_ranked.append(NotRanked(partition, _label(row), f"ok, but no {wanted}"))
-            continue
-        resources = config["resources"][RESOURCE_FAMILY[row["experiment"]]]
-        compute = unit_s * count
-        wall = job_wall_time(row)
-        options.append(
-            Option(
-                partition=partition,
-                label=_label(row),
-                run_s=compute if math.isnan(wall) else wall + compute,
-                request=queue_wait.Request(
-                    cpus=cluster.cpus_per_task(device, config),
-                    mem_gb=resources["mem_mb"] / 1024,
-                    hours=resources["runtime"] / 60,
-                ),
-                run_counts=COMPUTE_ONLY if math.isnan(wall) else JOB_AND_COMPUTE,
-                compute_s=compute,
-                compute_units=f"{count} x {metric}",
-                job_wall_s=wall,
-            )
-        )
-    return options, not_ranked
+    return matches
+
+
+def _option(row: pd.Series, config: dict[str, Any], count: int) -> Option | NotRanked:
+    """The option of running one record's experiment `count` times, or why it is none."""
+    device = parse_device(row["device"])
+    partition = cluster.partition(device, config)
+    if row["status"] != "ok":
+        return NotRanked(partition, _label(row), _why(row))
+    if not partition:
+        return NotRanked("", _label(row), "the site has no GPU partition (config slurm)")
+    unit_s, metric = _run_time(row)
+    if math.isnan(unit_s):
+        wanted = " or ".join(RUN_TIME_METRICS[row["experiment"]])
+        return NotRanked(partition, _label(row), f"ok, but no {wanted}")
+    resources = config["resources"][RESOURCE_FAMILY[row["experiment"]]]
+    compute = unit_s * count
+    wall = job_wall_time(row)
+    return Option(
+        partition=partition,
+        label=_label(row),
+        run_s=compute if math.isnan(wall) else wall + compute,
+        request=queue_wait.Request(
+            cpus=cluster.cpus_per_task(device, config),
+            mem_gb=resources["mem_mb"] / 1024,
+            hours=resources["runtime"] / 60,
+        ),
+        run_counts=COMPUTE_ONLY if math.isnan(wall) else JOB_AND_COMPUTE,
+        compute_s=compute,
+        compute_units=f"{count} x {metric}",
+        job_wall_s=wall,
+    )
+
+
+def experiment_options(
+    frame: pd.DataFrame,
+    pattern: str,
+    config: dict[str, Any],
+    count: int,
+    source: str = "the tidy table",
+) -> tuple[list[Option], list[NotRanked]]:
+    """One option per record whose id matches the glob `pattern`, and the matching
+    records that cannot be one, with the reason.
+
+    e.g. 'kernels/matmul/*/*/float32/n4096': every device and backend of that cell.
+    `source` names where `frame` came from, for the error messages.
+    """
+    pattern = pattern.removeprefix("results/").removesuffix(".json")
+    found = [
+        _option(row, config, count)
+        for _, row in _matching_records(frame, pattern, source).iterrows()
+    ]
+    return (
+        [item for item in found if isinstance(item, Option)],
+        [item for item in found if isinstance(item, NotRanked)],
+    )
 
 
 def require_jobs_in(jobs: pd.DataFrame, partitions: list[str]) -> None:

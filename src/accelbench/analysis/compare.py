@@ -165,6 +165,88 @@ def one_run_only(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[str], list[
     return sorted(before - after), sorted(after - before)
 
 
+def _checked_metrics(old: pd.DataFrame, new: pd.DataFrame, metrics: list[str] | None) -> list[str]:
+    """The metrics to compare (by default those both runs share); an error names any that
+    neither run measured with an interval."""
+    metrics = default_metrics(old, new) if metrics is None else metrics
+    known = set(distribution_metrics(old)) | set(distribution_metrics(new))
+    unknown = [metric for metric in metrics if metric not in known]
+    if unknown:
+        raise CompareError(
+            f"metric {', '.join(unknown)} not in either run; "
+            f"measured with an interval: {', '.join(sorted(known)) or 'none'}"
+        )
+    return metrics
+
+
+def _side(frame: pd.DataFrame, name: str, metrics: list[str]) -> pd.DataFrame:
+    """One run's status, busy flag and numbers of `metrics`, by id, prefixed with `name`."""
+    wanted = [
+        f"{metric}_{field}"
+        for metric in metrics
+        for field in ("median", "ci_low", "ci_high")
+        if f"{metric}_{field}" in frame.columns
+    ]
+    flags = ["busy"] if "busy" in frame.columns else []
+    part = frame[["id", "status", *flags, *wanted]].set_index("id")
+    return part.add_prefix(f"{name}_")
+
+
+def _metric_row(
+    cell: pd.Series, metric: str, unit: str | None, threshold: float
+) -> dict[str, Any] | None:
+    """The verdict on one metric of a cell that ran in both runs; None where neither run
+    has the metric (not one of this experiment)."""
+    old_numbers, new_numbers = _numbers(cell, "old", metric), _numbers(cell, "new", metric)
+    had, has = math.isfinite(old_numbers[0]), math.isfinite(new_numbers[0])
+    if not (had or has):
+        return None
+    if had and has:
+        verdict, change, slowdown = _metric_verdict(
+            old_numbers, new_numbers, ratios.is_rate(unit), threshold
+        )
+    else:  # measured in one run only: lost, or added
+        verdict, change, slowdown = (REGRESSION if had else "added"), math.nan, math.nan
+    busy = tidy.flagged(cell.get("old_busy")) or tidy.flagged(cell.get("new_busy"))
+    if verdict == REGRESSION and busy:
+        verdict = BUSY_SLOWER
+    return {
+        "verdict": verdict,
+        "id": cell["id"],
+        "metric": metric,
+        "unit": unit,
+        "old_status": cell.get("old_status"),
+        "new_status": cell.get("new_status"),
+        **dict(zip(("old_median", "old_ci_low", "old_ci_high"), old_numbers, strict=True)),
+        **dict(zip(("new_median", "new_ci_low", "new_ci_high"), new_numbers, strict=True)),
+        "change": change,
+        "slowdown": slowdown,
+        "busy": busy,
+    }
+
+
+def _cell_rows(
+    cell: pd.Series, metrics: list[str], units: dict[str, str], threshold: float
+) -> list[dict[str, Any]]:
+    """The verdicts on one cell: on its status where it did not run in both runs, else on
+    each of its metrics."""
+    before, after = cell.get("old_status"), cell.get("new_status")
+    if not (before == "ok" and after == "ok"):
+        return [
+            {
+                "verdict": _status_verdict(before, after),
+                "id": cell["id"],
+                "metric": STATUS_METRIC,
+                "old_status": before,
+                "new_status": after,
+            }
+        ]
+    rows = [
+        _metric_row(cell, metric, units.get(f"{metric}_median"), threshold) for metric in metrics
+    ]
+    return [row for row in rows if row is not None]
+
+
 def compare(
     old: pd.DataFrame,
     new: pd.DataFrame,
@@ -185,77 +267,15 @@ def compare(
         old, new = _only(old, shared), _only(new, shared)
     if threshold < 0:
         raise CompareError(f"threshold must be >= 0, got {threshold}")
-    metrics = default_metrics(old, new) if metrics is None else metrics
-    known = set(distribution_metrics(old)) | set(distribution_metrics(new))
-    unknown = [metric for metric in metrics if metric not in known]
-    if unknown:
-        raise CompareError(
-            f"metric {', '.join(unknown)} not in either run; "
-            f"measured with an interval: {', '.join(sorted(known)) or 'none'}"
-        )
+    metrics = _checked_metrics(old, new, metrics)
     units = {**old.attrs.get("units", {}), **new.attrs.get("units", {})}
     old, new = _with_times(old), _with_times(new)
-
-    def side(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-        wanted = [
-            f"{metric}_{field}"
-            for metric in metrics
-            for field in ("median", "ci_low", "ci_high")
-            if f"{metric}_{field}" in frame.columns
-        ]
-        flags = ["busy"] if "busy" in frame.columns else []
-        part = frame[["id", "status", *flags, *wanted]].set_index("id")
-        return part.add_prefix(f"{name}_")
-
-    merged = side(old, "old").join(side(new, "new"), how="outer").reset_index()
-    rows = []
-    for _, cell in merged.iterrows():
-        before, after = cell.get("old_status"), cell.get("new_status")
-        if not (before == "ok" and after == "ok"):
-            rows.append(
-                {
-                    "verdict": _status_verdict(before, after),
-                    "id": cell["id"],
-                    "metric": STATUS_METRIC,
-                    "old_status": before,
-                    "new_status": after,
-                }
-            )
-            continue
-        for metric in metrics:
-            old_numbers, new_numbers = _numbers(cell, "old", metric), _numbers(cell, "new", metric)
-            had, has = math.isfinite(old_numbers[0]), math.isfinite(new_numbers[0])
-            if not (had or has):
-                continue  # not a metric of this experiment
-            unit = units.get(f"{metric}_median")
-            if had and has:
-                verdict, change, slowdown = _metric_verdict(
-                    old_numbers, new_numbers, ratios.is_rate(unit), threshold
-                )
-            else:  # measured in one run only: lost, or added
-                verdict, change, slowdown = (REGRESSION if had else "added"), math.nan, math.nan
-            busy = tidy.flagged(cell.get("old_busy")) or tidy.flagged(cell.get("new_busy"))
-            if verdict == REGRESSION and busy:
-                verdict = BUSY_SLOWER
-            rows.append(
-                {
-                    "verdict": verdict,
-                    "id": cell["id"],
-                    "metric": metric,
-                    "unit": unit,
-                    "old_status": before,
-                    "new_status": after,
-                    **dict(
-                        zip(("old_median", "old_ci_low", "old_ci_high"), old_numbers, strict=True)
-                    ),
-                    **dict(
-                        zip(("new_median", "new_ci_low", "new_ci_high"), new_numbers, strict=True)
-                    ),
-                    "change": change,
-                    "slowdown": slowdown,
-                    "busy": busy,
-                }
-            )
+    merged = _side(old, "old", metrics).join(_side(new, "new", metrics), how="outer")
+    rows = [
+        row
+        for _, cell in merged.reset_index().iterrows()
+        for row in _cell_rows(cell, metrics, units, threshold)
+    ]
     result = pd.DataFrame(rows, columns=list(COLUMNS))
     order = {verdict: index for index, verdict in enumerate(VERDICTS)}
     result = result.sort_values(

@@ -331,6 +331,71 @@ def _ratio_text(median: float, low: float, high: float) -> str:
     return tables.format_with_ci(median, low, high).split(" [", 1)[0]
 
 
+def _log_speedups(grid: pd.DataFrame, labels: list[str], devices: list[str]) -> np.ndarray:
+    """log2 of each cell's speedup, rows x devices; NaN where it did not run."""
+    values = np.full((len(labels), len(devices)), np.nan)
+    for (label, device), cell in grid.iterrows():
+        if cell["status"] == "ok" and cell["median"] > 0:
+            values[labels.index(label), devices.index(device)] = math.log2(cell["median"])
+    return values
+
+
+def _heatmap_marks(
+    ax, grid: pd.DataFrame, labels: list[str], devices: list[str], values, norm
+) -> list[tuple[int, int, str, str]]:
+    """(row, column, text, colour) of every cell: the speedup with the tables' marks, in
+    a colour that reads on its hue; a cell that did not run is greyed and says why."""
+    marks = []
+    for (label, device), cell in grid.iterrows():
+        row, column = labels.index(label), devices.index(device)
+        if cell["status"] == "ok" and math.isfinite(values[row, column]):
+            text = _ratio_text(cell["median"], cell["ci_low"], cell["ci_high"])
+            text += tables.BUSY_MARK if tidy.flagged(cell["busy"]) else ""
+            text += tables.IMPRECISE_MARK if tidy.flagged(cell["imprecise"]) else ""
+            dark = abs(norm(values[row, column]) - 0.5) > 0.3
+            color = "white" if dark else "black"
+        else:
+            ax.add_patch(Rectangle((column, row), 1, 1, facecolor=style.NOT_RUN, edgecolor="white"))
+            text, color = NOT_RUN_TEXT.get(cell["status"], tables.MISSING), "black"
+        marks.append((row, column, text, color))
+    return marks
+
+
+def _write_marks(ax, marks, width: float, labels: list[str], devices: list[str]) -> None:
+    """The cells' texts; with many devices at the widest width they shrink to fit a column."""
+    size = plt.rcParams["ytick.labelsize"]
+    column_width = (width - max(style.text_width(label, size) for label in labels) - 1.0) / len(
+        devices
+    )
+    widest = max(style.text_width(text, size) for _, _, text, _ in marks)
+    cell_size = size * min(1.0, 0.85 * column_width / widest)
+    for row, column, text, color in marks:
+        ax.text(
+            column + 0.5, row + 0.5, text, ha="center", va="center", color=color, size=cell_size
+        )
+
+
+def _heatmap_axes(ax, labels: list[str], devices: list[str]) -> None:
+    """Devices across, models down, one tick per cell, no frame."""
+    ax.set_xticks(np.arange(len(devices)) + 0.5, devices)
+    ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
+    ax.set_xlim(0, len(devices))
+    ax.set_ylim(len(labels), 0)
+    ax.tick_params(length=0)
+    ax.set_xlabel("Device")
+    ax.set_ylabel("Model")
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+def _speedup_colorbar(fig: Figure, mesh, ax, span: int, baseline: str) -> None:
+    """A colour bar in powers of two: 1/4, 1/2, 1, 2, 4 (every other power when wide)."""
+    ticks = np.arange(-span, span + 1, 1 if span <= 3 else 2)
+    bar = fig.colorbar(mesh, ax=ax, ticks=ticks, shrink=0.9)
+    bar.ax.set_yticklabels([f"{2**tick:g}" if tick >= 0 else f"1/{2**-tick:g}" for tick in ticks])
+    bar.set_label(f"Speedup over {baseline} (×)")
+
+
 def speedup_heatmap(
     frame: pd.DataFrame, baseline: str, experiment: str = "train", width: float | None = None
 ) -> Figure:
@@ -353,10 +418,7 @@ def speedup_heatmap(
     fig = Figure(figsize=(width, max(height, style.PANEL_HEIGHT)), layout="constrained")
     ax = fig.add_subplot()
     grid = cells.set_index(["label", "device"])
-    values = np.full((len(labels), len(devices)), np.nan)
-    for (label, device), cell in grid.iterrows():
-        if cell["status"] == "ok" and cell["median"] > 0:
-            values[labels.index(label), devices.index(device)] = math.log2(cell["median"])
+    values = _log_speedups(grid, labels, devices)
     span = max(1.0, math.ceil(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0)
     norm = Normalize(-span, span)
     mesh = ax.pcolormesh(
@@ -366,42 +428,11 @@ def speedup_heatmap(
         edgecolors="white",
         linewidth=0.5,
     )
-    marks = []  # (row, column, text, colour) of every cell
-    for (label, device), cell in grid.iterrows():
-        row, column = labels.index(label), devices.index(device)
-        if cell["status"] == "ok" and math.isfinite(values[row, column]):
-            text = _ratio_text(cell["median"], cell["ci_low"], cell["ci_high"])
-            text += tables.BUSY_MARK if tidy.flagged(cell["busy"]) else ""
-            text += tables.IMPRECISE_MARK if tidy.flagged(cell["imprecise"]) else ""
-            dark = abs(norm(values[row, column]) - 0.5) > 0.3
-            color = "white" if dark else "black"
-        else:
-            ax.add_patch(Rectangle((column, row), 1, 1, facecolor=style.NOT_RUN, edgecolor="white"))
-            text, color = NOT_RUN_TEXT.get(cell["status"], tables.MISSING), "black"
-        marks.append((row, column, text, color))
-    # Many devices at the widest width: the cells' text shrinks to fit its column.
-    column_width = (width - max(style.text_width(label, size) for label in labels) - 1.0) / len(
-        devices
+    _write_marks(
+        ax, _heatmap_marks(ax, grid, labels, devices, values, norm), width, labels, devices
     )
-    widest = max(style.text_width(text, size) for _, _, text, _ in marks)
-    cell_size = size * min(1.0, 0.85 * column_width / widest)
-    for row, column, text, color in marks:
-        ax.text(
-            column + 0.5, row + 0.5, text, ha="center", va="center", color=color, size=cell_size
-        )
-    ax.set_xticks(np.arange(len(devices)) + 0.5, devices)
-    ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
-    ax.set_xlim(0, len(devices))
-    ax.set_ylim(len(labels), 0)
-    ax.tick_params(length=0)
-    ax.set_xlabel("Device")
-    ax.set_ylabel("Model")
-    for side in ax.spines.values():
-        side.set_visible(False)
-    ticks = np.arange(-span, span + 1, 1 if span <= 3 else 2)
-    bar = fig.colorbar(mesh, ax=ax, ticks=ticks, shrink=0.9)
-    bar.ax.set_yticklabels([f"{2**tick:g}" if tick >= 0 else f"1/{2**-tick:g}" for tick in ticks])
-    bar.set_label(f"Speedup over {baseline} (×)")
+    _heatmap_axes(ax, labels, devices)
+    _speedup_colorbar(fig, mesh, ax, span, baseline)
     return fig
 
 
@@ -751,6 +782,33 @@ def _per_work(rows: pd.DataFrame, metric: str, divisor, unit: str | None):
     return _scaled(rows, metric, factor), shown
 
 
+def _energy_panel(
+    ax, here: pd.DataFrame, metrics: tuple[str, str], marker: str, palette: dict, markers: dict
+) -> None:
+    """One model's (kernel's) energy against time: a point per device and `marker` kind,
+    error bars both ways, flagged points hollow; log axes where a range spans decades."""
+    time_metric, energy_metric = metrics
+    for (device, kind), group in here.groupby(["device", marker], sort=False):
+        x = group[f"{time_metric}_median"].to_numpy(float)
+        y = group[f"{energy_metric}_median"].to_numpy(float)
+        ax.errorbar(
+            x,
+            y,
+            xerr=_yerr(group, time_metric),
+            yerr=_yerr(group, energy_metric),
+            color=palette[device],
+            marker=markers[kind],
+            linestyle="none",
+            elinewidth=0.6,
+        )
+        hollow_flagged(ax, x, y, group, palette[device], markers[kind])
+    for axis, metric in (("x", time_metric), ("y", energy_metric)):
+        low, high = plotted_range(here, f"{metric}_")
+        if _spans_decades(np.array([low, high])):
+            (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        set_range(ax, axis, low, high)
+
+
 def energy_against_time(
     frame: pd.DataFrame, experiment: str = "train", width: float | None = None
 ) -> Figure:
@@ -783,25 +841,7 @@ def energy_against_time(
     markers = {kind: style.MARKERS[i % len(style.MARKERS)] for i, kind in enumerate(kinds)}
     for ax, panel in zip(axes, panels, strict=False):
         here = measured[measured[primary] == panel]
-        for (device, kind), group in here.groupby(["device", marker], sort=False):
-            x = group[f"{time_metric}_median"].to_numpy(float)
-            y = group[f"{energy_metric}_median"].to_numpy(float)
-            ax.errorbar(
-                x,
-                y,
-                xerr=_yerr(group, time_metric),
-                yerr=_yerr(group, energy_metric),
-                color=palette[device],
-                marker=markers[kind],
-                linestyle="none",
-                elinewidth=0.6,
-            )
-            hollow_flagged(ax, x, y, group, palette[device], markers[kind])
-        for axis, metric in (("x", time_metric), ("y", energy_metric)):
-            low, high = plotted_range(here, f"{metric}_")
-            if _spans_decades(np.array([low, high])):
-                (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-            set_range(ax, axis, low, high)
+        _energy_panel(ax, here, (time_metric, energy_metric), marker, palette, markers)
         ax.set_xlabel(f"Time per {spec.work} ({time_unit})")
         ax.set_ylabel(f"Energy per {spec.work} ({energy_unit})")
         ax.set_title(panel)

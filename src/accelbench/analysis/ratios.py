@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -184,6 +185,62 @@ def node_scaling(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
     return _scaling(frame, experiment, against_one_node, (None, SINGLE_STRATEGY))
 
 
+@dataclass(frozen=True)
+class _Configurations:
+    """The records of one experiment by device and parameters, to find the configuration a
+    row is compared with on another device. `keys` are the parameters that name a
+    configuration (the strategy last); `strategies` the baseline strategies to try in
+    order (None: the row's own)."""
+
+    keys: list[str]
+    by_key: dict[tuple, pd.Series]
+    strategies: tuple[str | None, ...]
+
+    @staticmethod
+    def key(row: pd.Series, device: str, keys: list[str], **changes: Any) -> tuple:
+        return (device, *(changes.get(name, row[name]) for name in keys))
+
+    @classmethod
+    def of(
+        cls, rows: pd.DataFrame, params: list[str], strategies: tuple[str | None, ...]
+    ) -> _Configurations:
+        keys = [name for name in params if name != "strategy"]
+        if "strategy" in rows.columns:
+            keys.append("strategy")
+        by_key = {cls.key(row, row["device"], keys): row for _, row in rows.iterrows()}
+        return cls(keys, by_key, strategies)
+
+    def baseline_of(self, row: pd.Series, device: str, factor: int) -> pd.Series | None:
+        """Same parameters on the baseline device: the strategies in order; the same batch
+        first, then batch / factor (a batch size counted over all devices)."""
+        tried = [strategy or row["strategy"] for strategy in self.strategies]
+        candidates = list(dict.fromkeys(tried)) if "strategy" in self.keys else [None]
+        batches = [row["batch"]] if "batch" in self.keys else [None]
+        if "batch" in self.keys and pd.notna(row["batch"]) and row["batch"] % factor == 0:
+            batches.append(row["batch"] // factor)
+        for batch in batches:
+            for strategy in candidates:
+                changes = {"strategy": strategy} if strategy is not None else {}
+                if batch is not None:
+                    changes["batch"] = batch
+                found = self.by_key.get(self.key(row, device, self.keys, **changes))
+                if found is not None:
+                    return found
+        return None
+
+
+SCALING_COLUMNS = [
+    *CELL_COLUMNS,
+    "kind",
+    "count",
+    "nodes",
+    "per_node",
+    "efficiency_median",
+    "efficiency_ci_low",
+    "efficiency_ci_high",
+]
+
+
 def _scaling(
     frame: pd.DataFrame,
     experiment: str,
@@ -197,33 +254,7 @@ def _scaling(
     rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
     params = rows.attrs.get("label_params", [])
-    keys = [name for name in params if name != "strategy"]
-    if "strategy" in rows.columns:
-        keys.append("strategy")
-
-    def key(row: pd.Series, device: str, **changes: Any) -> tuple:
-        return (device, *(changes.get(name, row[name]) for name in keys))
-
-    by_key = {key(row, row["device"]): row for _, row in rows.iterrows()}
-
-    def baseline_of(row: pd.Series, device: str, factor: int) -> pd.Series | None:
-        """Same parameters on the baseline device: the strategies in order; the same batch
-        first, then batch / factor (a batch size counted over all devices)."""
-        tried = [strategy or row["strategy"] for strategy in strategies]
-        candidates = list(dict.fromkeys(tried)) if "strategy" in keys else [None]
-        batches = [row["batch"]] if "batch" in keys else [None]
-        if "batch" in keys and pd.notna(row["batch"]) and row["batch"] % factor == 0:
-            batches.append(row["batch"] // factor)
-        for batch in batches:
-            for strategy in candidates:
-                changes = {"strategy": strategy} if strategy is not None else {}
-                if batch is not None:
-                    changes["batch"] = batch
-                found = by_key.get(key(row, device, **changes))
-                if found is not None:
-                    return found
-        return None
-
+    configurations = _Configurations.of(rows, params, strategies)
     cells = []
     for _, row in rows.iterrows():
         parsed = _device(row["device"])
@@ -231,9 +262,9 @@ def _scaling(
         if against is None:
             continue
         base_device, factor = against
-        base = baseline_of(row, base_device, factor)
+        base = configurations.baseline_of(row, base_device, factor)
         label = row["label"]
-        if base is not None and "strategy" in keys:
+        if base is not None and "strategy" in configurations.keys:
             # Named after the configuration it scales (its batch size).
             label = tidy.row_label(_with_strategy(base, row["strategy"]), params)
         cell = _cell(label, row["device"], row, base, base_device, metric, rate)
@@ -247,14 +278,4 @@ def _scaling(
             }
         )
         cells.append(cell)
-    columns = [
-        *CELL_COLUMNS,
-        "kind",
-        "count",
-        "nodes",
-        "per_node",
-        "efficiency_median",
-        "efficiency_ci_low",
-        "efficiency_ci_high",
-    ]
-    return pd.DataFrame(cells, columns=columns), constants
+    return pd.DataFrame(cells, columns=SCALING_COLUMNS), constants

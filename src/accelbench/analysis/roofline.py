@@ -275,6 +275,80 @@ def _grid(panels: int) -> tuple[Figure, np.ndarray]:
     return fig, fig.subplots(nrows, ncols, squeeze=False).flatten()
 
 
+def _plotted_kernels(frame: pd.DataFrame) -> pd.DataFrame:
+    """The kernel records that have a place on a roofline: ran, with a throughput and an
+    arithmetic intensity above zero."""
+    kernels = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
+    if "gflops_median" not in kernels or "arithmetic_intensity" not in kernels:
+        return kernels.iloc[0:0]
+    return kernels[
+        np.isfinite(kernels["gflops_median"].astype(float))
+        & (kernels["arithmetic_intensity"].astype(float) > 0)
+    ]
+
+
+def _ceilings(ax, roof, x: np.ndarray, gflops_unit: str) -> list[str]:
+    """Draw a roof's ceilings; returns the panel's title lines, which name their values
+    (under the title: inside the axes any corner can hold a measured point)."""
+    # A ceiling the roof record lacks bounds nothing: fmin keeps the other one alone.
+    ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
+    gemm = f"{roof.peak_gflops:.3g} {gflops_unit}" if np.isfinite(roof.peak_gflops) else None
+    memory = f"{roof.memory_bandwidth:.3g} GB/s" if np.isfinite(roof.memory_bandwidth) else None
+    title = [
+        f"{roof.device}, {roof.dtype}",
+        f"GEMM {gemm or 'not measured'}, memory {memory or 'not measured'}",
+    ]
+    if np.isfinite(roof.h2d_bandwidth):
+        title.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s (dashed)")
+        ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
+    return title
+
+
+def _kernel_points(ax, largest: pd.DataFrame, palette: dict, markers: dict) -> int:
+    """Draw each kernel and backend at its largest size, flagged points hollow and points
+    above the roof circled; returns how many are above it."""
+    hollow = flagged_rows(largest)
+    for point, flagged in zip(largest.to_dict("records"), hollow, strict=True):
+        at = (float(point["arithmetic_intensity"]), float(point["gflops_median"]))
+        ax.plot(
+            *at,
+            linestyle="none",
+            marker=markers[point["backend"]],
+            color=palette[point["kernel"]],
+            markerfacecolor="white" if flagged else palette[point["kernel"]],
+        )
+        if tidy.flagged(point["above_roof"]):
+            ax.plot(
+                *at,
+                linestyle="none",
+                marker="o",
+                markersize=12,
+                markerfacecolor="none",
+                markeredgecolor="black",
+            )
+    return int(largest["above_roof"].fillna(False).astype(bool).sum()) if len(largest) else 0
+
+
+def _roofline_legend(
+    fig: Figure, palette: dict, markers: dict, kernels: pd.DataFrame, table: pd.DataFrame
+) -> None:
+    """Kernels by colour, backends by marker, the roofs, and the marks only where used."""
+    handles = [
+        Line2D([], [], color=colour, marker="o", ls="none", label=name)
+        for name, colour in palette.items()
+    ]
+    handles += [
+        Line2D([], [], color="black", marker=marker, ls="none", label=backend)
+        for backend, marker in markers.items()
+    ]
+    handles += [Line2D([], [], color="black", label="measured roof")]
+    if flagged_rows(kernels).any():
+        handles.append(flagged_handle())
+    if table["h2d_bandwidth"].notna().any():
+        handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
+    style.legend(fig, handles)
+
+
 def roofline_figure(frame: pd.DataFrame) -> Figure:
     """Roofline per (device, dtype): the measured ceilings as lines, each kernel as a point.
 
@@ -285,14 +359,7 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     """
     style.apply()
     table = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"], how="all")
-    kernels = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
-    if "gflops_median" in kernels and "arithmetic_intensity" in kernels:
-        kernels = kernels[
-            np.isfinite(kernels["gflops_median"].astype(float))
-            & (kernels["arithmetic_intensity"].astype(float) > 0)
-        ]
-    else:
-        kernels = kernels.iloc[0:0]
+    kernels = _plotted_kernels(frame)
     if table.empty:
         return style.empty_figure("no roof records")
     above_roof = add_roof_percent(frame)["above_roof"]
@@ -313,45 +380,13 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
     x = np.geomspace(spread.min() / 4, spread.max() * 4, 200)
     gflops_unit = _label_unit(frame, "peak_gflops_median", "GFLOP/s")
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
-        # A ceiling the roof record lacks bounds nothing: fmin keeps the other one alone.
-        ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
-        # The ceilings' values and the note on points above them go under the panel's
-        # title: inside the axes any corner can hold a measured point.
-        gemm = f"{roof.peak_gflops:.3g} {gflops_unit}" if np.isfinite(roof.peak_gflops) else None
-        memory = f"{roof.memory_bandwidth:.3g} GB/s" if np.isfinite(roof.memory_bandwidth) else None
-        title = [
-            f"{roof.device}, {roof.dtype}",
-            f"GEMM {gemm or 'not measured'}, memory {memory or 'not measured'}",
-        ]
-        if np.isfinite(roof.h2d_bandwidth):
-            title.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s (dashed)")
-            ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
+        title = _ceilings(ax, roof, x, gflops_unit)
         here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
         largest = (
             here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
         )
         largest = largest.assign(above_roof=above_roof.reindex(largest.index))
-        hollow = flagged_rows(largest)
-        for point, flagged in zip(largest.to_dict("records"), hollow, strict=True):
-            ax.plot(
-                float(point["arithmetic_intensity"]),
-                float(point["gflops_median"]),
-                linestyle="none",
-                marker=markers[point["backend"]],
-                color=palette[point["kernel"]],
-                markerfacecolor="white" if flagged else palette[point["kernel"]],
-            )
-            if tidy.flagged(point["above_roof"]):
-                ax.plot(
-                    float(point["arithmetic_intensity"]),
-                    float(point["gflops_median"]),
-                    linestyle="none",
-                    marker="o",
-                    markersize=12,
-                    markerfacecolor="none",
-                    markeredgecolor="black",
-                )
-        above = int(largest["above_roof"].fillna(False).astype(bool).sum()) if len(largest) else 0
+        above = _kernel_points(ax, largest, palette, markers)
         if above:
             title.append(f"{above} above the roof (circled)")
         ax.set_xscale("log")
@@ -363,19 +398,38 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"Throughput ({gflops_unit})")
     for ax in axes[len(table) :]:
         ax.set_visible(False)
-    handles = [
-        Line2D([], [], color=palette[name], marker="o", ls="none", label=name) for name in names
-    ]
-    handles += [
-        Line2D([], [], color="black", marker=markers[b], ls="none", label=b) for b in backends
-    ]
-    handles += [Line2D([], [], color="black", label="measured roof")]
-    if flagged_rows(kernels).any():
-        handles.append(flagged_handle())
-    if table["h2d_bandwidth"].notna().any():
-        handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
-    style.legend(fig, handles)
+    _roofline_legend(fig, palette, markers, kernels, table)
     return fig
+
+
+def _throughput_lines(ax, here: pd.DataFrame, values: pd.Series, series, palette, looks) -> None:
+    """One line per (backend, device) over the problem size, where it has numbers."""
+    for backend, device in series:
+        line = here[(here["backend"] == backend) & (here["device"] == device)]
+        y = values[line.index].astype(float)
+        ok = np.isfinite(y)
+        if not ok.any():
+            continue
+        order = np.argsort(line["size"].to_numpy(float)[ok])
+        marker, linestyle = looks[device]
+        ax.plot(
+            line["size"].to_numpy(float)[ok][order],
+            y[ok].to_numpy()[order],
+            color=palette[backend],
+            marker=marker,
+            linestyle=linestyle,
+        )
+
+
+def _crossover_marks(ax, found: pd.DataFrame, group: _Curves) -> None:
+    """A dotted line where the GPU overtakes the CPU, said in the panel's corner."""
+    found = found[found["experiment"] == group.family]
+    for key, value in group.names.items():
+        found = found[found[key] == value]
+    for size in found["crossover_size"].dropna():
+        ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
+        # In the corner, not at the line: there it ran out of the panel.
+        ax.text(0.03, 0.97, f"GPU wins from n≈{size:.3g}", transform=ax.transAxes, va="top")
 
 
 def crossover_figure(frame: pd.DataFrame) -> Figure:
@@ -417,32 +471,10 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
     marks = {flag: crossovers(frame, with_transfer=flag) for flag in (False, True)}
     for row_axes, group in zip(axes, groups, strict=True):
         _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
-        here = group.rows
         for ax, with_transfer in zip(row_axes, (False, True), strict=True):
-            values = _throughput(here, with_transfer, compute, end_to_end)
-            for backend, device in series:
-                line = here[(here["backend"] == backend) & (here["device"] == device)]
-                y = values[line.index].astype(float)
-                ok = np.isfinite(y)
-                if not ok.any():
-                    continue
-                order = np.argsort(line["size"].to_numpy(float)[ok])
-                marker, linestyle = looks[device]
-                ax.plot(
-                    line["size"].to_numpy(float)[ok][order],
-                    y[ok].to_numpy()[order],
-                    color=palette[backend],
-                    marker=marker,
-                    linestyle=linestyle,
-                )
-            found = marks[with_transfer]
-            found = found[found["experiment"] == group.family]
-            for key, value in group.names.items():
-                found = found[found[key] == value]
-            for size in found["crossover_size"].dropna():
-                ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
-                # In the corner, not at the line: there it ran out of the panel.
-                ax.text(0.03, 0.97, f"GPU wins from n≈{size:.3g}", transform=ax.transAxes, va="top")
+            values = _throughput(group.rows, with_transfer, compute, end_to_end)
+            _throughput_lines(ax, group.rows, values, series, palette, looks)
+            _crossover_marks(ax, marks[with_transfer], group)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             alone = "kernel only" if group.family == "kernel" else "call only"

@@ -439,68 +439,62 @@ def _title(ax, name: str) -> None:
     ax.set_title(f"{name} (batch {network.batch}{stand_in})")
 
 
-def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
-    """Seconds per mini-batch against CPU threads, a panel per network measured: the
-    medians here with their intervals, the paper's Torch and its best of five tools on
-    the desktop and the server CPU; a GPU here as a horizontal line with its interval,
-    beside the paper's three GPUs as grey reference lines of another generation. Log
-    axes, so that the thread-scaling shapes compare."""
-    style.apply()
-    measured = numbers[numbers["status"] == "ok"]
-    if measured.empty:
-        return style.empty_figure(
-            "no record of a Shi et al. (2016) network at the paper's batch size", width
-        )
-    names = list(dict.fromkeys(measured["network"]))
-    fig, axes = _panels(len(names), width)
-    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
-    colour = dict(zip((p.key for p in CPU_PLATFORMS), platform_colors, strict=True))
-    gpus_drawn, flagged = False, False
-    for ax, name in zip(axes, names, strict=False):
-        rows = measured[measured["network"] == name]
-        on_cpu = rows[rows["threads"].notna()].drop_duplicates("device")
-        ax.errorbar(
-            on_cpu["threads"],
-            on_cpu["measured_s"],
-            yerr=[
-                on_cpu["measured_s"] - on_cpu["measured_low_s"],
-                on_cpu["measured_high_s"] - on_cpu["measured_s"],
-            ],
-            marker="o",
-            color=here,
-        )
-        figures.hollow_flagged(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
-        flagged = flagged or bool(figures.flagged_rows(on_cpu).any())
-        values = [*on_cpu["measured_low_s"], *on_cpu["measured_high_s"]]
-        threads = [int(n) for n in on_cpu["threads"]]
-        for platform in CPU_PLATFORMS:
-            for curve, line in ((torch_curve, "--"), (best_curve, ":")):
-                x, y = curve(name, platform.key)
-                ax.plot(
-                    x,
-                    y,
-                    marker=CPU_MARKERS[platform.key],
-                    fillstyle="none" if curve is torch_curve else "full",
-                    markersize=3 if curve is best_curve else None,
-                    linestyle=line,
-                    color=colour[platform.key],
-                )
-                values += y
-                threads += x
-        for gpu in _one_gpu(rows).itertuples():
-            ax.axhspan(gpu.measured_low_s, gpu.measured_high_s, color=here, alpha=0.2, lw=0)
-            ax.axhline(gpu.measured_s, color=here, linewidth=1.5)
-            for platform in GPU_PLATFORMS:
-                cell = published(name, REFERENCE_TOOL, platform.key, 1)
-                if cell.ran:
-                    ax.axhline(cell.seconds, color=GPU_GREY, linestyle=GPU_DASHES[platform.key])
-                    values.append(cell.seconds)
-            values += [gpu.measured_low_s, gpu.measured_high_s]
-            gpus_drawn = True
-        _thread_axis(ax, threads)
-        _log_axis(ax, values)
-        _title(ax, name)
-        ax.set_ylabel("Time per mini-batch (s)")
+def _measured_on_cpu(ax, on_cpu: pd.DataFrame, here: str) -> bool:
+    """The medians here against threads with their intervals, flagged points hollow;
+    returns whether any is flagged."""
+    ax.errorbar(
+        on_cpu["threads"],
+        on_cpu["measured_s"],
+        yerr=[
+            on_cpu["measured_s"] - on_cpu["measured_low_s"],
+            on_cpu["measured_high_s"] - on_cpu["measured_s"],
+        ],
+        marker="o",
+        color=here,
+    )
+    figures.hollow_flagged(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
+    return bool(figures.flagged_rows(on_cpu).any())
+
+
+def _paper_cpu_curves(ax, name: str, colour: dict[str, str]) -> tuple[list[float], list[int]]:
+    """The paper's Torch (dashed, hollow) and best of five tools (dotted) on each CPU
+    platform; returns the (seconds, threads) drawn, for the axes' ranges."""
+    values, threads = [], []
+    for platform in CPU_PLATFORMS:
+        for curve, line in ((torch_curve, "--"), (best_curve, ":")):
+            x, y = curve(name, platform.key)
+            ax.plot(
+                x,
+                y,
+                marker=CPU_MARKERS[platform.key],
+                fillstyle="none" if curve is torch_curve else "full",
+                markersize=3 if curve is best_curve else None,
+                linestyle=line,
+                color=colour[platform.key],
+            )
+            values += y
+            threads += x
+    return values, threads
+
+
+def _gpu_lines(ax, name: str, rows: pd.DataFrame, here: str) -> list[float]:
+    """A GPU measured here as a line in its interval's band, beside the paper's GPUs as
+    grey lines; returns the seconds drawn, for the axis' range."""
+    values = []
+    for gpu in _one_gpu(rows).itertuples():
+        ax.axhspan(gpu.measured_low_s, gpu.measured_high_s, color=here, alpha=0.2, lw=0)
+        ax.axhline(gpu.measured_s, color=here, linewidth=1.5)
+        for platform in GPU_PLATFORMS:
+            cell = published(name, REFERENCE_TOOL, platform.key, 1)
+            if cell.ran:
+                ax.axhline(cell.seconds, color=GPU_GREY, linestyle=GPU_DASHES[platform.key])
+                values.append(cell.seconds)
+        values += [gpu.measured_low_s, gpu.measured_high_s]
+    return values
+
+
+def _time_handles(here: str, colour: dict[str, str], gpus_drawn: bool, flagged: bool) -> list:
+    """The legend of the time figure: what is measured here, the paper's curves and GPUs."""
     handles = [Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)")]
     for platform in CPU_PLATFORMS:
         handles += [
@@ -537,7 +531,40 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
         ]
     if flagged:
         handles.append(figures.flagged_handle())
-    style.legend(fig, handles)
+    return handles
+
+
+def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
+    """Seconds per mini-batch against CPU threads, a panel per network measured: the
+    medians here with their intervals, the paper's Torch and its best of five tools on
+    the desktop and the server CPU; a GPU here as a horizontal line with its interval,
+    beside the paper's three GPUs as grey reference lines of another generation. Log
+    axes, so that the thread-scaling shapes compare."""
+    style.apply()
+    measured = numbers[numbers["status"] == "ok"]
+    if measured.empty:
+        return style.empty_figure(
+            "no record of a Shi et al. (2016) network at the paper's batch size", width
+        )
+    names = list(dict.fromkeys(measured["network"]))
+    fig, axes = _panels(len(names), width)
+    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
+    colour = dict(zip((p.key for p in CPU_PLATFORMS), platform_colors, strict=True))
+    gpus_drawn, flagged = False, False
+    for ax, name in zip(axes, names, strict=False):
+        rows = measured[measured["network"] == name]
+        on_cpu = rows[rows["threads"].notna()].drop_duplicates("device")
+        flagged = _measured_on_cpu(ax, on_cpu, here) or flagged
+        paper_values, paper_threads = _paper_cpu_curves(ax, name, colour)
+        values = [*on_cpu["measured_low_s"], *on_cpu["measured_high_s"], *paper_values]
+        threads = [int(n) for n in on_cpu["threads"]] + paper_threads
+        values += _gpu_lines(ax, name, rows, here)
+        gpus_drawn = gpus_drawn or not _one_gpu(rows).empty
+        _thread_axis(ax, threads)
+        _log_axis(ax, values)
+        _title(ax, name)
+        ax.set_ylabel("Time per mini-batch (s)")
+    style.legend(fig, _time_handles(here, colour, gpus_drawn, flagged))
     return fig
 
 

@@ -293,6 +293,71 @@ def _clash(flat: _Flat) -> list[str]:
     return sorted((params & (row | measured)) | (measured & row))
 
 
+class _Collection:
+    """The records accepted so far, and what a further record must agree with: ids not
+    read before, units of the same metric alike. What depends on a record's shape (its
+    set of keys) alone is worked out once per shape."""
+
+    def __init__(self) -> None:
+        self.gathered = _Columns()
+        self.clashes: dict[tuple[str, ...], list[str]] = {}
+        self.accepted: set[tuple[str, ...]] = set()
+        self.param_names: dict[str, None] = {}
+        self.metric_columns: dict[str, dict[str, None]] = {}
+        self.versions: set[str] = set()
+        self.units: dict[str, str] = {}
+        self.seen: dict[str, str] = {}
+
+    def problem(self, path: str, flat: _Flat) -> str | None:
+        """Why the record at `path` cannot join the others, or None."""
+        shape = (*flat.row, *flat.params, *flat.measured)
+        clash = self.clashes.get(shape)
+        if clash is None:
+            clash = self.clashes[shape] = _clash(flat)
+        conflicts = []
+        if not flat.units.items() <= self.units.items():
+            conflicts = [
+                f"{column} in {unit!r}, earlier records use {self.units[column]!r}"
+                for column, unit in flat.units.items()
+                if self.units.get(column, unit) != unit
+            ]
+        record_id = flat.row["id"]
+        if record_id in self.seen:
+            return f"{path}: id {record_id!r} already read from {self.seen[record_id]}"
+        if clash:
+            return f"{path}: columns {clash} named twice (params, metrics, record fields)"
+        if conflicts:
+            return f"{path}: unit mismatch: {'; '.join(conflicts)}"
+        return None
+
+    def accept(self, path: str, flat: _Flat) -> None:
+        shape = (*flat.row, *flat.params, *flat.measured)
+        self.seen[flat.row["id"]] = path
+        self.units.update(flat.units)
+        if shape not in self.accepted:
+            self.accepted.add(shape)
+            self.param_names.update(dict.fromkeys(flat.params))
+            self.versions.update(name for name in flat.row if name.endswith(VERSION_SUFFIX))
+            for name, columns in flat.metrics.items():
+                self.metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
+        self.gathered.add(
+            shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
+        )
+
+    def frame(self) -> pd.DataFrame:
+        """The accepted records, one row each, by id, with their units and params."""
+        columns = _column_order(set(self.param_names), self.metric_columns, self.versions)
+        frame = pd.DataFrame(
+            {name: _coerce(name, values) for name, values in self.gathered.columns(columns).items()}
+        )
+        frame = frame.sort_values("id", kind="stable", ignore_index=True)
+        frame.attrs["units"] = {
+            column: self.units[column] for column in columns if column in self.units
+        }
+        frame.attrs["params"] = [column for column in columns if column in self.param_names]
+        return frame
+
+
 def collect(
     paths: Iterable[str | os.PathLike[str]],
 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
@@ -307,59 +372,15 @@ def collect(
     worked out once per shape.
     """
     paths = sorted(str(path) for path in paths)
-    gathered = _Columns()
-    clashes: dict[tuple[str, ...], list[str]] = {}
-    accepted: set[tuple[str, ...]] = set()
-    param_names: dict[str, None] = {}
-    metric_columns: dict[str, dict[str, None]] = {}
-    versions: set[str] = set()
-    units: dict[str, str] = {}
-    seen: dict[str, str] = {}
+    collection = _Collection()
     problems: list[tuple[str, str]] = []
     for path, flat in zip(paths, map(_load, paths), strict=True):
-        if isinstance(flat, str):
-            problems.append((path, flat))
-            continue
-        shape = (*flat.row, *flat.params, *flat.measured)
-        clash = clashes.get(shape)
-        if clash is None:
-            clash = clashes[shape] = _clash(flat)
-        conflicts = []
-        if not flat.units.items() <= units.items():
-            conflicts = [
-                f"{column} in {unit!r}, earlier records use {units[column]!r}"
-                for column, unit in flat.units.items()
-                if units.get(column, unit) != unit
-            ]
-        record_id = flat.row["id"]
-        if record_id in seen:
-            problems.append((path, f"{path}: id {record_id!r} already read from {seen[record_id]}"))
-        elif clash:
-            problems.append(
-                (path, f"{path}: columns {clash} named twice (params, metrics, record fields)")
-            )
-        elif conflicts:
-            problems.append((path, f"{path}: unit mismatch: {'; '.join(conflicts)}"))
+        problem = flat if isinstance(flat, str) else collection.problem(path, flat)
+        if problem is None:
+            collection.accept(path, flat)
         else:
-            seen[record_id] = path
-            units.update(flat.units)
-            if shape not in accepted:
-                accepted.add(shape)
-                param_names.update(dict.fromkeys(flat.params))
-                versions.update(name for name in flat.row if name.endswith(VERSION_SUFFIX))
-                for name, columns in flat.metrics.items():
-                    metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
-            gathered.add(
-                shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
-            )
-    columns = _column_order(set(param_names), metric_columns, versions)
-    frame = pd.DataFrame(
-        {name: _coerce(name, values) for name, values in gathered.columns(columns).items()}
-    )
-    frame = frame.sort_values("id", kind="stable", ignore_index=True)
-    frame.attrs["units"] = {column: units[column] for column in columns if column in units}
-    frame.attrs["params"] = [column for column in columns if column in param_names]
-    return frame, problems
+            problems.append((path, problem))
+    return collection.frame(), problems
 
 
 def with_invalid_records(frame: pd.DataFrame, problems: list[tuple[str, str]]) -> pd.DataFrame:
