@@ -33,8 +33,8 @@ from pathlib import Path
 
 from accelbench import config as workflow_config
 from accelbench import grid, provenance, supervise
+from accelbench.families import FAMILIES
 from accelbench.results import load_record
-from accelbench.train import settings as train_settings
 
 CELLS = (
     "results/kernels/matmul/cpu1/numpy/float64/n512.json",
@@ -60,13 +60,8 @@ BURN = "while True: pass"
 
 def experiment_and_settings(path: str, config: dict) -> tuple[object, dict]:
     family, _, wildcards = grid.cell_of_path(path)
-    if family == "kernel":
-        exp, settings = grid.parse_kernel(wildcards), workflow_config.kernel_settings(config)
-    elif family == "roof":
-        exp, settings = grid.parse_roof(wildcards), workflow_config.roof_settings(config)
-    else:
-        exp = grid.parse_train(wildcards, config["train"])
-        settings = train_settings.for_model(config, exp.model)
+    exp = FAMILIES[family].parse(wildcards, config)
+    settings = FAMILIES[family].settings(config, wildcards)
     return exp, {**settings, "config_hash": provenance.config_hash(config)}
 
 

@@ -26,7 +26,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from accelbench.analysis import tidy
-from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.results import make_record
 from accelbench.timing import rate_from_time, summarize, value
 

@@ -21,7 +21,7 @@ logging.basicConfig(
 logging.captureWarnings(True)
 
 # The rule's input function (grid.target_check) has parsed and checked these wildcards.
-exp = grid.planned_experiment(dict(snakemake.wildcards.items()))
+exp = grid.planned_experiment(snakemake.rule, dict(snakemake.wildcards.items()))
 settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),

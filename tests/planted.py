@@ -18,6 +18,10 @@ from accelbench import grid
 from accelbench.analysis import shi2016_paper
 from accelbench.datasci import workloads
 from accelbench.devices import parse_device
+from accelbench.families.datasci import DatasciExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.roof import RoofExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.results import make_record, write_record
 from accelbench.timing import rate_from_time, summarize, value
@@ -37,7 +41,7 @@ def _speed(device: str) -> float:
     return GPU_FACTOR * parsed.units if parsed.is_gpu else parsed.units**0.8
 
 
-def kernel(exp: grid.KernelExperiment) -> tuple[str, dict]:
+def kernel(exp: KernelExperiment) -> tuple[str, dict]:
     spec = kernels()[exp.kernel]
     itemsize = np.dtype(exp.dtype if exp.dtype != "bfloat16" else "float16").itemsize
     flops, moved = spec.flops(exp.size), spec.bytes_moved(exp.size, itemsize)
@@ -68,7 +72,7 @@ def kernel(exp: grid.KernelExperiment) -> tuple[str, dict]:
     return device_record("kernel", exp.id, "ok", params, metrics, check, None)
 
 
-def roof(exp: grid.RoofExperiment) -> tuple[str, dict]:
+def roof(exp: RoofExperiment) -> tuple[str, dict]:
     speed = _speed(exp.device)
     one = summarize(scaled(1.0, 1.0), "s")
     metrics = {
@@ -89,7 +93,7 @@ def roof(exp: grid.RoofExperiment) -> tuple[str, dict]:
     )
 
 
-def datasci(exp: grid.DatasciExperiment) -> tuple[str, dict]:
+def datasci(exp: DatasciExperiment) -> tuple[str, dict]:
     item = workloads()[exp.workload].item
     seconds = OVERHEAD_S[parse_device(exp.device).kind] + 2e-7 * exp.size / _speed(exp.device)
     time = summarize(scaled(seconds, 1.0), "s")
@@ -108,7 +112,7 @@ def datasci(exp: grid.DatasciExperiment) -> tuple[str, dict]:
     return device_record("datasci", exp.id, "ok", params, metrics, check, None)
 
 
-def train(exp: grid.TrainExperiment) -> tuple[str, dict]:
+def train(exp: TrainExperiment) -> tuple[str, dict]:
     seconds = 0.02 * exp.batch / _speed(exp.device)
     exp_id, record = train_record(
         exp.model,

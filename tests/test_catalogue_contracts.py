@@ -21,6 +21,12 @@ from accelbench import grid
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import POISONED, workloads
 from accelbench.devices import DeviceError, parse_device
+from accelbench.families import datasci as datasci_family
+from accelbench.families import kernel as kernel_family
+from accelbench.families import train as train_family
+from accelbench.families.datasci import DatasciExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.kernels import host_dtype, kernels
 from accelbench.timing import TIMERS
 from accelbench.train.datasets import DATASETS
@@ -103,7 +109,7 @@ def kernel_problems(name: str) -> list[str]:
                 f"{name}: {backend} runs on {BACKENDS[backend].device_kinds}, "
                 f"the kernel on {spec.device_kinds} only: the grid never runs it"
             )
-        if unknown := set(spec.dtypes(backend)) - set(grid.KERNEL_DTYPES):
+        if unknown := set(spec.dtypes(backend)) - set(kernel_family.DTYPES):
             problems.append(f"{name}: {backend} computes in {sorted(unknown)}, no grid dtype")
         if BACKENDS[backend].naive and spec.naive_size_limit <= 0:
             problems.append(f"{name}: naive {backend} has no positive naive_size_limit")
@@ -116,8 +122,8 @@ def kernel_problems(name: str) -> list[str]:
         if backend not in spec.implementations
     ]
     if cell := first_cell(implemented, BACKENDS, spec.device_kinds):
-        exp = grid.KernelExperiment(name, cell[0], cell[1], "float64", SMALL)
-        problems += path_problems(exp, grid.parse_kernel)
+        exp = KernelExperiment(name, cell[0], cell[1], "float64", SMALL)
+        problems += path_problems(exp, kernel_family.parse)
     return problems
 
 
@@ -194,8 +200,8 @@ def workload_problems(name: str) -> list[str]:
     if not spec.item:
         problems.append(f"{name}: no item: a throughput counts nothing")
     if cell := first_cell(spec.implementations, DATASCI_BACKENDS, kinds):
-        exp = grid.DatasciExperiment(name, cell[0], cell[1], WORKLOAD_SIZE)
-        problems += path_problems(exp, grid.parse_datasci)
+        exp = DatasciExperiment(name, cell[0], cell[1], WORKLOAD_SIZE)
+        problems += path_problems(exp, datasci_family.parse)
     return problems
 
 
@@ -251,8 +257,8 @@ def model_problems(name: str) -> list[str]:
         for which, options in (("default", spec.options), ("tiny", tiny)):
             if options.get("image_size", spec.min_image_size) < spec.min_image_size:
                 problems.append(f"{name}: {which} image_size below its min_image_size")
-    exp = grid.TrainExperiment(name, "cpu1", "fp32", "single", spec.default_batch)
-    return problems + path_problems(exp, grid.parse_train)
+    exp = TrainExperiment(name, "cpu1", "fp32", "single", spec.default_batch)
+    return problems + path_problems(exp, train_family.parse)
 
 
 def leaves(batch_part) -> list:

@@ -97,7 +97,7 @@ def test_train_refuses_a_path_that_is_not_an_experiment(workflow_dir, monkeypatc
     assert cli.main(["train", "results/train/fcn/cpu1/fp32/ddp/bs4.json"]) == 2
     assert "ddp needs at least 2 processes; cpu1 gives one" in capsys.readouterr().err
     assert cli.main(["train", "results/train/fcn.json"]) == 2
-    assert "is not a training result path" in capsys.readouterr().err
+    assert "is not a train result path" in capsys.readouterr().err
 
 
 # --- bad arguments are refused before anything is measured ------------------------------------
@@ -169,7 +169,7 @@ TRAIN_TARGET = "results/train/fcn/cpu1/fp32/single/bs4.json"
 
 def test_train_keeps_the_record_it_replaces(workflow_dir, monkeypatch, capsys):
     monkeypatch.chdir(workflow_dir)
-    exp = grid.parse_train_path(TRAIN_TARGET)
+    exp = grid.parse_path(TRAIN_TARGET, "train")
     old = make_record(
         experiment="train",
         experiment_id=exp.id,

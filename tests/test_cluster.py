@@ -11,7 +11,8 @@ import yaml
 
 from accelbench import cluster, grid, provenance, supervise
 from accelbench.devices import parse_device, slurm_gpu_shortfall
-from accelbench.grid import KernelExperiment, TrainExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.outcome import RetryableFailure
 from accelbench.results import load_record
 

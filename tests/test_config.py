@@ -132,15 +132,15 @@ def test_the_schema_lists_the_names_the_package_knows():
     """The schema's enums of dtypes, precisions and strategies are the package's own lists."""
     import yaml
 
-    from accelbench import grid
+    from accelbench.families import kernel as kernel_family
+    from accelbench.families import train as train_family
     from accelbench.train import strategies
 
     schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     train = schema["properties"]["train"]["properties"]
-    assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == grid.KERNEL_DTYPES
-    assert tuple(train["precisions"]["items"]["enum"]) == grid.PRECISIONS
-    assert tuple(train["strategies"]["items"]["enum"]) == grid.STRATEGIES
-    assert grid.STRATEGIES is strategies.STRATEGY_NAMES
+    assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == kernel_family.DTYPES
+    assert tuple(train["precisions"]["items"]["enum"]) == train_family.PRECISIONS
+    assert tuple(train["strategies"]["items"]["enum"]) == strategies.STRATEGY_NAMES
 
 
 SITE_EXAMPLE = REPO_ROOT / "config" / "site-example.yaml"

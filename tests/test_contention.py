@@ -14,7 +14,7 @@ import time
 import pytest
 
 from accelbench import contention, experiment, timing
-from accelbench.grid import KernelExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 
 # Every test here reads the machine's load: `make test` runs them alone (marker quiet).
@@ -102,7 +102,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
         calls.append(time.perf_counter())
         return quick_measure(exp, settings)
 
-    monkeypatch.setitem(experiment.FAMILIES, "kernel", experiment.Family(KernelExperiment, measure))
+    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
     burner(seconds=10.0)
     settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
     outcome = experiment.measure_watched(SAXPY, settings)
@@ -115,9 +115,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 
 
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
-    monkeypatch.setitem(
-        experiment.FAMILIES, "kernel", experiment.Family(KernelExperiment, quick_measure)
-    )
+    monkeypatch.setattr("accelbench.measure.measure_kernel", quick_measure)
     # A generous limit: the test machine itself may run daemons.
     outcome = experiment.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
     assert outcome.conditions["busy"] is False
@@ -196,10 +194,9 @@ def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
             experiment.Outcome("failed", "result differs from the float64 reference"),
         ]
     )
-    monkeypatch.setitem(
-        experiment.FAMILIES,
-        "kernel",
-        experiment.Family(KernelExperiment, lambda e, s: next(outcomes)),
+    monkeypatch.setattr(
+        "accelbench.measure.measure_kernel",
+        lambda e, s: next(outcomes),
     )
     outcome = experiment._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
     assert outcome.status == "failed"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from accelbench import fork_server, forked_cuda
-from accelbench.grid import KernelExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ PRELOAD_THEN_RUN = textwrap.dedent(
     import json, sys
     import torch
     from accelbench import experiment
-    from accelbench.grid import KernelExperiment
+    from accelbench.families.kernel import KernelExperiment
     from accelbench.outcome import Outcome
 
     def measure(exp, settings):
@@ -112,7 +112,7 @@ LAUNCHER = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from fake_torch_cuda import T4, FakeTorch
     from accelbench import doctor
-    from accelbench.grid import TrainExperiment
+    from accelbench.families.train import TrainExperiment
     from accelbench.train import loop
 
     fake = FakeTorch([T4, T4], Path(sys.argv[2]))
@@ -141,7 +141,7 @@ FORKED_FROM_A_CUDA_PROCESS = textwrap.dedent(
     import json
     import torch
     from accelbench import experiment
-    from accelbench.grid import KernelExperiment
+    from accelbench.families.kernel import KernelExperiment
 
     torch.cuda.is_available()  # this process has asked the driver: its children cannot use CUDA
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)

@@ -24,7 +24,9 @@ from accelbench.datasci import (
     sklearn_library,
     workloads,
 )
-from accelbench.experiment import FAMILIES
+from accelbench.families import FAMILIES
+from accelbench.families import datasci as datasci_family
+from accelbench.families.datasci import DatasciExperiment
 from accelbench.measure import check_against_reference, measure_datasci
 
 from conftest import snakemake
@@ -191,7 +193,7 @@ def test_the_gpu_code_runs_with_the_cpu_library_standing_in(name):
 @pytest.mark.parametrize("backend", ["cudf", "cuml", "cugraph"])
 def test_a_rapids_library_is_unavailable_here_with_the_reason(backend):
     workload = {"cudf": "groupby", "cuml": "kmeans", "cugraph": "pagerank"}[backend]
-    exp = grid.DatasciExperiment(workload, "cuda1", backend, 1000)
+    exp = DatasciExperiment(workload, "cuda1", backend, 1000)
     outcome = measure_datasci(exp, SETTINGS)
     assert outcome.status == "unavailable"
     assert "rapids-cuda13" in outcome.reason or "CUDA device" in outcome.reason
@@ -201,20 +203,20 @@ def test_polars_runs_on_the_devices_threads_or_says_why_not():
     import polars  # its pool is sized now (earlier tests may have imported it already)
 
     pool = polars.thread_pool_size()
-    exp = grid.DatasciExperiment("sort", f"cpu{pool}", "polars", 2000)
+    exp = DatasciExperiment("sort", f"cpu{pool}", "polars", 2000)
     outcome = measure_datasci(exp, SETTINGS)
     assert outcome.status == "ok", outcome.reason
     assert outcome.measured_by["implementation"] == "accelbench.datasci.sort:polars"
     # The pool cannot be resized: another thread count is refused, saying why.
-    other = grid.DatasciExperiment("sort", f"cpu{pool + 1}", "polars", 2000)
+    other = DatasciExperiment("sort", f"cpu{pool + 1}", "polars", 2000)
     refused = measure_datasci(other, SETTINGS)
     assert refused.status == "unavailable"
     assert f"thread pool has {pool} threads, cpu{pool + 1} needs {pool + 1}" in refused.reason
 
 
 def test_a_cpu_workload_is_measured_with_time_throughput_and_its_check():
-    exp = grid.DatasciExperiment("groupby", "cpu1", "pandas", 2000)
-    outcome = FAMILIES["datasci"].measure(exp, SETTINGS)
+    exp = DatasciExperiment("groupby", "cpu1", "pandas", 2000)
+    outcome = FAMILIES["datasci"].measuring_function()(exp, SETTINGS)
     assert outcome.status == "ok", outcome.reason
     assert outcome.check["passed"] and outcome.check["reference"] == "pandas"
     assert outcome.metrics["time"]["unit"] == "s" and outcome.metrics["time"]["median"] > 0
@@ -254,17 +256,17 @@ def test_the_grid_pairs_workloads_with_their_libraries_and_says_why_not():
 
 
 def test_a_result_path_parses_back_and_a_bad_part_is_named():
-    exp = grid.DatasciExperiment("pagerank", "cuda1", "cugraph", 10000)
+    exp = DatasciExperiment("pagerank", "cuda1", "cugraph", 10000)
     assert exp.path == "results/datasci/pagerank/cuda1/cugraph/n10000.json"
     wildcards = {"workload": "pagerank", "device": "cuda1", "backend": "cugraph", "size": "10000"}
-    assert grid.parse_datasci(wildcards) == exp
+    assert datasci_family.parse(wildcards) == exp
     assert grid.cell_of_path(exp.path)[:2] == ("datasci", exp.id)
     with pytest.raises(grid.GridError, match="workload 'pagerang' is not known; allowed: .*bfs"):
-        grid.parse_datasci({**wildcards, "workload": "pagerang"})
+        datasci_family.parse({**wildcards, "workload": "pagerang"})
     with pytest.raises(grid.GridError, match="has no 'cudf' implementation"):
-        grid.parse_datasci({**wildcards, "backend": "cudf"})
+        datasci_family.parse({**wildcards, "backend": "cudf"})
     with pytest.raises(grid.GridError, match="one GPU; cuda2 asks for 2"):
-        grid.parse_datasci({**wildcards, "device": "cuda2"})
+        datasci_family.parse({**wildcards, "device": "cuda2"})
 
 
 def test_a_bad_config_value_names_its_key_and_the_allowed_values(tmp_path):

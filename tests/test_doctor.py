@@ -12,8 +12,9 @@ import pytest
 
 from accelbench import backends, doctor, experiment
 from accelbench.devices import parse_device
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.gpu_support import VisibleGpu
-from accelbench.grid import KernelExperiment, TrainExperiment
 from accelbench.results import load_record
 from accelbench.train import loop
 
@@ -306,7 +307,7 @@ import json
 from accelbench import doctor, experiment
 from accelbench.backends import BACKENDS
 from accelbench.devices import parse_device
-from accelbench.grid import KernelExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 exp = KernelExperiment("saxpy", "cuda1", "numba-cuda", "float32", 64)
 settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}

@@ -11,7 +11,9 @@ import pytest
 
 from accelbench import energy, experiment
 from accelbench.analysis import tables, tidy
-from accelbench.grid import DatasciExperiment, KernelExperiment, TrainExperiment
+from accelbench.families.datasci import DatasciExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.results import RecordError, load_record, make_record
 from accelbench.timing import summarize
 

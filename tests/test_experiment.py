@@ -14,7 +14,9 @@ import torch
 
 from accelbench import experiment, results, roofs, stream, timing
 from accelbench.backends import BACKENDS
-from accelbench.grid import KernelExperiment, RoofExperiment, TrainExperiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.roof import RoofExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.measure import measure_kernel
 from accelbench.outcome import Outcome, is_out_of_memory
@@ -327,7 +329,7 @@ def test_device_oom_during_training_gives_oom(monkeypatch, tmp_path):
     def measure(exp, settings):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setitem(experiment.FAMILIES, "train", experiment.Family(TrainExperiment, measure))
+    monkeypatch.setattr("accelbench.train.loop.measure_training", measure)
     exp = TrainExperiment("resnet18", "cpu1", "fp32", "single", 4)
     record = run_record(exp, tmp_path, TRAIN_SETTINGS)
     assert record["status"] == "oom"
@@ -555,7 +557,7 @@ def test_half_precision_kernel_record(backend, tmp_path):
     kernel = "saxpy"
     exp = KernelExperiment(kernel, "cpu1", backend, dtype, 64)
     if dtype not in kernels()[kernel].dtypes(backend):
-        from accelbench.grid import kernel_exclusion
+        from accelbench.families.kernel import exclusion as kernel_exclusion
 
         assert "computes in float64, float32 only" in kernel_exclusion(exp)
         return

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from accelbench import experiment, fork_server, processes, results, supervise
-from accelbench.grid import KernelExperiment, experiment_of_id
+from accelbench.families.kernel import KernelExperiment
+from accelbench.grid import experiment_of_id
 from accelbench.outcome import RetryableFailure
 from accelbench.results import RecordError, load_record, make_record
 from accelbench.timing import summarize
@@ -34,7 +35,7 @@ SLOW = {**SETTINGS, "min_run_time": 120.0}
 
 
 def measuring_with(monkeypatch, measure) -> None:
-    monkeypatch.setitem(experiment.FAMILIES, "kernel", experiment.Family(KernelExperiment, measure))
+    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
 
 
 # --- errors inside the measurement -------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from accelbench import fork_server, supervise
-from accelbench.grid import KernelExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)

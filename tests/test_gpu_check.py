@@ -18,6 +18,9 @@ from accelbench.analysis import acceptance, gpu_datasheets, tables
 from accelbench.analysis.tables import markdown_escape
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import workloads
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.roof import RoofExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.results import make_record, write_record
 from accelbench.timing import summarize, value
@@ -79,7 +82,7 @@ def record(
 
 
 def kernel(name, backend, dtype, size, gflops, bandwidth, device="cuda1", **options):
-    exp = grid.KernelExperiment(name, device, backend, dtype, size)
+    exp = KernelExperiment(name, device, backend, dtype, size)
     metrics = {
         "time": spread(1e-3, "s"),
         "bandwidth": spread(bandwidth, "GB/s"),
@@ -98,11 +101,11 @@ def roof(dtype, peak, memory, h2d=None, device="cuda1", **options):
         metrics["d2h_bandwidth"] = spread(h2d * 0.95, "GB/s")
     elif device.startswith("cuda"):  # a roof says why it lacks a ceiling
         check["unmeasured"] = dict.fromkeys(("h2d_bandwidth", "d2h_bandwidth"), "no backend")
-    return record(grid.RoofExperiment(device, dtype), metrics=metrics, check=check, **options)
+    return record(RoofExperiment(device, dtype), metrics=metrics, check=check, **options)
 
 
 def train(model, precision, seconds, device="cuda1", **options):
-    exp = grid.TrainExperiment(model, device, precision, "single", 32)
+    exp = TrainExperiment(model, device, precision, "single", 32)
     return record(exp, metrics={"time_per_batch": spread(seconds, "s")}, **options)
 
 

@@ -12,6 +12,13 @@ import yaml
 from accelbench import cluster, grid
 from accelbench import config as accelbench_config
 from accelbench.devices import DeviceError, parse_device
+from accelbench.families import FAMILIES
+from accelbench.families import kernel as kernel_family
+from accelbench.families import roof as roof_family
+from accelbench.families import train as train_family
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.roof import RoofExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 
 from conftest import REPO_ROOT
@@ -23,7 +30,7 @@ def config():
 
 
 def test_kernel_path_round_trips():
-    exp = grid.KernelExperiment("matmul", "cpu4", "numba-parallel", "float32", 512)
+    exp = KernelExperiment("matmul", "cpu4", "numba-parallel", "float32", 512)
     assert exp.path == "results/kernels/matmul/cpu4/numba-parallel/float32/n512.json"
     assert exp.id == "kernels/matmul/cpu4/numba-parallel/float32/n512"
     wildcards = {
@@ -33,7 +40,7 @@ def test_kernel_path_round_trips():
         "dtype": "float32",
         "size": "512",
     }
-    assert grid.parse_kernel(wildcards) == exp
+    assert kernel_family.parse(wildcards) == exp
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "cluster.yaml"])
@@ -44,7 +51,7 @@ def test_a_job_rebuilds_every_planned_experiment_from_its_wildcards(configfile):
     assert {exp.family for exp in planned} == {"kernel", "roof", "train", "datasci"}
     for exp in planned:
         wildcards = {name: str(value) for name, value in asdict(exp).items()}
-        assert grid.planned_experiment(wildcards) == exp
+        assert grid.planned_experiment(FAMILIES[exp.family].rule, wildcards) == exp
 
 
 @pytest.mark.parametrize("configfile", ["config.yaml", "cluster.yaml"])
@@ -71,7 +78,7 @@ def test_a_record_id_that_names_no_cell_is_refused_naming_the_part(record_id, me
 
 
 def test_train_path_round_trips():
-    exp = grid.TrainExperiment("resnet18", "cuda1", "bf16", "single", 64)
+    exp = TrainExperiment("resnet18", "cuda1", "bf16", "single", 64)
     assert exp.path == "results/train/resnet18/cuda1/bf16/single/bs64.json"
     wildcards = {
         "model": "resnet18",
@@ -80,7 +87,7 @@ def test_train_path_round_trips():
         "strategy": "single",
         "batch": "64",
     }
-    assert grid.parse_train(wildcards) == exp
+    assert train_family.parse(wildcards) == exp
 
 
 @pytest.mark.parametrize(
@@ -110,7 +117,7 @@ def test_bad_kernel_wildcards_name_the_part(change, message):
         **change,
     }
     with pytest.raises(grid.GridError) as err:
-        grid.parse_kernel(wildcards)
+        kernel_family.parse(wildcards)
     assert message in str(err.value)
 
 
@@ -141,14 +148,14 @@ def test_bad_train_wildcards_name_the_part(change, message):
         **change,
     }
     with pytest.raises(grid.GridError) as err:
-        grid.parse_train(wildcards)
+        train_family.parse(wildcards)
     assert message in str(err.value)
 
 
 def test_default_grid_is_cpu_only_and_complete(config):
     expanded = grid.expand(config)
-    kernel_cells = [e for e in expanded.experiments if isinstance(e, grid.KernelExperiment)]
-    roofs = [e for e in expanded.experiments if isinstance(e, grid.RoofExperiment)]
+    kernel_cells = [e for e in expanded.experiments if isinstance(e, KernelExperiment)]
+    roofs = [e for e in expanded.experiments if isinstance(e, RoofExperiment)]
     matmul = [e for e in kernel_cells if e.kernel == "matmul"]
     assert len(matmul) == 2 * 4 * 2 * 2
     # Every other registered kernel that runs on a CPU has a few cells in the default grid.
@@ -158,7 +165,7 @@ def test_default_grid_is_cpu_only_and_complete(config):
     assert len(kernel_cells) - len(matmul) <= 30
     assert {(r.device, r.dtype) for r in roofs} == {(e.device, e.dtype) for e in kernel_cells}
     # training: 3 models x (single on cpu1 and cpu2, ddp on cpu2); ddp on cpu1 is excluded.
-    train = [e for e in expanded.experiments if isinstance(e, grid.TrainExperiment)]
+    train = [e for e in expanded.experiments if isinstance(e, TrainExperiment)]
     assert len(train) == 3 * 3
     assert all(not parse_device(exp.device).is_gpu for exp in expanded.experiments)
     assert sorted(exp.path for exp, _ in expanded.excluded) == [
@@ -208,35 +215,35 @@ def test_overrides_replace_the_axes_of_one_kernel(config):
     ],
 )
 def test_kernel_exclusions_say_why(exp, message):
-    exp = grid.KernelExperiment(*exp)
-    reason = grid.kernel_exclusion(exp)
+    exp = KernelExperiment(*exp)
+    reason = kernel_family.exclusion(exp)
     if "not on" in message and "numpy" in message:
-        exp = grid.KernelExperiment(exp.kernel, "cuda1", exp.backend, exp.dtype, exp.size)
-        reason = grid.kernel_exclusion(exp)
+        exp = KernelExperiment(exp.kernel, "cuda1", exp.backend, exp.dtype, exp.size)
+        reason = kernel_family.exclusion(exp)
     assert reason and message in reason
     wildcards = {key: str(value) for key, value in exp.__dict__.items()}
     with pytest.raises(grid.GridError, match="excluded from the grid"):
-        grid.parse_kernel(wildcards)
+        kernel_family.parse(wildcards)
 
 
 def test_half_precision_cells_run_where_supported():
     for exp in (
-        grid.KernelExperiment("matmul", "cpu1", "torch", "bfloat16", 64),
-        grid.KernelExperiment("matmul", "cuda1", "cupy", "float16", 64),
-        grid.KernelExperiment("saxpy", "cpu1", "numpy", "float16", 64),
+        KernelExperiment("matmul", "cpu1", "torch", "bfloat16", 64),
+        KernelExperiment("matmul", "cuda1", "cupy", "float16", 64),
+        KernelExperiment("saxpy", "cpu1", "numpy", "float16", 64),
     ):
-        assert grid.kernel_exclusion(exp) is None
+        assert kernel_family.exclusion(exp) is None
 
 
 def test_roof_path_round_trips_and_bad_parts_are_named():
-    exp = grid.RoofExperiment("cuda1", "bfloat16")
+    exp = RoofExperiment("cuda1", "bfloat16")
     assert exp.path == "results/roofs/cuda1/bfloat16.json"
     assert exp.id == "roofs/cuda1/bfloat16"
-    assert grid.parse_roof({"device": "cuda1", "dtype": "bfloat16"}) == exp
+    assert roof_family.parse({"device": "cuda1", "dtype": "bfloat16"}) == exp
     with pytest.raises(grid.GridError, match="dtype 'int4' is not known"):
-        grid.parse_roof({"device": "cpu1", "dtype": "int4"})
+        roof_family.parse({"device": "cpu1", "dtype": "int4"})
     with pytest.raises(grid.GridError, match="device 'gpu1' is malformed"):
-        grid.parse_roof({"device": "gpu1", "dtype": "float32"})
+        roof_family.parse({"device": "gpu1", "dtype": "float32"})
 
 
 def test_excluded_cells_keep_their_reason(config):
@@ -357,11 +364,11 @@ BLIND_GRID = {"image_size": 32, "model_options": {}, "pipeline_microbatches": 4}
 
 @pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp"])
 def test_a_model_whose_layers_cannot_take_the_image_is_excluded(strategy):
-    exp = grid.TrainExperiment("alexnet", "cpu2", "fp32", strategy, 8)
-    assert grid.train_exclusion(exp, BLIND_GRID) == (
+    exp = TrainExperiment("alexnet", "cpu2", "fp32", strategy, 8)
+    assert train_family.exclusion(exp, BLIND_GRID) == (
         "alexnet needs image_size >= 63 (its poolings); the config gives 32"
     )
-    assert grid.train_exclusion(exp, {**BLIND_GRID, "image_size": 64}) is None
+    assert train_family.exclusion(exp, {**BLIND_GRID, "image_size": 64}) is None
 
 
 @pytest.mark.parametrize(
@@ -381,8 +388,8 @@ def test_a_model_whose_layers_cannot_take_the_image_is_excluded(strategy):
 def test_batch_norm_needs_two_values_per_channel(
     model, device, strategy, batch, image_size, excluded
 ):
-    exp = grid.TrainExperiment(model, device, "fp32", strategy, batch)
-    reason = grid.train_exclusion(exp, {**BLIND_GRID, "image_size": image_size})
+    exp = TrainExperiment(model, device, "fp32", strategy, batch)
+    reason = train_family.exclusion(exp, {**BLIND_GRID, "image_size": image_size})
     assert (reason is not None) == excluded, reason
     if excluded:
         assert f"{model}'s BatchNorm would normalise over 1 value per channel" in reason
@@ -406,8 +413,8 @@ def test_the_grid_excludes_what_it_can_know_with_the_reason(config):
 def test_roofs_exist_only_for_devices_kernels_run_on():
     for device in ("cuda2", "2x4cuda", "2x1cuda", "2x2cpu"):
         with pytest.raises(grid.GridError, match="roofs bound kernels, which run on one node's"):
-            grid.parse_roof({"device": device, "dtype": "float32"})
-    assert grid.parse_roof({"device": "cuda1", "dtype": "float32"}).device == "cuda1"
+            roof_family.parse({"device": device, "dtype": "float32"})
+    assert roof_family.parse({"device": "cuda1", "dtype": "float32"}).device == "cuda1"
 
 
 @pytest.mark.parametrize(

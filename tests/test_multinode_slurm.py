@@ -21,7 +21,7 @@ from test_train_parallel import TINY, assert_as_accurate_as, tiny_settings
 from test_train_slurm import CONFIG as ONE_NODE_CONFIG
 from test_train_slurm import FCN, SLURM_ARGS
 
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.results import load_record
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options
@@ -112,7 +112,7 @@ def test_ddp_over_two_nodes_runs_on_both_and_matches_the_local_launch(nodes_work
 WORKER = """\
 import sys
 import torch
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.train import distributed
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from accelbench import contention, experiment, precision, timing
-from accelbench.grid import KernelExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 
 
@@ -184,7 +184,7 @@ def kernel_family(monkeypatch, medians) -> list:
             series=timing.warmup_series([0.01], [True]),
         )
 
-    monkeypatch.setitem(experiment.FAMILIES, "kernel", experiment.Family(KernelExperiment, measure))
+    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
     return given
 
 
@@ -271,10 +271,9 @@ def test_a_run_added_for_precision_that_fails_fails_the_experiment_naming_it(mon
             experiment.Outcome("failed", "result differs from the float64 reference"),
         ]
     )
-    monkeypatch.setitem(
-        experiment.FAMILIES,
-        "kernel",
-        experiment.Family(KernelExperiment, lambda exp, settings: next(outcomes)),
+    monkeypatch.setattr(
+        "accelbench.measure.measure_kernel",
+        lambda exp, settings: next(outcomes),
     )
     outcome = experiment._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)
     assert outcome.status == "failed"

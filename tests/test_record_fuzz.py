@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from accelbench import grid, results
+from accelbench import results
 from accelbench.analysis import (
     compare,
     figures,
@@ -37,6 +37,8 @@ from accelbench.analysis import (
     tables,
     tidy,
 )
+from accelbench.families import FAMILIES
+from accelbench.families.base import POSITIVE_INT
 
 from records import (
     KERNELS,
@@ -131,7 +133,7 @@ def other_grid_value(value):
     """Another value a grid parameter of the same type could have."""
     if isinstance(value, int):
         return value * 2
-    if grid.POSITIVE_INT.match(value[-1]):  # a device: cpu1 -> cpu3
+    if POSITIVE_INT.match(value[-1]):  # a device: cpu1 -> cpu3
         return value[:-1] + str(int(value[-1]) + 2)
     return value + "x"
 
@@ -172,7 +174,7 @@ def mutate(record, rng):
             parent = parent[part]
         parent["surprise"] = True
     elif category == "params":
-        kind = results.EXPERIMENT_TYPES[record["experiment"]]
+        kind = FAMILIES[record["experiment"]].experiment_type
         name = rng.choice([field.name for field in fields(kind)])
         mutant["params"][name] = other_grid_value(mutant["params"][name])
     elif category == "id":
@@ -207,7 +209,7 @@ def ordered(record) -> bool:
 def fits_its_path(record, original) -> bool:
     """The rules beyond the schema, checked here on their own: the id and the parameters it
     names are the original's, and the statistics are in order."""
-    kind = results.EXPERIMENT_TYPES[original["experiment"]]
+    kind = FAMILIES[original["experiment"]].experiment_type
     return (
         record["id"] == original["id"]
         and all(

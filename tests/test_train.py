@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from accelbench import experiment, timing
-from accelbench.grid import PRECISIONS, TrainExperiment, train_exclusion
+from accelbench.families.train import PRECISIONS, TrainExperiment
+from accelbench.families.train import exclusion as train_exclusion
 from accelbench.results import load_record
 from accelbench.train import loop
 from accelbench.train.loop import later_runs as train_later_runs

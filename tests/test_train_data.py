@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.train import data, datasets
 from accelbench.train.loop import measure_training
 from accelbench.train.models import models, resolve_options

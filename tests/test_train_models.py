@@ -9,7 +9,9 @@ import sys
 import pytest
 import torch
 
-from accelbench.grid import GridError, TrainExperiment, parse_train
+from accelbench.families.base import GridError
+from accelbench.families.train import TrainExperiment
+from accelbench.families.train import parse as parse_train
 from accelbench.train import settings as train_settings
 from accelbench.train import synthetic
 from accelbench.train.flops import flops_per_sample

@@ -25,7 +25,8 @@ import torch.multiprocessing as mp
 
 from accelbench import experiment, supervise
 from accelbench.devices import Device, DeviceError, parse_device
-from accelbench.grid import TrainExperiment, train_exclusion
+from accelbench.families.train import TrainExperiment
+from accelbench.families.train import exclusion as train_exclusion
 from accelbench.results import load_record
 from accelbench.train import cpu_support, distributed, strategies
 from accelbench.train.loop import measure_training, train_process

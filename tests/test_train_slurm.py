@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.results import load_record
 from accelbench.train.loop import measure_training
 

@@ -21,7 +21,9 @@ from typing import Any
 
 from accelbench.backends import BACKENDS
 from accelbench.devices import Device, usable_cpus
-from accelbench.grid import KernelExperiment, RoofExperiment, kernel_exclusion
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import exclusion as kernel_exclusion
+from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import host_dtype
 from accelbench.measure import measure_kernel
 from accelbench.roofs import MIB, measure_roof

@@ -46,7 +46,7 @@ def command_train(args: argparse.Namespace) -> int:
     from accelbench.train.distributed import is_primary_process
 
     config = workflow_config.load(args.configfile)
-    exp = grid.parse_train_path(args.path)
+    exp = grid.parse_path(args.path, "train")
     if Path(args.path).is_dir():
         print(
             f"accelbench: {args.path} is a directory; the record is written as a file there",

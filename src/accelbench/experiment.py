@@ -12,23 +12,19 @@ import logging
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from accelbench import contention, energy, precision, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
 from accelbench.devices import parse_device, slurm_gpu_shortfall
-from accelbench.grid import (
-    DatasciExperiment,
-    Experiment,
-    KernelExperiment,
-    RoofExperiment,
-    TrainExperiment,
-)
+from accelbench.families import family_of
+from accelbench.families.base import Experiment
+from accelbench.families.kernel import KernelExperiment
+from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import kernels
-from accelbench.measure import measure_datasci, measure_kernel, naive_size_limit
+from accelbench.measure import naive_size_limit
 from accelbench.outcome import (
     Outcome,
     RankFailure,
@@ -39,11 +35,8 @@ from accelbench.outcome import (
 )
 from accelbench.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.results import make_record, write_record
-from accelbench.roofs import later_runs as roof_later_runs
-from accelbench.roofs import measure_roof, roof_sizes
+from accelbench.roofs import roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
-from accelbench.train.loop import later_runs as train_later_runs
-from accelbench.train.loop import measure_training
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +48,6 @@ def _guarded(measure, exp, settings) -> Outcome:
     except Exception as err:  # the record must say what went wrong, whatever it was
         log.error("%s raised:\n%s", exp.id, traceback.format_exc())
         return of_error(err)
-
-
-@dataclass(frozen=True)
-class Family:
-    """An experiment family: its experiment type and the function that measures one run of it."""
-
-    experiment_type: type
-    measure: Callable[[Any, dict[str, Any]], Outcome]
-    # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
-    later_runs: Callable[[dict[str, Any], Outcome], dict[str, Any]] | None = None
-    # Whether its runs measure energy after their timing (then the job measures the idle
-    # baseline once, before the first run).
-    measures_energy: bool = True
-
-
-FAMILIES: dict[str, Family] = {
-    "kernel": Family(KernelExperiment, measure_kernel),
-    "train": Family(TrainExperiment, measure_training, later_runs=train_later_runs),
-    "roof": Family(RoofExperiment, measure_roof, later_runs=roof_later_runs, measures_energy=False),
-    "datasci": Family(DatasciExperiment, measure_datasci),
-}
 
 
 def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
@@ -185,8 +157,9 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     runs itself (train/loop.py), inside the processes it launched: a launched
     rank (an srun task) cannot fork alone, its peers would wait for it.
     """
-    family = FAMILIES[exp.family]
-    measure = family.measure
+    family = family_of(exp)
+    measure = family.measuring_function()
+    later_runs = family.later_runs_function()
     goal = precision.Goal.of(exp.family, settings)
     if exp.family == "train":
         if not fresh_processes or from_environment():
@@ -226,8 +199,8 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 100 * progress.achieved(),
                 100 * goal.half_width,
             )
-            if len(outcomes) == 1 and family.later_runs:
-                settings = family.later_runs(settings, outcome)
+            if len(outcomes) == 1 and later_runs:
+                settings = later_runs(settings, outcome)
     combined = combine_runs(outcomes)
     combined.conditions = progress.report()
     return combined

@@ -20,7 +20,8 @@ from accelbench import energy, placement, timing
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
 from accelbench.devices import Device, cpu_threads, parse_device
-from accelbench.grid import DatasciExperiment, KernelExperiment
+from accelbench.families.datasci import DatasciExperiment
+from accelbench.families.kernel import KernelExperiment
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.outcome import Outcome
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from accelbench import experiment
+from accelbench.families import FAMILIES
 from accelbench.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
@@ -42,7 +43,7 @@ def main(payload: dict[str, Any]) -> int:
         **({"filename": payload["log_file"]} if to_file else {}),
     )
     logging.captureWarnings(True)
-    exp = experiment.FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
+    exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
     try:
         experiment.run(
             exp,

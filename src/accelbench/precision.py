@@ -25,14 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench import timing
+from accelbench.families import FAMILIES
 
-# The metric whose interval decides, per experiment family: what its tables show.
-FIGURES_OF_MERIT = {
-    "kernel": ("time",),
-    "datasci": ("time",),
-    "train": ("time_per_batch",),
-    "roof": ("peak_gflops", "memory_bandwidth"),
-}
 # Defaults of the settings a family's config section may give.
 DEFAULTS = {"runs": 1, "half_width": 0.05, "budget_s": 0.0}
 
@@ -55,7 +49,7 @@ class Goal:
             least_runs=int(values["runs"]),
             half_width=float(values["half_width"]),
             budget_s=float(values["budget_s"]),
-            metrics=FIGURES_OF_MERIT[family],
+            metrics=FAMILIES[family].precise_metrics,
         )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,16 +27,21 @@ EXCLUDED_CSV = "results/excluded.csv"
 LISTED = 10
 
 
-def measured_paths(jobs: Iterable[Any]) -> list[str]:
-    """The record paths among the outputs of Snakemake jobs, a group's members included.
-
-    Read from Snakemake 9's job objects: a GroupJob says is_group() and holds its
-    jobs; every job has its output files.
-    """
-    paths = []
+def member_jobs(jobs: Iterable[Any]) -> Iterator[Any]:
+    """Each Snakemake job, and each member of a group job (Snakemake 9: a GroupJob says
+    is_group() and holds its jobs)."""
     for job in jobs:
-        for member in job.jobs if job.is_group() else [job]:
-            paths += [str(path) for path in member.output if grid.cell_of_path(str(path))]
+        yield from job.jobs if job.is_group() else [job]
+
+
+def measured_paths(jobs: Iterable[Any]) -> list[str]:
+    """The record paths among the outputs of Snakemake jobs, a group's members included."""
+    paths = [
+        str(path)
+        for member in member_jobs(jobs)
+        for path in member.output
+        if grid.cell_of_path(str(path))
+    ]
     return sorted(set(paths))
 
 

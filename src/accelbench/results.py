@@ -15,6 +15,7 @@ reaches a table as a number it does not hold.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from string import Formatter
 from typing import Any
 
 from accelbench import energy, grid, provenance
+from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
 from accelbench.schema import SchemaViolation, compile_schema, shown
 
@@ -67,10 +69,13 @@ REQUIRED_KEYS = (
 # Where the schema is published, below the workflow's root.
 SCHEMA_FILE = "workflow/schemas/record.schema.json"
 
-EXPERIMENT_TYPES = {kind.family: kind for kind in grid.EXPERIMENT_TYPES}
-# What an "ok" record of a measured family cannot lack: its time, which its tables,
-# summary and comparisons are built on.
-TIME_METRICS = {"kernel": "time", "train": "time_per_batch", "datasci": "time"}
+
+def time_metrics() -> dict[str, str]:
+    """What an "ok" record of a measured family cannot lack: its time, which its tables,
+    summary and comparisons are built on (accelbench.families declares it)."""
+    return {name: family.time_metric for name, family in FAMILIES.items() if family.time_metric}
+
+
 # The ceilings of a roof (roofs.ROOFS), the host copies on a GPU only. An ok roof has
 # each of its device's ceilings, or says in its check's `unmeasured` why not.
 ROOF_CEILINGS = ("peak_gflops", "memory_bandwidth")
@@ -331,38 +336,44 @@ def _id_regex(kind: type) -> str:
     return f"^{regex}$"
 
 
-def _family_rules(family: str, kind: type) -> dict[str, Any]:
+def _family_rules(family: Family) -> dict[str, Any]:
     """What a record of one family holds: an id of its shape and the parameters the id
     names; if ok, its time or, a roof, its ceilings."""
+    kind = family.experiment_type
     params = {
         field.name: {"type": "integer", "minimum": 1}
         if field.type == "int"
         else {"type": "string", "minLength": 1}
         for field in fields(kind)
     }
-    if family in TIME_METRICS:
-        ok = {
-            "description": f"an ok {family} record has its time",
-            "properties": {"metrics": {"required": [TIME_METRICS[family]]}},
-        }
-    else:
-        on_gpu = {"properties": {"params": {"properties": {"device": {"pattern": "cuda"}}}}}
-        ok = {
-            "allOf": [
-                *_ceilings(ROOF_CEILINGS),
-                {"if": on_gpu, "then": {"allOf": _ceilings(GPU_ROOF_METRICS)}},
-            ]
-        }
     return {
-        "description": f"experiment {family!r}: the id is a {family} result path, "
+        "description": f"experiment {family.name!r}: the id is a {family.name} result path, "
         "the params hold its parts",
         "properties": {
             "id": {"pattern": _id_regex(kind)},
             "params": {"required": list(params), "properties": params},
         },
         "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
-        "then": ok,
+        "then": _ok_rules(family),
     }
+
+
+def _ok_rules(family: Family) -> dict[str, Any]:
+    """What an ok record of the family cannot lack: its time, or a roof's ceilings."""
+    if family.time_metric:
+        return {
+            "description": f"an ok {family.name} record has its time",
+            "properties": {"metrics": {"required": [family.time_metric]}},
+        }
+    if family.name == "roof":
+        on_gpu = {"properties": {"params": {"properties": {"device": {"pattern": "cuda"}}}}}
+        return {
+            "allOf": [
+                *_ceilings(ROOF_CEILINGS),
+                {"if": on_gpu, "then": {"allOf": _ceilings(GPU_ROOF_METRICS)}},
+            ]
+        }
+    return {}
 
 
 def _ceilings(ceilings: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -418,7 +429,7 @@ def record_schema() -> dict[str, Any]:
     schema = _closed(
         REQUIRED_KEYS,
         schema_version={"const": SCHEMA_VERSION},
-        experiment={"enum": list(EXPERIMENT_TYPES)},
+        experiment={"enum": list(FAMILIES)},
         id={"type": "string"},
         status={"enum": list(STATUSES)},
         reason=_text(nullable=True),
@@ -438,10 +449,13 @@ def record_schema() -> dict[str, Any]:
         transient={"const": True},
     )
     by_family: dict[str, Any] = {}  # if kernel ... else if train ...: one test per family
-    for family, kind in reversed(EXPERIMENT_TYPES.items()):
+    for family in reversed(FAMILIES.values()):
         by_family = {
-            "if": {"properties": {"experiment": {"const": family}}, "required": ["experiment"]},
-            "then": _family_rules(family, kind),
+            "if": {
+                "properties": {"experiment": {"const": family.name}},
+                "required": ["experiment"],
+            },
+            "then": _family_rules(family),
             **({"else": by_family} if by_family else {}),
         }
     transient = {
@@ -477,7 +491,10 @@ def write_schema(root: str | os.PathLike[str] = ".") -> Path:
     return path
 
 
-_CHECK_SCHEMA = compile_schema(record_schema())
+@functools.cache
+def _compiled_schema(families: tuple[str, ...]):
+    """The record schema's checker for these registered families (compiled once)."""
+    return compile_schema(record_schema())
 
 
 def make_record(
@@ -529,7 +546,7 @@ def validate_record(record: Any, source: str = "record") -> None:
     """Raise RecordError, naming `source` and the key, if `record` breaks the record
     contract: the schema (record_schema), then the CROSS_RULES."""
     try:
-        _CHECK_SCHEMA(record)
+        _compiled_schema(tuple(FAMILIES))(record)
     except SchemaViolation as err:
         raise RecordError(f"{source}: {err}") from None
     _check_id_and_params(record, source)

@@ -23,7 +23,7 @@ import numpy as np
 from accelbench import stream, timing
 from accelbench.backends import BACKENDS
 from accelbench.devices import Device, cpu_threads, parse_device
-from accelbench.grid import RoofExperiment
+from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.measure import check_kernel, implementation_name, mismatch, time_function
 from accelbench.outcome import Outcome

@@ -38,6 +38,7 @@ from pathlib import Path
 from accelbench import config as workflow_config
 from accelbench import grid, progress, run_config
 from accelbench.arguments import add_configfile, positive_seconds
+from accelbench.families import FAMILIES
 
 SQUEUE_FIELDS = ("JobID", "State", "Name", "Comment", "TimeUsed", "WorkDir", "Reason", "STDOUT")
 SACCT_FIELDS = ("JobID", "JobName", "State", "Elapsed", "WorkDir", "Comment", "SubmitLine")
@@ -76,12 +77,7 @@ LISTING_ORDER = (
 )
 
 # Rules whose wildcards name an experiment of the grid, shown by its result id.
-EXPERIMENT_PATTERNS = {
-    "kernel_benchmark": grid.KERNEL_PATTERN,
-    "train_benchmark": grid.TRAIN_PATTERN,
-    "roof_benchmark": grid.ROOF_PATTERN,
-    "datasci_benchmark": grid.DATASCI_PATTERN,
-}
+EXPERIMENT_PATTERNS = {family.rule: family.pattern for family in FAMILIES.values()}
 RUN_ID_LINE = re.compile(r"SLURM run ID: (\S+)")
 KEEP_LOGS_HINT = "keep them with `slurm-keep-successful-logs: true` in the profile"
 

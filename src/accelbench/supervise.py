@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import fork_server, provenance
-from accelbench.grid import Experiment
+from accelbench.families.base import Experiment
 from accelbench.outcome import (
     MEASURED_AGAIN,
     RETRY_EXIT_CODE,

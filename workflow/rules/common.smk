@@ -15,15 +15,16 @@ from accelbench import (
     group_errors,
     interrupts,
     progress,
-    results,
     run_config,
     run_profile,
+    run_start,
     targets,
 )
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.devices import parse_device
-from accelbench.train import datasets, settings
+from accelbench.families import FAMILIES
+from accelbench.train import datasets
 
 GRID = grid.expand(config)
 PLANNED = fillable.Planned.of(GRID)
@@ -34,16 +35,7 @@ if workflow.is_main_process and KEPT_DEFAULTS:
 
 
 wildcard_constraints:
-    kernel=grid.WILDCARD_CONSTRAINT,
-    device=grid.WILDCARD_CONSTRAINT,
-    backend=grid.WILDCARD_CONSTRAINT,
-    dtype=grid.WILDCARD_CONSTRAINT,
-    size=grid.WILDCARD_CONSTRAINT,
-    workload=grid.WILDCARD_CONSTRAINT,
-    model=grid.WILDCARD_CONSTRAINT,
-    precision=grid.WILDCARD_CONSTRAINT,
-    strategy=grid.WILDCARD_CONSTRAINT,
-    batch=grid.WILDCARD_CONSTRAINT,
+    **grid.wildcard_constraints(),
     dataset="|".join(datasets.DATASETS),
 
 
@@ -67,7 +59,9 @@ def placement(device, strategy, slurm_tasks):
 
 
 def experiment_resources(family):
-    """Scheduler resources of one experiment, from its device and strategy wildcards and the config."""
+    """Scheduler resources of one experiment of `family`, from its device and strategy
+    wildcards and the config (its family's section of `resources`)."""
+    section = FAMILIES[family].resources
 
     def resource(key):
         # A key placement does not give evaluates to None, which Snakemake leaves out.
@@ -76,8 +70,8 @@ def experiment_resources(family):
     resources = {key: resource(key) for key in cluster.JOB_RESOURCE_KEYS}
     resources.update(
         {
-            "mem_mb": lambda wc, attempt: cluster.scaled(config, family, "mem_mb", attempt),
-            "runtime": lambda wc, attempt: cluster.scaled(config, family, "runtime", attempt),
+            "mem_mb": lambda wc, attempt: cluster.scaled(config, section, "mem_mb", attempt),
+            "runtime": lambda wc, attempt: cluster.scaled(config, section, "runtime", attempt),
             # The job's own attempt number: its last attempt records a failure instead of retrying.
             "attempt": lambda wc, attempt: attempt,
             # Local runs take this slot so that no two benchmarks share the machine.
@@ -159,24 +153,10 @@ onstart:
         )
         interrupts.interrupt_once()
         group_errors.show_group_messages()
-    results.ensure_writable(Path("results"))
+    # The plan, and a copy of each record about to be measured again.
+    print(run_start.start(workflow.dag.needrun_jobs(), GRID, Path("results")), file=sys.stderr)
     # For the commands that follow without --configfile (the report, accelbench status).
     run_config.write(config, workflow.overwrite_configfiles)
-    to_measure = progress.measured_paths(workflow.dag.needrun_jobs())
-    print(progress.plan_message(to_measure, GRID), file=sys.stderr)
-    # A record about to be measured again is copied first, with its job's logs: Snakemake
-    # removes them before its job runs and again if the job fails, even when it never ran.
-    results.keep_replaced(
-        [
-            path
-            for job in workflow.dag.needrun_jobs()
-            if job.rule.name
-            in ("kernel_benchmark", "roof_benchmark", "datasci_benchmark", "train_benchmark")
-            for path in [*job.output, *job.log]
-        ],
-        Path("results"),
-        results.replaced_folder(Path("results")),
-    )
     # Local experiment jobs get their measuring processes from one pre-imported server.
     if workflow.executor_plugin.name == "local":
         fork_server.start("results/logs/fork_server.log")
@@ -192,16 +172,14 @@ onerror:
         print(unfinished, file=sys.stderr)
 
 
-KERNEL_SETTINGS = accelbench_config.kernel_settings(config)
-ROOF_SETTINGS = accelbench_config.roof_settings(config)
-DATASCI_SETTINGS = accelbench_config.datasci_settings(config)
 # Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
 DATASET_PATTERN = str(datasets.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
 
 
-def train_settings(wildcards):
-    """The settings of one model's experiments (its own options only, so others do not rerun it)."""
-    return settings.for_model(config, wildcards.model)
+def family_settings(family):
+    """The params of one experiment of `family`: the settings its declaration takes from the
+    config for these wildcards (a change re-measures the experiment, and only it)."""
+    return lambda wildcards: FAMILIES[family].settings(config, wildcards)
 
 
 def table_files(name, category):

@@ -1,9 +1,9 @@
 rule datasci_benchmark:
     """One data science workload on one library, device and size -> one result record."""
     input:
-        grid.target_check("datasci"),
+        grid.target_check("datasci", config),
     output:
-        grid.DATASCI_PATTERN,
+        FAMILIES["datasci"].pattern,
     log:
         "results/logs/datasci/{workload}/{device}/{backend}/n{size}.log",
     retries: RETRIES
@@ -19,6 +19,6 @@ rule datasci_benchmark:
     resources:
         **experiment_resources("datasci"),
     params:
-        settings=DATASCI_SETTINGS,
+        settings=family_settings("datasci"),
     script:
         "../../scripts/run_experiment.py"

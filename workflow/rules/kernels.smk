@@ -1,9 +1,9 @@
 rule kernel_benchmark:
     """One kernel on one backend, device, dtype and size -> one result record."""
     input:
-        grid.target_check("kernel"),
+        grid.target_check("kernel", config),
     output:
-        grid.KERNEL_PATTERN,
+        FAMILIES["kernel"].pattern,
     log:
         "results/logs/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.log",
     retries: RETRIES
@@ -17,8 +17,8 @@ rule kernel_benchmark:
         *ENV_MODULES,
     threads: experiment_threads
     resources:
-        **experiment_resources("kernels"),
+        **experiment_resources("kernel"),
     params:
-        settings=KERNEL_SETTINGS,
+        settings=family_settings("kernel"),
     script:
         "../../scripts/run_experiment.py"

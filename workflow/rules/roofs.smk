@@ -1,9 +1,9 @@
 rule roof_benchmark:
     """The measured ceilings of one device in one dtype -> one result record."""
     input:
-        grid.target_check("roof"),
+        grid.target_check("roof", config),
     output:
-        grid.ROOF_PATTERN,
+        FAMILIES["roof"].pattern,
     log:
         "results/logs/roofs/{device}/{dtype}.log",
     retries: RETRIES
@@ -17,8 +17,8 @@ rule roof_benchmark:
         *ENV_MODULES,
     threads: experiment_threads
     resources:
-        **experiment_resources("kernels"),
+        **experiment_resources("roof"),
     params:
-        settings=ROOF_SETTINGS,
+        settings=family_settings("roof"),
     script:
         "../../scripts/run_experiment.py"

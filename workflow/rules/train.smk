@@ -1,9 +1,9 @@
 rule train_benchmark:
     """One model trained on one device, precision, strategy and batch size -> one record."""
     input:
-        grid.target_check("train", config["train"]),
+        grid.target_check("train", config),
     output:
-        grid.TRAIN_PATTERN,
+        FAMILIES["train"].pattern,
     log:
         "results/logs/train/{model}/{device}/{precision}/{strategy}/bs{batch}.log",
     retries: RETRIES
@@ -15,7 +15,7 @@ rule train_benchmark:
     resources:
         **experiment_resources("train"),
     params:
-        settings=train_settings,
+        settings=family_settings("train"),
     script:
         "../../scripts/run_experiment.py"
 

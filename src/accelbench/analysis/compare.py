@@ -17,7 +17,7 @@ as a regression: the machine, not the code, may have slowed it. An invalid
 record is never "unchanged": where the old record did not run it is listed as
 "invalid record". A metric that both records ran but only the old one holds is
 lost too; a row of a tidy table that says ok but lacks its family's primary
-time (results.TIME_METRICS) counts as an invalid record.
+time (results.time_metrics) counts as an invalid record.
 
 The verdicts feed a CI gate: `accelbench compare OLD NEW` exits non-zero when
 any cell regressed.
@@ -296,7 +296,7 @@ def _with_times(frame: pd.DataFrame) -> pd.DataFrame:
     not made from records here) marked as an invalid record that says so."""
     lacking = pd.Series(False, index=frame.index)
     reasons = pd.Series("", index=frame.index)
-    for family, name in results.TIME_METRICS.items():
+    for family, name in results.time_metrics().items():
         column = f"{name}_median"
         missing = (frame["experiment"] == family) & (frame["status"] == "ok")
         missing &= frame[column].isna() if column in frame else True

@@ -32,6 +32,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from accelbench.analysis import ratios, style, tables, tidy
+from accelbench.families import FAMILIES
 
 LOG_SPAN = 10.0  # switch to a log axis when the values span more than a decade
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
@@ -832,7 +833,7 @@ def energy_against_time(
     measured, energy_unit = _per_work(
         measured, energy_metric, 1.0, units.get(f"{energy_metric}_median")
     )
-    primary = tidy.PRIMARY[experiment]
+    primary = FAMILIES[experiment].primary
     panels = sorted(set(measured[primary]))
     fig, axes = _panel_figure(len(panels), width)
     devices = tidy.natural_devices(measured["device"])

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 
 from accelbench import grid
 from accelbench.devices import DeviceError, parse_device
+from accelbench.families import FAMILIES
+from accelbench.families.base import int_fields
 from accelbench.results import RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
@@ -86,10 +88,7 @@ FLAG_COLUMNS = ("check_passed", "busy", "git_dirty", "slurm_exclusive")
 # of them is invalid, so an invalid record's cell keeps its number.
 INTEGER_PARAMS = tuple(
     dict.fromkeys(
-        field.name
-        for kind in grid.EXPERIMENT_TYPES
-        for field in fields(kind)
-        if field.type == "int"
+        name for family in FAMILIES.values() for name in int_fields(family.experiment_type)
     )
 )
 # Library versions follow the provenance columns as `<library>_version`, one column each.
@@ -105,16 +104,6 @@ STATUS_TEXT = {
 # The status of a cell whose record file exists but cannot be used (see record_problems).
 INVALID = "invalid"
 
-# How each experiment's rows are named in tables and figures: the primary
-# parameter always, the secondary ones only where they vary.
-PRIMARY = {"train": "model", "kernel": "kernel", "datasci": "workload"}
-# A data science row is a workload and size; its library follows from the device kind
-# (pandas on a CPU, cuDF on a GPU), so one row spans CPU and GPU columns.
-SECONDARY = {
-    "train": ("precision", "strategy", "batch"),
-    "kernel": ("backend", "dtype", "size"),
-    "datasci": ("size",),
-}
 LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
 # Reading order of parameter values that have one (others sort alphabetically).
 VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
@@ -560,8 +549,10 @@ def experiment_rows(
         empty = rows.assign(label=pd.Series(dtype="str"))
         empty.attrs["label_params"] = []
         return empty, []
-    primary = PRIMARY[experiment]
-    known = [name for name in (*SECONDARY[experiment], "device") if name in rows.columns]
+    # Named by the primary parameter always, the secondary ones only where they vary.
+    family = FAMILIES[experiment]
+    primary = family.primary
+    known = [name for name in (*family.secondary, "device") if name in rows.columns]
     others = [name for name in frame.attrs.get("params", []) if name not in (*known, primary)]
     candidates = [name for name in known if name != across]
     varying = [name for name in candidates if rows[name].nunique(dropna=False) > 1]

@@ -38,7 +38,7 @@ from accelbench.devices import (
     parse_device,
     visible_gpu_count,
 )
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.outcome import Outcome
 from accelbench.train import distributed, strategies
 from accelbench.train.models import Unavailable, models

@@ -22,7 +22,8 @@ from typing import Any
 
 from accelbench import timing
 from accelbench.devices import Device, cpu_threads, parse_device
-from accelbench.grid import TrainExperiment, train_exclusion
+from accelbench.families.train import TrainExperiment
+from accelbench.families.train import exclusion as train_exclusion
 from accelbench.train import strategies
 from accelbench.train.loop import run_steps
 from accelbench.train.models import models

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from accelbench.grid import TrainExperiment
+from accelbench.families.train import TrainExperiment
 from accelbench.train import distributed
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings

@@ -1,0 +1,189 @@
+"""What an experiment family declares, and the checks the declarations share.
+
+A family (kernels, training, roofs, data science) is one kind of experiment: the
+parameters of one cell, the result path they name, which cells make sense, how
+its settings come from the config, the rule that runs it and the function that
+measures it. Everything else — the grid, the target checks, the tidy table, the
+record schema, the measuring dispatch, the run's bookkeeping — iterates over the
+registered families (accelbench.families.FAMILIES).
+
+A declaration imports no torch or Numba: the Snakefile reads every family each
+time it is parsed, and so does each job. The measuring code is named by its
+module and function and imported only by the process that measures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from accelbench.devices import DeviceError, parse_device
+
+RESULTS_DIR = "results"
+# One path segment per wildcard; the values are checked by each family's parse, so
+# that a bad target gets a message naming the wrong part, not "no rule to produce".
+WILDCARD_CONSTRAINT = r"[^/]+"
+POSITIVE_INT = re.compile(r"^[1-9][0-9]*$")
+
+Config = Mapping[str, Any]
+Wildcards = Mapping[str, Any]
+
+
+class GridError(ValueError):
+    """An experiment (from config or from a target path) that is invalid or excluded."""
+
+
+class Experiment:
+    """One cell of a family: a frozen dataclass of its grid parameters.
+
+    The parameters name the result path (the family's `pattern`, one wildcard per
+    field) and parse back from it; the record's id is that path below results/.
+    """
+
+    family: ClassVar[str]
+    pattern: ClassVar[str]
+
+    @property
+    def path(self) -> str:
+        return self.pattern.format(**asdict(self))  # type: ignore[call-overload]
+
+    @property
+    def id(self) -> str:
+        return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """The experiments a config asks for in one family: kept, and excluded with the reason."""
+
+    kept: tuple[Experiment, ...]
+    excluded: tuple[tuple[Experiment, str], ...] = ()
+
+    @classmethod
+    def judged(
+        cls, candidates: Iterable[Experiment], exclusion: Callable[[Any], str | None]
+    ) -> Expanded:
+        """Candidates split by `exclusion` (the reason a cell makes no sense, or None)."""
+        kept, excluded = [], []
+        for exp in candidates:
+            reason = exclusion(exp)
+            if reason:
+                excluded.append((exp, reason))
+            else:
+                kept.append(exp)
+        return cls(tuple(kept), tuple(excluded))
+
+
+@dataclass(frozen=True)
+class Family:
+    """Everything about one experiment family that the workflow needs to know.
+
+    `parse` turns a result path's wildcards (and the config) into the experiment,
+    raising GridError that names the wrong part or the reason it is excluded;
+    `expand` gives the experiments the config asks for; `validate` checks the
+    names in its config section the schema cannot know; `settings` are the rule's
+    params (a change re-measures the family's records). `measure` and
+    `later_runs` are "module:function" names, imported where a run measures.
+    """
+
+    name: str  # the record's `experiment`
+    experiment_type: type[Experiment]
+    rule: str  # the Snakemake rule that measures one experiment
+    resources: str  # the cluster.resources section that sizes its jobs
+    parse: Callable[[Wildcards, Config | None], Experiment]
+    expand: Callable[[Config], Expanded]
+    validate: Callable[[Config], None]
+    settings: Callable[[Config, Wildcards], dict[str, Any]]
+    measure: str
+    # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
+    later_runs: str | None = None
+    # Whether its runs measure energy after their timing (then the job measures the idle
+    # baseline once, before the first run).
+    measures_energy: bool = True
+    # The parameter that names its rows in tables and figures, and the ones that join
+    # the label where they vary; a family without rows of its own (roofs) has none.
+    primary: str | None = None
+    secondary: tuple[str, ...] = ()
+    # The metric an "ok" record cannot lack: its tables and comparisons are built on it.
+    time_metric: str | None = None
+    # The metrics whose rerun intervals decide when a measurement is precise enough
+    # (accelbench.precision): what its tables show. By default its time.
+    figures_of_merit: tuple[str, ...] = ()
+
+    @property
+    def precise_metrics(self) -> tuple[str, ...]:
+        return self.figures_of_merit or ((self.time_metric,) if self.time_metric else ())
+
+    @property
+    def pattern(self) -> str:
+        return self.experiment_type.pattern
+
+    def measuring_function(self) -> Callable[..., Any]:
+        return _imported(self.measure)
+
+    def later_runs_function(self) -> Callable[..., Any] | None:
+        return _imported(self.later_runs) if self.later_runs else None
+
+
+def _imported(name: str) -> Callable[..., Any]:
+    module, function = name.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def choice(part: str, value: str, allowed: Iterable[str]) -> str:
+    """`value` if it is one of `allowed`, else GridError naming the part and the choices."""
+    allowed = list(allowed)
+    if value not in allowed:
+        raise GridError(f"{part} {value!r} is not known; allowed: {', '.join(allowed)}")
+    return value
+
+
+def positive_int(part: str, value: str | int) -> int:
+    if not POSITIVE_INT.match(str(value)):
+        raise GridError(f"{part} {value!r} must be a positive integer")
+    return int(value)
+
+
+def device_name(value: str) -> str:
+    """The device's one spelling; GridError says what is wrong with it."""
+    try:
+        return parse_device(value).name
+    except DeviceError as err:
+        raise GridError(str(err)) from None
+
+
+def raise_if_excluded(exp: Experiment, reason: str | None) -> Experiment:
+    if reason:
+        raise GridError(f"{exp.path} is excluded from the grid: {reason}")
+    return exp
+
+
+def named_choice(key: str, value: str, what: str, allowed: Iterable[str]) -> None:
+    """A name in the config that must be one of `allowed`; GridError names its key."""
+    allowed = list(allowed)
+    if value not in allowed:
+        raise GridError(
+            f"config key {key}: unknown {what} {value!r}; allowed: {', '.join(allowed)}"
+        )
+
+
+def check_devices(key: str, devices: Iterable[str]) -> None:
+    """Device strings in the config; GridError names their key."""
+    for device in devices:
+        try:
+            parse_device(device)
+        except DeviceError as err:
+            raise GridError(f"config key {key}: {err}") from None
+
+
+def per_unit_axes(section: Config, unit: str) -> dict[str, Any]:
+    """A section's axes (devices, backends, dtypes) with one unit's overrides applied."""
+    return {**section, **section.get("overrides", {}).get(unit, {})}
+
+
+def int_fields(kind: type[Experiment]) -> tuple[str, ...]:
+    """The parameters of an experiment type that are whole numbers (sizes, batches)."""
+    return tuple(field.name for field in fields(kind) if field.type == "int")

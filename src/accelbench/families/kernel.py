@@ -1,0 +1,153 @@
+"""The kernel family: one kernel on one backend, device, dtype and size (accelbench.kernels)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.backends import BACKENDS
+from accelbench.devices import parse_device
+from accelbench.families.base import (
+    RESULTS_DIR,
+    Config,
+    Expanded,
+    Experiment,
+    Family,
+    Wildcards,
+    check_devices,
+    choice,
+    device_name,
+    named_choice,
+    per_unit_axes,
+    positive_int,
+    raise_if_excluded,
+)
+
+PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class KernelExperiment(Experiment):
+    kernel: str
+    device: str
+    backend: str
+    dtype: str
+    size: int
+
+    family = "kernel"
+    pattern = PATTERN
+
+
+def kernel_specs() -> dict[str, Any]:
+    """The registered kernels (imported on first use: they import Numba)."""
+    from accelbench.kernels import kernels
+
+    return kernels()
+
+
+def exclusion(exp: KernelExperiment) -> str | None:
+    """Why this kernel experiment makes no sense, or None if it does."""
+    device = parse_device(exp.device)
+    backend = BACKENDS[exp.backend]
+    if device.kind not in backend.device_kinds:
+        return (
+            f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
+            f"not on {exp.device}"
+        )
+    if device.nodes > 1:
+        return f"kernels run on one node; {exp.device} spans {device.nodes}"
+    if device.is_gpu and device.gpus != 1:
+        return f"kernels run on one GPU; {exp.device} asks for {device.gpus}"
+    spec = kernel_specs()[exp.kernel]
+    if device.kind not in spec.device_kinds:
+        why = f": {spec.device_kinds_reason}" if spec.device_kinds_reason else ""
+        return (
+            f"kernel {exp.kernel!r} runs on {'/'.join(spec.device_kinds)} devices only, "
+            f"not on {exp.device}{why}"
+        )
+    if exp.backend not in spec.implementations:
+        return f"kernel {exp.kernel!r} has no {exp.backend!r} implementation"
+    if exp.dtype not in spec.dtypes(exp.backend):
+        return (
+            f"kernel {exp.kernel!r} on backend {exp.backend!r} computes in "
+            f"{', '.join(spec.dtypes(exp.backend))} only, not in {exp.dtype}"
+        )
+    return None
+
+
+def parse(wildcards: Wildcards, config: Config | None = None) -> KernelExperiment:
+    """Wildcards of a kernel result path -> experiment; GridError says which part is wrong."""
+    exp = KernelExperiment(
+        kernel=choice("kernel", wildcards["kernel"], kernel_specs()),
+        device=device_name(wildcards["device"]),
+        backend=choice("backend", wildcards["backend"], BACKENDS),
+        dtype=choice("dtype", wildcards["dtype"], DTYPES),
+        size=positive_int("size", wildcards["size"]),
+    )
+    return raise_if_excluded(exp, exclusion(exp))
+
+
+def expand(config: Config) -> Expanded:
+    """Each kernel's sizes over the devices, backends and dtypes (its overrides applied)."""
+    section = config["kernels"]
+    candidates = [
+        KernelExperiment(kernel, device, backend, dtype, int(size))
+        for kernel, sizes in section["sizes"].items()
+        for device, backend, dtype, size in itertools.product(
+            *(per_unit_axes(section, kernel)[axis] for axis in ("devices", "backends", "dtypes")),
+            sizes,
+        )
+    ]
+    return Expanded.judged(candidates, exclusion)
+
+
+def validate(config: Config) -> None:
+    """Kernel and backend names and devices of the `kernels` section, by their config key."""
+    section = config["kernels"]
+    for kernel in section["sizes"]:
+        named_choice("kernels.sizes", kernel, "kernel", kernel_specs())
+    for kernel, axes in section.get("overrides", {}).items():
+        named_choice("kernels.overrides", kernel, "kernel", kernel_specs())
+        for backend in axes.get("backends", []):
+            named_choice(f"kernels.overrides.{kernel}.backends", backend, "backend", BACKENDS)
+        check_devices(f"kernels.overrides.{kernel}.devices", axes.get("devices", []))
+    for kernel in section.get("naive_size_limit", {}):
+        named_choice("kernels.naive_size_limit", kernel, "kernel", kernel_specs())
+    for backend in section["backends"]:
+        named_choice("kernels.backends", backend, "backend", BACKENDS)
+    check_devices("kernels.devices", section["devices"])
+
+
+def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
+    """The settings of every kernel experiment (a rule's params: a change reruns them)."""
+    section = config["kernels"]
+    return {
+        "seed": config["seed"],
+        "min_run_time": section["min_run_time"],
+        "samples": section["samples"],
+        "warmup_s": section["warmup_s"],
+        "runs": section["runs"],
+        "half_width": section["half_width"],
+        "budget_s": section["budget_s"],
+        "contention": dict(config.get("contention") or {}),
+        "energy": dict(config.get("energy") or {}),
+        "naive_size_limit": section.get("naive_size_limit", {}),
+    }
+
+
+FAMILY = Family(
+    name="kernel",
+    experiment_type=KernelExperiment,
+    rule="kernel_benchmark",
+    resources="kernels",
+    parse=parse,
+    expand=expand,
+    validate=validate,
+    settings=settings,
+    measure="accelbench.measure:measure_kernel",
+    primary="kernel",
+    secondary=("backend", "dtype", "size"),
+    time_metric="time",
+)
