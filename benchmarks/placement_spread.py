@@ -2,7 +2,7 @@
 afresh (accelbench.placement), against runs that all inherit their parent's placement.
 
 For each of several parent processes, forks `--runs` runs of one kernel cell the way a
-measurement does (after experiment.preload, inputs checked against the reference),
+measurement does (after measurement.preload, inputs checked against the reference),
 times each with its own median of short blocks, and prints every run's time. With
 `inherited`, placement is switched off, so every run of a parent meets the parent's
 heap; with `per-run`, each run draws its own. The figure to read is the spread: the
@@ -26,8 +26,9 @@ import time
 
 import numpy as np
 
-from accelbench import experiment, measure, placement
+from accelbench import measure, placement
 from accelbench.devices import cpu_threads, parse_device
+from accelbench.job import measurement
 from accelbench.kernels import host_dtype, kernels
 
 
@@ -115,7 +116,7 @@ def main() -> int:
     parser.add_argument("--parents", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    experiment.preload("kernel")
+    measurement.preload("kernel")
     print(f"{args.cell}: run medians in us, {args.runs} runs per parent process")
     for mode in ("inherited", "per-run"):
         every, within = [], []

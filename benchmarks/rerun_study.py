@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 
 from accelbench import config as workflow_config
-from accelbench import grid, provenance, supervise
+from accelbench import grid, provenance
 from accelbench.families import FAMILIES
+from accelbench.job import supervisor
 from accelbench.results import load_record
 
 CELLS = (
@@ -72,7 +73,7 @@ def measure_pass(name: str, cells: list[str], config: dict, folder: Path) -> dic
         exp, settings = experiment_and_settings(path, config)
         output = folder / name / path
         started = time.perf_counter()
-        supervise.run_supervised(
+        supervisor.run_supervised(
             exp, settings, str(output), attempt=1, max_attempts=1, time_limit=1800
         )
         records[path] = load_record(output)

@@ -4,7 +4,7 @@ import logging
 from pathlib import Path
 
 from accelbench.analysis import queue_wait, sacct, style
-from accelbench.processes import die_with_parent
+from accelbench.job.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

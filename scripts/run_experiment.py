@@ -4,10 +4,10 @@ import logging
 import signal
 import sys
 
-from accelbench import cluster, grid, provenance, supervise
-from accelbench.devices import parse_device
-from accelbench.outcome import RetryableFailure
-from accelbench.processes import die_with_parent
+from accelbench import cluster, grid, provenance
+from accelbench.job import supervisor
+from accelbench.job.outcome import RetryableFailure
+from accelbench.job.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 # SIGTERM: the supervisor stops its measuring process before it ends.
@@ -27,19 +27,19 @@ settings = {
     "config_hash": provenance.config_hash(snakemake.config),
 }
 launcher = cluster.task_launcher(
-    parse_device(exp.device),
+    exp.parsed_device,
     getattr(exp, "strategy", "single"),
     snakemake.config,
     slurm_tasks=bool(snakemake.resources.get("mpi")),
 )
 try:
-    supervise.run_supervised(
+    supervisor.run_supervised(
         exp,
         settings,
         snakemake.output[0],
         attempt=snakemake.resources.attempt,
         max_attempts=snakemake.config["retries"] + 1,
-        time_limit=supervise.time_limit_seconds(snakemake.resources.runtime),
+        time_limit=supervisor.time_limit_seconds(snakemake.resources.runtime),
         log_file=snakemake.log[0],
         launcher=launcher,
     )

@@ -3,7 +3,7 @@
 import logging
 
 from accelbench.analysis import sacct
-from accelbench.processes import die_with_parent
+from accelbench.job.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

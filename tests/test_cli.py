@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from accelbench import benchmark, cli, experiment, grid
+from accelbench import benchmark, cli, grid
+from accelbench.job import measurement
 from accelbench.results import load_record, make_record, write_record
 
 from conftest import REPO_ROOT
@@ -112,7 +113,7 @@ def nothing_measured(monkeypatch):
 
     monkeypatch.setattr(benchmark, "measure_roof", measured)
     monkeypatch.setattr(benchmark, "measure_kernel", measured)
-    monkeypatch.setattr(experiment, "run", measured)
+    monkeypatch.setattr(measurement, "run", measured)
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ def test_train_keeps_the_record_it_replaces(workflow_dir, monkeypatch, capsys):
         write_record(path, {**old, "reason": "measured now"})
         return "unavailable"
 
-    monkeypatch.setattr(experiment, "run", run)
+    monkeypatch.setattr(measurement, "run", run)
     assert cli.main(["train", TRAIN_TARGET]) == 0
     (kept,) = (workflow_dir / "results" / "replaced").glob("*/train/fcn/cpu1/fp32/single/bs4.json")
     assert load_record(kept)["reason"] == "measured before"

@@ -9,11 +9,12 @@ import sys
 import pytest
 import yaml
 
-from accelbench import cluster, grid, provenance, supervise
+from accelbench import cluster, grid, provenance
 from accelbench.devices import parse_device, slurm_gpu_shortfall
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
-from accelbench.outcome import RetryableFailure
+from accelbench.job import supervisor
+from accelbench.job.outcome import RetryableFailure
 from accelbench.results import load_record
 
 from conftest import REPO_ROOT
@@ -307,8 +308,8 @@ def test_gpu_shortfall_is_reported_under_slurm(monkeypatch):
 
 
 def test_time_limit_leaves_a_margin():
-    assert supervise.time_limit_seconds(1) == 50.0
-    assert supervise.time_limit_seconds(60) == 3600 - 180
+    assert supervisor.time_limit_seconds(1) == 50.0
+    assert supervisor.time_limit_seconds(60) == 3600 - 180
 
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
@@ -321,14 +322,14 @@ FAILING_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, 
 
 def test_supervised_success_writes_the_childs_record(tmp_path):
     out = tmp_path / "r.json"
-    supervise.run_supervised(KERNEL, SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300)
+    supervisor.run_supervised(KERNEL, SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300)
     assert load_record(out)["status"] == "ok"
 
 
 def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
     out = tmp_path / "r.json"
     with pytest.raises(RetryableFailure):
-        supervise.run_supervised(
+        supervisor.run_supervised(
             FAILING, FAILING_SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300
         )
     assert not out.exists()
@@ -336,7 +337,7 @@ def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
 
 def test_failure_on_the_last_attempt_is_recorded(tmp_path):
     out = tmp_path / "r.json"
-    supervise.run_supervised(
+    supervisor.run_supervised(
         FAILING, FAILING_SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300
     )
     record = load_record(out)
@@ -347,7 +348,7 @@ def test_failure_on_the_last_attempt_is_recorded(tmp_path):
 def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path):
     out = tmp_path / "r.json"
     slow = {**SETTINGS, "min_run_time": 120.0}
-    supervise.run_supervised(KERNEL, slow, str(out), attempt=1, max_attempts=1, time_limit=5)
+    supervisor.run_supervised(KERNEL, slow, str(out), attempt=1, max_attempts=1, time_limit=5)
     record = json.loads(out.read_text())
     assert record["status"] == "failed"
     assert "exceeded the job's time limit: stopped after 5 s" in record["reason"]
@@ -356,7 +357,7 @@ def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path)
 def test_launcher_prefix_starts_the_child(tmp_path):
     """The child runs under the launcher's command line (srun on a cluster; env here)."""
     out = tmp_path / "r.json"
-    supervise.run_supervised(
+    supervisor.run_supervised(
         KERNEL,
         SETTINGS,
         str(out),
@@ -372,7 +373,7 @@ def test_launcher_prefix_starts_the_child(tmp_path):
 
 def test_failing_launcher_is_recorded_on_the_last_attempt(tmp_path):
     out = tmp_path / "r.json"
-    supervise.run_supervised(
+    supervisor.run_supervised(
         KERNEL, SETTINGS, str(out), attempt=1, max_attempts=1, time_limit=300, launcher=["false"]
     )
     record = load_record(out)
@@ -409,7 +410,7 @@ def two_tasks(tmp_path):
 def test_a_failed_task_reports_its_own_error(tmp_path, two_tasks):
     """Both tasks fail; rank 1's note, not a generic exit status, goes into the record."""
     out = tmp_path / "results" / "r.json"
-    supervise.run_supervised(
+    supervisor.run_supervised(
         FAILING,
         FAILING_SETTINGS,
         str(out),
@@ -428,7 +429,7 @@ def test_a_failed_task_reports_its_own_error(tmp_path, two_tasks):
 def test_a_failed_task_before_the_last_attempt_retries(tmp_path, two_tasks):
     out = tmp_path / "r.json"
     with pytest.raises(RetryableFailure, match="rank 1: ValueError"):
-        supervise.run_supervised(
+        supervisor.run_supervised(
             FAILING,
             FAILING_SETTINGS,
             str(out),
@@ -656,14 +657,14 @@ def test_cores_and_gpus_beyond_every_node_are_refused(config):
 
 
 def test_srun_reports_name_the_task_that_ended():
-    assert supervise.task_end("srun: error: node2: task 2: Killed") == supervise.TaskEnd(
+    assert supervisor.task_end("srun: error: node2: task 2: Killed") == supervisor.TaskEnd(
         "node2", 2, "Killed"
     )
-    assert supervise.task_end(
+    assert supervisor.task_end(
         "srun: error: node1: tasks 0-1: Exited with exit code 1\n"
-    ) == supervise.TaskEnd("node1", 0, "Exited with exit code 1")
-    assert supervise.task_end("srun: launch/slurm: _step_signal: Terminating StepId=546.0") is None
-    assert supervise.task_end("slurmstepd-node1: error: *** STEP 546.0 CANCELLED ***") is None
+    ) == supervisor.TaskEnd("node1", 0, "Exited with exit code 1")
+    assert supervisor.task_end("srun: launch/slurm: _step_signal: Terminating StepId=546.0") is None
+    assert supervisor.task_end("slurmstepd-node1: error: *** STEP 546.0 CANCELLED ***") is None
 
 
 PEER_LOST = {"rank": 1, "status": "failed", "reason": "RuntimeError: Connection reset by peer"}
@@ -672,11 +673,11 @@ PEER_LOST = {"rank": 1, "status": "failed", "reason": "RuntimeError: Connection 
 def test_a_task_killed_without_a_word_is_the_cause_not_its_peers_lost_connection():
     """What srun printed when task 2 of a two-node gloo step was killed (a real run)."""
     ends = [
-        supervise.TaskEnd("node2", 2, "Killed"),
-        supervise.TaskEnd("node2", 3, "Terminated"),
-        supervise.TaskEnd("node1", 0, "Terminated"),
+        supervisor.TaskEnd("node2", 2, "Killed"),
+        supervisor.TaskEnd("node2", 3, "Terminated"),
+        supervisor.TaskEnd("node1", 0, "Terminated"),
     ]
-    failure = supervise.first_failure([PEER_LOST], ends)
+    failure = supervisor.first_failure([PEER_LOST], ends)
     assert failure.reason.startswith(
         "rank 2 on node2: Killed (as srun reports it; the task wrote no error of its own)"
     )
@@ -685,27 +686,27 @@ def test_a_task_killed_without_a_word_is_the_cause_not_its_peers_lost_connection
 
 
 def test_a_task_slurm_killed_for_memory_is_oom_and_a_crash_stays():
-    oom = supervise.first_failure([], [supervise.TaskEnd("node1", 0, "Out Of Memory")])
+    oom = supervisor.first_failure([], [supervisor.TaskEnd("node1", 0, "Out Of Memory")])
     assert (oom.status, oom.transient) == ("oom", False)
     assert oom.reason.startswith("rank 0 on node1: Out Of Memory (as srun reports it")
-    crash = supervise.first_failure([], [supervise.TaskEnd("node1", 1, "Segmentation fault")])
+    crash = supervisor.first_failure([], [supervisor.TaskEnd("node1", 1, "Segmentation fault")])
     assert (crash.status, crash.transient) == ("failed", False)
 
 
 def test_a_task_that_failed_first_is_named_in_its_own_words():
     ends = [
-        supervise.TaskEnd("node1", 1, "Exited with exit code 1"),
-        supervise.TaskEnd("node1", 0, "Terminated"),
+        supervisor.TaskEnd("node1", 1, "Exited with exit code 1"),
+        supervisor.TaskEnd("node1", 0, "Terminated"),
     ]
-    failure = supervise.first_failure([PEER_LOST], ends)
+    failure = supervisor.first_failure([PEER_LOST], ends)
     assert (failure.reason, failure.status) == (
         "rank 1: RuntimeError: Connection reset by peer",
         "failed",
     )
     # Without srun's reports (another launcher): the lowest rank's note.
-    failure = supervise.first_failure([PEER_LOST, {**PEER_LOST, "rank": 3}], [])
+    failure = supervisor.first_failure([PEER_LOST, {**PEER_LOST, "rank": 3}], [])
     assert (failure.reason, failure.status) == (
         "rank 1: RuntimeError: Connection reset by peer",
         "failed",
     )
-    assert supervise.first_failure([], []) is None
+    assert supervisor.first_failure([], []) is None

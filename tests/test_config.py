@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import cli, experiment, grid
+from accelbench import cli, grid
 from accelbench import config as workflow_config
+from accelbench.job import measurement
 
 from conftest import REPO_ROOT
 
@@ -88,7 +89,7 @@ def test_the_default_config_is_the_checkouts():
 
 def test_a_failed_training_experiment_fails_the_command(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(experiment, "run", lambda exp, settings, path: "failed")
+    monkeypatch.setattr(measurement, "run", lambda exp, settings, path: "failed")
     assert cli.main(["train", "results/train/fcn/cpu1/fp32/single/bs4.json"]) == 1
     assert "results/train/fcn/cpu1/fp32/single/bs4.json: failed" in capsys.readouterr().out
 

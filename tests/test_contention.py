@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from accelbench import contention, experiment, timing
+from accelbench import contention, timing
 from accelbench.families.kernel import KernelExperiment
+from accelbench.job import measurement
 from accelbench.results import load_record
 
 # Every test here reads the machine's load: `make test` runs them alone (marker quiet).
@@ -89,7 +90,7 @@ def test_tasks_of_the_same_slurm_job_are_not_contention(burner, monkeypatch):
 
 def quick_measure(exp, settings):
     spin(0.2)
-    return experiment.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.1, 1.2], "s")})
+    return measurement.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.1, 1.2], "s")})
 
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
@@ -105,7 +106,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
     monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
     burner(seconds=10.0)
     settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
-    outcome = experiment.measure_watched(SAXPY, settings)
+    outcome = measurement.measure_watched(SAXPY, settings)
     assert len(calls) == 2 and calls[1] - calls[0] >= 0.5  # measured again after the pause
     assert outcome.status == "ok"
     assert outcome.conditions["busy"] is True
@@ -117,7 +118,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
     monkeypatch.setattr("accelbench.measure.measure_kernel", quick_measure)
     # A generous limit: the test machine itself may run daemons.
-    outcome = experiment.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
+    outcome = measurement.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
     assert outcome.conditions["busy"] is False
     assert outcome.conditions["attempts"] == 1
 
@@ -132,7 +133,7 @@ def test_the_record_keeps_the_conditions_and_the_interval_method(tmp_path):
         "contention": {"max_other_cpus": 64.0},
     }
     output = tmp_path / "record.json"
-    assert experiment.run(SAXPY, settings, str(output)) == "ok"
+    assert measurement.run(SAXPY, settings, str(output)) == "ok"
     record = load_record(output)
     assert record["conditions"]["busy"] is False
     assert {"other_cpus", "steal_cpus", "load_average_1m", "cpu_mhz", "governor"} <= set(
@@ -148,14 +149,14 @@ def test_each_run_can_be_a_fresh_process(monkeypatch):
     pids = []
 
     def measure(exp, settings):
-        return experiment.Outcome(
+        return measurement.Outcome(
             "ok",
             metrics={"time": timing.summarize([1.0, 2.0, 3.0], "s")},
             params={"pid": os.getpid()},
         )
 
     for _ in range(2):
-        outcome = experiment._in_fresh_process(measure, SAXPY, {})
+        outcome = measurement._in_fresh_process(measure, SAXPY, {})
         pids.append(outcome.params["pid"])
     assert len(set(pids)) == 2 and os.getpid() not in pids
 
@@ -164,7 +165,7 @@ def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
     def measure(exp, settings):
         os.kill(os.getpid(), signal.SIGTERM)
 
-    outcome = experiment._in_fresh_process(measure, SAXPY, {})
+    outcome = measurement._in_fresh_process(measure, SAXPY, {})
     assert outcome.status == "failed"
     assert "killed by SIGTERM" in outcome.reason
     assert outcome.raised
@@ -174,14 +175,14 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
     def measure(exp, settings):
         os._exit(5)
 
-    outcome = experiment._in_fresh_process(measure, SAXPY, {})
+    outcome = measurement._in_fresh_process(measure, SAXPY, {})
     assert outcome.status == "failed"
     assert outcome.reason.startswith(
         "the run's process exited with code 5 without a record or an error of its own"
     )
     assert outcome.transient, "an exit without a word is a passing fault, measured again"
     assert outcome.raised and outcome.metrics == {}
-    experiment.write_outcome(
+    measurement.write_outcome(
         SAXPY, {"seed": 0, "config_hash": "h"}, tmp_path / "r.json", outcome, ""
     )
     assert load_record(tmp_path / "r.json")["status"] == "failed"
@@ -190,15 +191,15 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
 def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
     outcomes = iter(
         [
-            experiment.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.0, 1.0], "s")}),
-            experiment.Outcome("failed", "result differs from the float64 reference"),
+            measurement.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.0, 1.0], "s")}),
+            measurement.Outcome("failed", "result differs from the float64 reference"),
         ]
     )
     monkeypatch.setattr(
         "accelbench.measure.measure_kernel",
         lambda e, s: next(outcomes),
     )
-    outcome = experiment._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
+    outcome = measurement._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
     assert outcome.status == "failed"
     assert outcome.reason == "run 2 of 3: result differs from the float64 reference"
 

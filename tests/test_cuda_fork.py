@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import fork_server, forked_cuda
+from accelbench import forked_cuda
 from accelbench.families.kernel import KernelExperiment
+from accelbench.job import fork_server
 from accelbench.results import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -31,16 +32,16 @@ PRELOAD_THEN_RUN = textwrap.dedent(
     """
     import json, sys
     import torch
-    from accelbench import experiment
+    from accelbench.job import measurement
     from accelbench.families.kernel import KernelExperiment
-    from accelbench.outcome import Outcome
+    from accelbench.job.outcome import Outcome
 
     def measure(exp, settings):
         return Outcome("ok", params={"bad_fork": torch.cuda._is_in_bad_fork()})
 
-    experiment.preload(None if sys.argv[1] == "all" else sys.argv[1])
+    measurement.preload(None if sys.argv[1] == "all" else sys.argv[1])
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
-    print("RESULT " + json.dumps(experiment._in_fresh_process(measure, exp, {}).params))
+    print("RESULT " + json.dumps(measurement._in_fresh_process(measure, exp, {}).params))
     """
 )
 
@@ -140,13 +141,13 @@ FORKED_FROM_A_CUDA_PROCESS = textwrap.dedent(
     """
     import json
     import torch
-    from accelbench import experiment
+    from accelbench.job import measurement
     from accelbench.families.kernel import KernelExperiment
 
     torch.cuda.is_available()  # this process has asked the driver: its children cannot use CUDA
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}
-    outcome = experiment.measure_watched(exp, settings, fresh_processes=True)
+    outcome = measurement.measure_watched(exp, settings, fresh_processes=True)
     print("RESULT " + json.dumps([outcome.status, outcome.reason]))
     """
 )

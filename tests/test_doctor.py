@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
-from accelbench import backends, doctor, experiment
+from accelbench import backends, doctor
 from accelbench.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.gpu_support import VisibleGpu
+from accelbench.job import measurement
 from accelbench.results import load_record
 from accelbench.train import loop
 
@@ -195,7 +196,7 @@ def test_a_broken_stack_makes_gpu_experiments_unavailable_with_the_cause(
     assert reason == f"PyTorch 2.14.1 sees no GPU; fix: {doctor.STACK_FIX}"
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 64)
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-    assert experiment.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
+    assert measurement.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
     assert load_record(tmp_path / "r.json")["reason"] == reason
 
 
@@ -241,7 +242,7 @@ def test_a_gpu_the_stack_has_no_code_for_makes_its_experiments_unavailable(gpus,
     fake = gpus(V100)
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 64)
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-    assert experiment.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
+    assert measurement.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
     assert load_record(tmp_path / "r.json")["reason"] == (
         "GPU 0 (Tesla V100-SXM2-32GB): torch 2.14.1+cu130 has no code for compute capability 7.0 "
         "(it carries sm_75 sm_80 sm_86 sm_90 sm_100 sm_120); fix: install the CUDA 12 stack, "
@@ -304,14 +305,15 @@ def test_a_launched_rank_checks_its_own_gpu_not_gpu_0(gpus, monkeypatch):
 
 SIMULATOR_REFUSED = """
 import json
-from accelbench import doctor, experiment
+from accelbench import doctor
+from accelbench.job import measurement
 from accelbench.backends import BACKENDS
 from accelbench.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.results import load_record
 exp = KernelExperiment("saxpy", "cuda1", "numba-cuda", "float32", 64)
 settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-experiment.run(exp, settings, "r.json")
+measurement.run(exp, settings, "r.json")
 print("RESULT " + json.dumps({
     "record": [load_record("r.json")[key] for key in ("status", "reason")],
     "doctor": doctor.probe_numba_cuda(None).problem,

@@ -9,11 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench import energy, experiment
+from accelbench import energy
 from accelbench.analysis import tables, tidy
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
+from accelbench.job import measurement
 from accelbench.results import RecordError, load_record, make_record
 from accelbench.timing import summarize
 
@@ -323,7 +324,7 @@ def test_the_record_keeps_a_valid_energy_section_and_refuses_a_broken_one(clock)
 
 def test_a_cpu_kernel_on_this_machine_records_its_energy_or_why_not(tmp_path):
     output = tmp_path / "saxpy.json"
-    experiment.run(SAXPY, SETTINGS, str(output))
+    measurement.run(SAXPY, SETTINGS, str(output))
     record = load_record(output)
     found = record["energy"]
     if found["status"] == "unavailable":
@@ -343,7 +344,7 @@ def test_a_kernel_measured_with_nvml_records_energy_per_call(monkeypatch, tmp_pa
         energy, "open_meter", lambda is_gpu, gpus: energy.nvml_meter(gpus, nvml, visible="0")
     )
     output = tmp_path / "saxpy.json"
-    experiment.run(SAXPY, {**SETTINGS, "runs": 2}, str(output))
+    measurement.run(SAXPY, {**SETTINGS, "runs": 2}, str(output))
     found = load_record(output)["energy"]
     assert found["method"] == "nvml total-energy counter (GPU-0)"
     assert found["baseline_s"] == pytest.approx(1.0, abs=0.01)
@@ -361,7 +362,7 @@ def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, 
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
     settings = {"seed": 0, "steps": 2, "warmup_steps": 1, "runs": 1, "config_hash": "t"}
     output = tmp_path / "fcn.json"
-    experiment.run(exp, settings, str(output))
+    measurement.run(exp, settings, str(output))
     record = load_record(output)
     assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "step"
     steps = record["energy"]["windows"][0]["calls"]
@@ -378,7 +379,7 @@ def test_a_data_science_workload_records_energy_per_call(monkeypatch, tmp_path, 
     clock.tick = 0.02
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
     output = tmp_path / "groupby.json"
-    experiment.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), SETTINGS, str(output))
+    measurement.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), SETTINGS, str(output))
     record = load_record(output)
     assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "call"
     calls = record["energy"]["windows"][0]["calls"]

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench import experiment, results, roofs, stream, timing
+from accelbench import results, roofs, stream, timing
 from accelbench.backends import BACKENDS
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
+from accelbench.job import measurement
+from accelbench.job.outcome import Outcome, is_out_of_memory
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.measure import measure_kernel
-from accelbench.outcome import Outcome, is_out_of_memory
 from accelbench.results import load_record, make_record, write_record
 
 HAS_GPU = torch.cuda.is_available()
@@ -34,7 +35,7 @@ MATMUL_ON_NUMPY = kernels()["matmul"].implementations["numpy"]
 
 def run_record(exp, tmp_path, settings=SETTINGS):
     output = tmp_path / "record.json"
-    status = experiment.run(exp, settings, str(output))
+    status = measurement.run(exp, settings, str(output))
     record = load_record(output)
     assert record["status"] == status
     return record
@@ -416,7 +417,7 @@ def test_run_leaves_no_file_when_the_write_fails(monkeypatch, tmp_path):
     target = out_dir / "n32.json"
     monkeypatch.setattr(results.os, "replace", failing_in(out_dir, os.replace))
     with pytest.raises(OSError, match="No space left"):
-        experiment.run(NUMPY_EXP, SETTINGS, str(target))
+        measurement.run(NUMPY_EXP, SETTINGS, str(target))
     assert not target.exists()
     assert list(out_dir.iterdir()) == []
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from accelbench import experiment, grid, progress, results, run_start, timing
+from accelbench import grid, progress, results, run_start, timing
 from accelbench.analysis import tidy
 from accelbench.families import FAMILIES
 from accelbench.families.base import (
@@ -26,7 +26,8 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
-from accelbench.outcome import Outcome
+from accelbench.job import measurement
+from accelbench.job.outcome import Outcome
 
 from conftest import REPO_ROOT
 
@@ -157,7 +158,7 @@ def test_a_registered_family_is_planned_checked_measured_and_tabled(toy_register
     for toy in toys:
         output = tmp_path / toy.path
         settings = {**TOY.settings(config), "config_hash": "toy"}
-        assert experiment.run(toy, settings, str(output), fresh_processes=True) == "ok"
+        assert measurement.run(toy, settings, str(output), fresh_processes=True) == "ok"
     record = results.load_record(tmp_path / exp.path)  # the record schema knows the family
     assert record["experiment"] == "toy" and record["metrics"]["time"]["n"] == 15  # 3 runs x 5
     assert record["conditions"]["runs"] == 3

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import experiment, fork_server, processes, results, supervise
+from accelbench import results
 from accelbench.families.kernel import KernelExperiment
 from accelbench.grid import experiment_of_id
-from accelbench.outcome import RetryableFailure
+from accelbench.job import fork_server, measurement, processes, supervisor
+from accelbench.job.outcome import RetryableFailure
 from accelbench.results import RecordError, load_record, make_record
 from accelbench.timing import summarize
 
@@ -49,7 +50,7 @@ def test_a_full_disk_during_the_measurement_is_a_passing_fault_with_its_cause(
 
     measuring_with(monkeypatch, measure)
     out = tmp_path / "r.json"
-    assert experiment.run(KERNEL, SETTINGS, str(out)) == "failed"
+    assert measurement.run(KERNEL, SETTINGS, str(out)) == "failed"
     record = load_record(out)
     assert record["transient"] is True
     assert "OSError: [Errno 28] No space left on device: '/scratch/cache.bin'" in record["reason"]
@@ -65,7 +66,7 @@ def test_an_error_of_the_configuration_is_not_transient(monkeypatch, tmp_path):
 
     measuring_with(monkeypatch, measure)
     out = tmp_path / "r.json"
-    experiment.run(KERNEL, SETTINGS, str(out))
+    measurement.run(KERNEL, SETTINGS, str(out))
     record = load_record(out)
     assert record["status"] == "failed"
     assert "transient" not in record
@@ -91,7 +92,7 @@ def cgroup(monkeypatch, tmp_path):
 
 def run_forked(monkeypatch, measure):
     measuring_with(monkeypatch, measure)
-    return experiment._in_fresh_process(measure, KERNEL, SETTINGS)
+    return measurement._in_fresh_process(measure, KERNEL, SETTINGS)
 
 
 def killed_by(signum: int, oom_kill: Path | None = None):
@@ -183,7 +184,7 @@ def test_the_oom_kill_count_is_read_from_the_processs_memory_cgroup(
 
 
 def _children_measuring() -> list[int]:
-    """This process's children that run accelbench.measuring_process."""
+    """This process's children that run accelbench.job.measuring_process."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -192,7 +193,7 @@ def _children_measuring() -> list[int]:
             stat = (entry / "stat").read_text()
             cmdline = (entry / "cmdline").read_bytes()
             parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == os.getpid() and b"accelbench.measuring_process" in cmdline:
+            if parent == os.getpid() and b"accelbench.job.measuring_process" in cmdline:
                 found.append(int(entry.name))
     return found
 
@@ -215,7 +216,7 @@ def _kill_the_child_when_it_starts() -> threading.Thread:
 def test_a_measuring_process_killed_from_outside_is_recorded_as_a_passing_fault(tmp_path):
     out = tmp_path / "r.json"
     killer = _kill_the_child_when_it_starts()
-    supervise.run_supervised(KERNEL, SLOW, str(out), attempt=1, max_attempts=1, time_limit=300)
+    supervisor.run_supervised(KERNEL, SLOW, str(out), attempt=1, max_attempts=1, time_limit=300)
     killer.join()
     record = load_record(out)
     assert record["status"] == "failed"
@@ -264,7 +265,7 @@ def start_path(request, full_disk_for_children, tmp_path):
 
 def test_a_full_disk_when_the_record_is_written_keeps_its_cause(tmp_path, start_path):
     out = tmp_path / "results" / "r.json"
-    supervise.run_supervised(KERNEL, SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300)
+    supervisor.run_supervised(KERNEL, SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300)
     record = load_record(out)
     assert record["status"] == "failed"
     assert record["transient"] is True
@@ -292,7 +293,7 @@ def test_the_log_of_a_failed_attempt_is_kept_beside_its_retry(
     out = tmp_path / "results" / "n8.json"
     log_file = job_log
     with pytest.raises(RetryableFailure, match="No space left on device"):
-        supervise.run_supervised(
+        supervisor.run_supervised(
             KERNEL,
             SETTINGS,
             str(out),

@@ -10,8 +10,8 @@ from dataclasses import asdict
 
 import pytest
 
-from accelbench import fork_server, supervise
 from accelbench.families.kernel import KernelExperiment
+from accelbench.job import fork_server, supervisor
 from accelbench.results import load_record
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
@@ -141,8 +141,8 @@ def test_a_supervised_job_uses_the_server_and_writes_its_record(
 ):
     _as_a_job(monkeypatch)
     output = tmp_path / "r.json"
-    with caplog.at_level(logging.INFO, logger="accelbench.supervise"):
-        supervise.run_supervised(
+    with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
+        supervisor.run_supervised(
             KERNEL, SETTINGS, str(output), attempt=1, max_attempts=1, time_limit=120
         )
     assert "forked by the fork server" in caplog.text
@@ -154,8 +154,10 @@ def test_the_time_limit_stops_a_served_process_and_is_recorded(
 ):
     _as_a_job(monkeypatch)
     output = tmp_path / "r.json"
-    with caplog.at_level(logging.INFO, logger="accelbench.supervise"):
-        supervise.run_supervised(KERNEL, SLOW, str(output), attempt=1, max_attempts=1, time_limit=3)
+    with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
+        supervisor.run_supervised(
+            KERNEL, SLOW, str(output), attempt=1, max_attempts=1, time_limit=3
+        )
     served = [line for line in caplog.messages if "forked by the fork server" in line]
     pid = int(served[0].split("measuring process ")[1].split()[0])
     assert not _alive(pid)
@@ -195,8 +197,8 @@ def test_without_a_server_jobs_start_their_own_process(monkeypatch, tmp_path, ca
     monkeypatch.delenv(fork_server.ADDRESS_VARIABLE, raising=False)
     assert fork_server.request(_payload("unused.json")) is None
     output = tmp_path / "r.json"
-    with caplog.at_level(logging.INFO, logger="accelbench.supervise"):
-        supervise.run_supervised(
+    with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
+        supervisor.run_supervised(
             KERNEL, SETTINGS, str(output), attempt=1, max_attempts=1, time_limit=120
         )
     assert "forked by the fork server" not in caplog.text

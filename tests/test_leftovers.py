@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import fork_server, results
+from accelbench import results
+from accelbench.job import fork_server
 
 RECORD = Path("kernels/saxpy/cpu1/numpy/float64/n8.json")
 
@@ -141,7 +142,7 @@ SLEEPING_SCRIPT = """\
 import os
 import time
 
-from accelbench.processes import die_with_parent
+from accelbench.job.processes import die_with_parent
 
 die_with_parent()
 with open("script.pid", "w") as pid:

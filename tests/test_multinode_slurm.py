@@ -181,7 +181,7 @@ def task_process(rank: int, node: str, workdir: Path) -> int | None:
         except OSError:
             continue
         if (
-            b"accelbench.measuring_process" in command
+            b"accelbench.job.measuring_process" in command
             and cwd == str(workdir)
             and f"SLURM_PROCID={rank}".encode() in environ
             and f"SLURMD_NODENAME={node}".encode() in environ

@@ -6,9 +6,9 @@ import pytest
 
 from accelbench import placement
 from accelbench.devices import parse_device
+from accelbench.job.processes import call_in_fork
 from accelbench.kernels import host_dtype, kernels
 from accelbench.measure import check_kernel
-from accelbench.processes import call_in_fork
 
 
 @pytest.mark.parametrize(

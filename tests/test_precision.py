@@ -9,8 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from accelbench import contention, experiment, precision, timing
+from accelbench import contention, precision, timing
 from accelbench.families.kernel import KernelExperiment
+from accelbench.job import measurement
 from accelbench.results import load_record
 
 
@@ -178,7 +179,7 @@ def kernel_family(monkeypatch, medians) -> list:
     def measure(exp, settings):
         given.append(settings)
         median = next(found)
-        return experiment.Outcome(
+        return measurement.Outcome(
             "ok",
             metrics={"time": timing.summarize([0.99 * median, median, 1.01 * median], "s")},
             series=timing.warmup_series([0.01], [True]),
@@ -193,7 +194,7 @@ def test_runs_are_added_until_the_record_is_precise(monkeypatch, tmp_path):
     kernel_family(monkeypatch, [1.0, 1.1, 0.9, *(1.0 + 0.002 * (i % 5) for i in range(40))])
     settings = {"seed": 0, "config_hash": "t", "runs": 3, "half_width": 0.05, "budget_s": 60}
     output = tmp_path / "record.json"
-    assert experiment.run(SAXPY, {**settings, **QUIET}, str(output)) == "ok"
+    assert measurement.run(SAXPY, {**settings, **QUIET}, str(output)) == "ok"
     record = load_record(output)
     conditions = record["conditions"]
     runs = conditions["runs"]
@@ -220,7 +221,7 @@ def test_a_record_that_stays_imprecise_says_so_and_the_console_hears_it(
     try:
         settings = {"seed": 0, "config_hash": "t", "runs": 3, "budget_s": 0.0}
         output = tmp_path / "record.json"
-        experiment.run(SAXPY, {**settings, **QUIET}, str(output))
+        measurement.run(SAXPY, {**settings, **QUIET}, str(output))
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -250,7 +251,7 @@ def test_a_busy_repeat_is_told_on_the_console_and_the_reason_names_the_machine(
     logging.getLogger().addHandler(handler)
     try:
         settings = {"runs": 3, "contention": {"max_other_cpus": 0.25, "pause_s": 0, "retries": 1}}
-        outcome = experiment.measure_watched(SAXPY, settings)
+        outcome = measurement.measure_watched(SAXPY, settings)
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -267,14 +268,14 @@ def test_a_busy_repeat_is_told_on_the_console_and_the_reason_names_the_machine(
 def test_a_run_added_for_precision_that_fails_fails_the_experiment_naming_it(monkeypatch):
     outcomes = iter(
         [
-            *(experiment.Outcome("ok", metrics=run_metrics(median)) for median in (1.0, 1.3, 0.8)),
-            experiment.Outcome("failed", "result differs from the float64 reference"),
+            *(measurement.Outcome("ok", metrics=run_metrics(median)) for median in (1.0, 1.3, 0.8)),
+            measurement.Outcome("failed", "result differs from the float64 reference"),
         ]
     )
     monkeypatch.setattr(
         "accelbench.measure.measure_kernel",
         lambda exp, settings: next(outcomes),
     )
-    outcome = experiment._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)
+    outcome = measurement._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)
     assert outcome.status == "failed"
     assert outcome.reason == "run 4: result differs from the float64 reference"

@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from accelbench import experiment, timing
+from accelbench import timing
 from accelbench.families.train import PRECISIONS, TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
+from accelbench.job import measurement
 from accelbench.results import load_record
 from accelbench.train import loop
 from accelbench.train.loop import later_runs as train_later_runs
@@ -64,7 +65,7 @@ def test_cpu_training_record(precision, tmp_path):
     exp = TrainExperiment("resnet18", "cpu1", precision, "single", BATCH)
     assert train_exclusion(exp) is None
     output = tmp_path / "train.json"
-    status = experiment.run(exp, SETTINGS, str(output))
+    status = measurement.run(exp, SETTINGS, str(output))
     record = load_record(output)
     assert status == record["status"] == "ok", record["reason"]
     assert record["experiment"] == "train"
@@ -315,7 +316,7 @@ def test_cuda_training(precision, tmp_path):
     exp = TrainExperiment("resnet18", "cuda1", precision, "single", BATCH)
     assert train_exclusion(exp) is None
     output = tmp_path / "train.json"
-    experiment.run(exp, SETTINGS, str(output))
+    measurement.run(exp, SETTINGS, str(output))
     record = load_record(output)
     if precision == "bf16" and not torch.cuda.is_bf16_supported():
         assert record["status"] == "unavailable"

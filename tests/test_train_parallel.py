@@ -23,10 +23,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from accelbench import experiment, supervise
 from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
+from accelbench.job import measurement, supervisor
 from accelbench.results import load_record
 from accelbench.train import cpu_support, distributed, strategies
 from accelbench.train.loop import measure_training, train_process
@@ -216,10 +216,10 @@ def test_only_rank_zero_writes_the_record(monkeypatch, tmp_path):
         monkeypatch.setenv(key, value)
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 4)
     output = tmp_path / "record.json"
-    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
     assert not output.exists()
     monkeypatch.setenv("SLURM_PROCID", "0")
-    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
     assert load_record(output)["status"] == "ok"
 
 
@@ -228,7 +228,7 @@ def test_a_launched_group_of_the_wrong_size_fails_clearly(monkeypatch, tmp_path)
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SLURM_PROCID", "0")
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
-    experiment.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
     record = load_record(tmp_path / "record.json")
     assert record["status"] == "failed"
     assert "launched as 4 processes (slurm); cpu2 with ddp needs 2" in record["reason"]
@@ -267,7 +267,7 @@ def test_failed_rank_is_reported_with_its_error(monkeypatch, tmp_path):
 
     fake_torchrun(monkeypatch, torchrun)
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
-    experiment.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
     record = load_record(tmp_path / "record.json")
     assert record["status"] == "oom"
     assert record["reason"] == (
@@ -339,7 +339,7 @@ def test_a_supervised_ddp_experiment_forks_its_ranks(tmp_path):
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output = tmp_path / "ddp.json"
     settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t"}
-    supervise.run_supervised(exp, settings, str(output), attempt=1, max_attempts=1, time_limit=300)
+    supervisor.run_supervised(exp, settings, str(output), attempt=1, max_attempts=1, time_limit=300)
     record = load_record(output)
     assert record["status"] == "ok", record["reason"]
     assert record["params"]["launcher"] == "fork"
@@ -506,7 +506,7 @@ def test_two_processes_match_one_on_the_same_global_batch(model, strategy, two_p
 def test_ddp_experiment_launches_its_processes_with_torchrun(tmp_path):
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output = tmp_path / "ddp.json"
-    assert experiment.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
     record = load_record(output)
     metrics = record["metrics"]
     assert metrics["processes"]["value"] == 2 and metrics["threads"]["value"] == 1
@@ -531,7 +531,7 @@ def test_ddp_ranks_warm_up_measure_and_add_runs_alike(tmp_path):
     settings = tiny_settings(
         "fcn", warmup_s=0.3, min_run_time=0.1, runs=3, half_width=1e-6, budget_s=3.0
     )
-    assert experiment.run(exp, settings, str(output)) == "ok"
+    assert measurement.run(exp, settings, str(output)) == "ok"
     record = load_record(output)
     runs = record["conditions"]["runs"]
     assert runs >= 3 and record["conditions"]["imprecise"] is True
@@ -676,7 +676,7 @@ def test_channels_last_and_compile_are_recorded_settings(tmp_path):
     exp = TrainExperiment("resnet56", "cpu1", "fp32", "single", 4)
     settings = tiny_settings("resnet56", channels_last=True, compile="aot_eager")
     output = tmp_path / "record.json"
-    assert experiment.run(exp, settings, str(output)) == "ok", load_record(output)["reason"]
+    assert measurement.run(exp, settings, str(output)) == "ok", load_record(output)["reason"]
     params = load_record(output)["params"]
     assert params["channels_last"] is True and params["compile"] == "aot_eager"
 

@@ -41,7 +41,8 @@ def command_train(args: argparse.Namespace) -> int:
     job (rank 0 writes the record); also a way to rerun one experiment by hand.
     A record already there is kept in results/replaced/ first, as the workflow does.
     """
-    from accelbench import experiment, provenance
+    from accelbench import provenance
+    from accelbench.job import measurement
     from accelbench.train import settings
     from accelbench.train.distributed import is_primary_process
 
@@ -60,7 +61,7 @@ def command_train(args: argparse.Namespace) -> int:
         **settings.for_model(config, exp.model),
         "config_hash": provenance.config_hash(config),
     }
-    status = experiment.run(exp, run_settings, args.path)
+    status = measurement.run(exp, run_settings, args.path)
     print(f"{exp.path}: {status}")
     # The record says why either way; a failed experiment must also fail the command.
     return 1 if status == "failed" else 0
@@ -140,9 +141,9 @@ def command_compare(args: argparse.Namespace) -> int:
 
 def command_doctor(args: argparse.Namespace) -> int:
     """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
-    from accelbench import experiment  # torch, Numba and the measuring code: seconds
+    from accelbench.job import measurement  # torch, Numba and the measuring code: seconds
 
-    diagnosis = doctor.diagnose(preload=experiment.preload)
+    diagnosis = doctor.diagnose(preload=measurement.preload)
     print(doctor.render(diagnosis))
     return diagnosis.exit_code
 

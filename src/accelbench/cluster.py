@@ -502,7 +502,7 @@ def job_shapes(
         if exp.family in ("kernel", "roof", "datasci"):
             batched[exp.device] = batched.get(exp.device, 0) + 1
             continue
-        device = parse_device(exp.device)
+        device = exp.parsed_device
         layout = task_layout(device, exp.strategy, config)
         cpus, gpus_wanted = (
             (layout.tasks_per_node * layout.cpus_per_task, layout.gpus_per_node)

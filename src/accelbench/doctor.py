@@ -12,7 +12,7 @@ whether a tiny kernel gives the right answer, and names the fix (the stack to
 pick) when a GPU is present but a backend cannot use it.
 
 It checks each backend the way the experiments use it: after the measuring
-process's imports (experiment.preload), in a forked child. So it fails where
+process's imports (measurement.preload), in a forked child. So it fails where
 those imports have initialised CUDA and no forked run could use it. The
 workflow asks the same check once per process before any GPU experiment
 (`backend_problem`), also in a forked child (accelbench.forked_cuda), so a
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from accelbench import forked_cuda, gpu_support
 from accelbench.gpu_support import Capability, VisibleGpu, capability_text
-from accelbench.processes import call_in_fork
+from accelbench.job.processes import call_in_fork
 
 # The CUDA libraries worth naming: runtime, compiler (NVRTC, NVVM), BLAS, FFT, driver.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")
@@ -47,7 +47,7 @@ STACK_FIX = (
 # simulator's times would be recorded as GPU times.
 SIMULATOR_ALLOWANCE = "ACCELBENCH_ALLOW_CUDA_SIMULATOR"
 BAD_FORK_FIX = (
-    "report it: something imported before the runs are forked (experiment.preload) asks "
+    "report it: something imported before the runs are forked (measurement.preload) asks "
     "the CUDA driver"
 )
 

@@ -1,9 +1,11 @@
-"""Measuring one kernel: check it against the float64 reference, then time it.
+"""One run of a kernel or a data science workload: check it against its reference, then time it.
 
-The timing is the backend's library timer (torch.utils.benchmark on the CPU,
-cupyx.profiler.benchmark or CUDA events on the GPU); the check runs before and
-again after timing, so the timed code is known to compute the right thing.
-The roofs measure their ceilings with the same functions.
+The measuring functions of the kernel and data science families
+(accelbench.families). The timing is the backend's library timer
+(torch.utils.benchmark on the CPU, cupyx.profiler.benchmark or CUDA events on
+the GPU); the check runs before and again after timing, so the timed code is
+known to compute the right thing. The roofs measure their ceilings with the same
+functions.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import numpy as np
 from accelbench import energy, placement, timing
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.devices import Device, cpu_threads, parse_device
+from accelbench.devices import Device, cpu_threads
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
+from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
-from accelbench.outcome import Outcome
 
 
 def check_against_reference(
@@ -116,7 +118,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
     After the timing, the kernel runs again in an energy window (accelbench.energy).
     """
-    spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], parse_device(exp.device)
+    spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], exp.parsed_device
     reason = backend.unavailable_reason(device, exp.dtype)
     if reason:
         return Outcome("unavailable", reason)
@@ -188,7 +190,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
     call runs again in an energy window (accelbench.energy).
     """
     spec, backend = workloads()[exp.workload], DATASCI_BACKENDS[exp.backend]
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     reason = backend.unavailable_reason(device)
     if reason:
         return Outcome("unavailable", reason)

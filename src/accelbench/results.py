@@ -52,7 +52,7 @@ MEASURED_BY_KEY = "measured_by"
 # idle baseline and each window, or "too_short"/"unavailable" with the reason.
 ENERGY_KEY = "energy"
 # Optional, on a "failed" record only: true where the failure was a passing fault (a full
-# disk, a process killed from outside other than by the OOM killer; accelbench.outcome), so
+# disk, a process killed from outside other than by the OOM killer; accelbench.job.outcome), so
 # the workflow's next run measures the cell again instead of keeping the record.
 TRANSIENT_KEY = "transient"
 REQUIRED_KEYS = (

@@ -22,11 +22,11 @@ import numpy as np
 
 from accelbench import stream, timing
 from accelbench.backends import BACKENDS
-from accelbench.devices import Device, cpu_threads, parse_device
+from accelbench.devices import Device, cpu_threads
 from accelbench.families.roof import RoofExperiment
+from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.measure import check_kernel, implementation_name, mismatch, time_function
-from accelbench.outcome import Outcome
 from accelbench.results import GPU_ROOF_METRICS
 
 MIB = 1 << 20
@@ -44,7 +44,7 @@ GEMM_FRACTIONS = (1, 2)
 
 def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
     """GEMM n and copy length (elements) for this device kind and dtype, from the settings."""
-    kind = parse_device(exp.device).kind
+    kind = exp.parsed_device.kind
     roofs = settings["roofs"]
     itemsize = host_dtype(exp.dtype).itemsize
     return {
@@ -209,7 +209,7 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     bits is worth having where no STREAM kernel runs in 16 bits. Only a roof with no
     ceiling at all is unavailable.
     """
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     if device.is_gpu and device.count != 1:
         return Outcome(
             "unavailable", f"roofs are measured on one GPU; {exp.device} asks for {device.count}"

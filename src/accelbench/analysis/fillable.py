@@ -39,9 +39,9 @@ class Planned:
         datasci = [exp for exp in grid.experiments if exp.family == "datasci"]
         kinds: dict[tuple[str, str], set[str]] = {}
         for exp in kernels:
-            kinds.setdefault(("kernel", exp.kernel), set()).add(parse_device(exp.device).kind)
+            kinds.setdefault(("kernel", exp.kernel), set()).add(exp.parsed_device.kind)
         for exp in datasci:
-            kinds.setdefault(("datasci", exp.workload), set()).add(parse_device(exp.device).kind)
+            kinds.setdefault(("datasci", exp.workload), set()).add(exp.parsed_device.kind)
         return cls(
             train_devices=frozenset(exp.device for exp in train),
             precisions=frozenset(exp.precision for exp in train),

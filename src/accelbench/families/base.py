@@ -14,13 +14,14 @@ module and function and imported only by the process that measures.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from accelbench.devices import DeviceError, parse_device
+from accelbench.devices import Device, DeviceError, parse_device
 
 RESULTS_DIR = "results"
 # One path segment per wildcard; the values are checked by each family's parse, so
@@ -53,6 +54,11 @@ class Experiment:
     @property
     def id(self) -> str:
         return self.path.removeprefix(RESULTS_DIR + "/").removesuffix(".json")
+
+    @functools.cached_property
+    def parsed_device(self) -> Device:
+        """The device the experiment runs on, parsed once and carried with it."""
+        return parse_device(self.device)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

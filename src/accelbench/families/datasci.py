@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.backends import DATASCI_BACKENDS
-from accelbench.devices import parse_device
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -49,7 +48,7 @@ def workload_specs() -> dict[str, Any]:
 
 def exclusion(exp: DatasciExperiment) -> str | None:
     """Why this data science experiment makes no sense, or None if it does."""
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     spec = workload_specs()[exp.workload]
     if exp.backend not in spec.implementations:
         return (

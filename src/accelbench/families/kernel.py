@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.backends import BACKENDS
-from accelbench.devices import parse_device
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -49,7 +48,7 @@ def kernel_specs() -> dict[str, Any]:
 
 def exclusion(exp: KernelExperiment) -> str | None:
     """Why this kernel experiment makes no sense, or None if it does."""
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     backend = BACKENDS[exp.backend]
     if device.kind not in backend.device_kinds:
         return (

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.devices import parse_device
 from accelbench.families import kernel
 from accelbench.families.base import (
     RESULTS_DIR,
@@ -45,7 +44,7 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> RoofExperiment:
         device=device_name(wildcards["device"]),
         dtype=choice("dtype", wildcards["dtype"], kernel.DTYPES),
     )
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     if device.nodes > 1 or (device.is_gpu and device.gpus != 1):
         asks = f"spans {device.nodes} nodes" if device.nodes > 1 else f"asks for {device.gpus} GPUs"
         raise GridError(

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.devices import Device, parse_device
+from accelbench.devices import Device
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -50,7 +50,7 @@ def exclusion(exp: TrainExperiment, train_config: Config | None = None) -> str |
     micro-batches, so a model whose layers cannot take the configured image, or a
     BatchNorm model left with one sample per process, is excluded before any job.
     """
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     if exp.precision == "tf32" and not device.is_gpu:
         return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
     spec = models()[exp.model]

@@ -43,7 +43,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from accelbench.processes import die_with_parent, exit_text
+from accelbench.job.processes import die_with_parent, exit_text
 from accelbench.train.models import Unavailable
 
 log = logging.getLogger(__name__)

@@ -35,11 +35,10 @@ from accelbench.devices import (
     Device,
     cpu_threads,
     cuda_unavailable_reason,
-    parse_device,
     visible_gpu_count,
 )
 from accelbench.families.train import TrainExperiment
-from accelbench.outcome import Outcome
+from accelbench.job.outcome import Outcome
 from accelbench.train import distributed, strategies
 from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TrainSettings
@@ -263,7 +262,7 @@ def train_process(
 
     from accelbench.train import session as sessions
 
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     threads = strategies.threads_per_process(exp.strategy, device)
     grouped = rendezvous.world_size > 1
     place = strategies.placement(
@@ -408,7 +407,7 @@ def _unavailable_reason(
 def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
     train_settings = TrainSettings.from_mapping(settings)
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     reason = _unavailable_reason(exp, train_settings, device)
     if reason:
         return Outcome("unavailable", reason)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from accelbench import timing
-from accelbench.devices import Device, cpu_threads, parse_device
+from accelbench.devices import Device, cpu_threads
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.train import strategies
@@ -41,10 +41,10 @@ def harness_overhead(
     reason = train_exclusion(exp)
     if reason:
         raise ValueError(reason)
-    if strategies.process_count(exp.strategy, parse_device(exp.device)) != 1:
+    if strategies.process_count(exp.strategy, exp.parsed_device) != 1:
         raise ValueError("the overhead is measured in one process")
     parsed = TrainSettings.from_mapping(settings)
-    device = parse_device(exp.device)
+    device = exp.parsed_device
     threads = strategies.threads_per_process(exp.strategy, device)
     place = strategies.placement(exp.strategy, device, 0, 1, 0)
     with cpu_threads(Device("cpu", threads)):

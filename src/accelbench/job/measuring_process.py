@@ -1,8 +1,8 @@
 """The measuring process of one experiment job: measure, write the record, report by exit code.
 
-Started by the job's supervisor (accelbench.supervise), either as a new
-interpreter (`python -m accelbench.measuring_process PAYLOAD`, also once per
-task under srun) or forked by the run's fork server (accelbench.fork_server).
+Started by the job's supervisor (accelbench.job.supervisor), either as a new
+interpreter (`python -m accelbench.job.measuring_process PAYLOAD`, also once per
+task under srun) or forked by the run's fork server (accelbench.job.fork_server).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import logging
 import sys
 from typing import Any
 
-from accelbench import experiment
 from accelbench.families import FAMILIES
-from accelbench.outcome import (
+from accelbench.job import measurement
+from accelbench.job.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
     UNRECORDED_EXIT_CODE,
@@ -45,7 +45,7 @@ def main(payload: dict[str, Any]) -> int:
     logging.captureWarnings(True)
     exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
     try:
-        experiment.run(
+        measurement.run(
             exp,
             payload["settings"],
             payload["output"],

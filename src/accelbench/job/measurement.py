@@ -18,14 +18,12 @@ from typing import Any
 from accelbench import contention, energy, precision, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
-from accelbench.devices import parse_device, slurm_gpu_shortfall
+from accelbench.devices import slurm_gpu_shortfall
 from accelbench.families import family_of
 from accelbench.families.base import Experiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
-from accelbench.kernels import kernels
-from accelbench.measure import naive_size_limit
-from accelbench.outcome import (
+from accelbench.job.outcome import (
     Outcome,
     RankFailure,
     RetryableFailure,
@@ -33,7 +31,9 @@ from accelbench.outcome import (
     of_error,
     of_process_end,
 )
-from accelbench.processes import ChildFailed, OomKills, call_in_fork
+from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
+from accelbench.kernels import kernels
+from accelbench.measure import naive_size_limit
 from accelbench.results import make_record, write_record
 from accelbench.roofs import roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
@@ -172,7 +172,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
         preload(exp.family)
         if family.measures_energy:
             # The idle baseline, once for the job: each forked run inherits it.
-            device = parse_device(exp.device)
+            device = exp.parsed_device
             energy.Probe(device.is_gpu, range(device.count), settings).close()
     progress = precision.Progress(goal)
     outcomes = []
@@ -305,7 +305,7 @@ def run(
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
     launched = from_environment()
-    shortfall = None if launched else slurm_gpu_shortfall(parse_device(exp.device))
+    shortfall = None if launched else slurm_gpu_shortfall(exp.parsed_device)
     if shortfall:
         outcome = Outcome("failed", shortfall)
     else:

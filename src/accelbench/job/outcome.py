@@ -1,8 +1,8 @@
 """What one measurement came to, and the failures that end an attempt.
 
 The measuring modules (kernels, roofs, training) return an Outcome, and the
-orchestration in accelbench.experiment turns it into a record. It imports only
-accelbench.processes, to tell how a process that left no outcome ended.
+orchestration in accelbench.job.measurement turns it into a record. It imports only
+accelbench.job.processes, to tell how a process that left no outcome ended.
 
 A failure is either the configuration's (it fails the same way next time, and
 its record stays) or a passing fault (a full disk, a process killed from outside
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.processes import OomKills, crashed, exit_text
+from accelbench.job.processes import OomKills, crashed, exit_text
 
 # How a measuring process tells its supervisor why it stopped without a record.
 RETRY_EXIT_CODE = 3  # an error on an attempt that is not the last: retry the job

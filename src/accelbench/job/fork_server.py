@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from accelbench.processes import die_with_parent
+from accelbench.job.processes import die_with_parent
 
 # The variable a job finds its server by: the path of the server's socket.
 ADDRESS_VARIABLE = "ACCELBENCH_FORK_SERVER"
@@ -123,9 +123,9 @@ def _preload() -> Callable[[dict[str, Any]], int]:
     Imported in the server only: the clients (every job's supervisor, the
     Snakefile) import this module and must stay light.
     """
-    from accelbench import experiment, measuring_process
+    from accelbench.job import measurement, measuring_process
 
-    experiment.preload()
+    measurement.preload()
     return measuring_process.main
 
 
@@ -290,7 +290,7 @@ def start(log_file: str | Path) -> None:
         address = os.path.join(folder, "socket")
         try:
             server = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.fork_server", address],
+                [sys.executable, "-m", "accelbench.job.fork_server", address],
                 stdout=subprocess.PIPE,
                 stderr=output,
                 preexec_fn=lambda: die_with_parent(signal.SIGTERM),

@@ -19,7 +19,7 @@ A child that ended without its record is "oom" only where the OOM killer says so
 (the cgroup's count of OOM kills rose while it ran, or srun reports "Out Of
 Memory"); a crash is the configuration's failure; any other kill, a child that
 could not write its record (its last words on stderr say why), or one that died
-without a word is a passing fault, recorded as transient (accelbench.outcome).
+without a word is a passing fault, recorded as transient (accelbench.job.outcome).
 The log of an attempt that is retried is kept beside the job's log
 (`n64.attempt1.log`), since Snakemake empties the log before the next attempt.
 """
@@ -41,9 +41,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench import fork_server, provenance
+from accelbench import provenance
 from accelbench.families.base import Experiment
-from accelbench.outcome import (
+from accelbench.job import fork_server
+from accelbench.job.outcome import (
     MEASURED_AGAIN,
     RETRY_EXIT_CODE,
     Outcome,
@@ -53,7 +54,7 @@ from accelbench.outcome import (
     of_process_end,
     rank_failures,
 )
-from accelbench.processes import CRASH_SIGNALS, OomKills
+from accelbench.job.processes import CRASH_SIGNALS, OomKills
 from accelbench.results import attempt_log
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,12 @@ def run_supervised(
         if child is not None:
             log.info("measuring process %d forked by the fork server", child.pid)
         else:
-            command = [sys.executable, "-m", "accelbench.measuring_process", json.dumps(payload)]
+            command = [
+                sys.executable,
+                "-m",
+                "accelbench.job.measuring_process",
+                json.dumps(payload),
+            ]
             child = subprocess.Popen([*(launcher or []), *command], stderr=write_end)
     finally:
         os.close(write_end)
@@ -270,6 +276,6 @@ def run_supervised(
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
     # Only here, when the measuring process could not write the record itself: the
     # measuring code imports Numba and the kernels, a second this light parent saves.
-    from accelbench import experiment
+    from accelbench.job import measurement
 
-    experiment.write_outcome(exp, settings, output, outcome, started)
+    measurement.write_outcome(exp, settings, output, outcome, started)
