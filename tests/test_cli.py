@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from accelbench import benchmark, cli, grid
+from accelbench import cli, grid, roof_check
 from accelbench.job import measurement
 from accelbench.results import load_record, make_record, write_record
 
@@ -111,8 +111,8 @@ def nothing_measured(monkeypatch):
     def measured(*args, **kwargs):
         raise AssertionError("measured although the arguments are refused")
 
-    monkeypatch.setattr(benchmark, "measure_roof", measured)
-    monkeypatch.setattr(benchmark, "measure_kernel", measured)
+    monkeypatch.setattr(roof_check, "measure_roof", measured)
+    monkeypatch.setattr(roof_check, "measure_kernel", measured)
     monkeypatch.setattr(measurement, "run", measured)
 
 
@@ -159,7 +159,7 @@ def test_benchmark_takes_the_samples_it_is_given_else_the_configs(monkeypatch, c
         asked.append(samples)
         return []
 
-    monkeypatch.setattr(benchmark, "run", run)
+    monkeypatch.setattr(roof_check, "run", run)
     assert cli.main(["benchmark", "--samples", "7"]) == 0
     assert cli.main(["benchmark"]) == 0
     assert asked == [7, 5]  # config/config.yaml: kernels.samples 5

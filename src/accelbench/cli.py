@@ -163,27 +163,27 @@ def command_gpu_check(args: argparse.Namespace) -> int:
 
 def command_benchmark(args: argparse.Namespace) -> int:
     """Measure this machine's kernels against its measured roofs and print a table."""
-    from accelbench import benchmark
+    from accelbench import roof_check
     from accelbench.devices import usable_cpus
 
     config = workflow_config.load(args.configfile)
-    for kernel in benchmark.unsized(config):
+    for kernel in roof_check.unsized(config):
         key = f"kernels.sizes.{kernel}"
         raise workflow_config.ConfigError(
             f"{workflow_config.where_set(key, args.configfile)}: config key {key} is empty; "
-            f"the benchmark measures {kernel} at its {benchmark.MEASURED_SIZES[kernel]} size"
+            f"the benchmark measures {kernel} at its {roof_check.MEASURED_SIZES[kernel]} size"
         )
     try:
-        lines = benchmark.run(
+        lines = roof_check.run(
             config,
             args.dtype or ["float64", "float32"],
             min_run_time=args.min_run_time,
             samples=config["kernels"]["samples"] if args.samples is None else args.samples,
         )
-    except benchmark.BenchmarkError as err:
+    except roof_check.BenchmarkError as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 1
-    print(benchmark.format_table(lines, f"cpu{usable_cpus()}"))
+    print(roof_check.format_table(lines, f"cpu{usable_cpus()}"))
     return 0
 
 
