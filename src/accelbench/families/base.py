@@ -167,6 +167,21 @@ def raise_if_excluded(exp: Experiment, reason: str | None) -> Experiment:
     return exp
 
 
+def one_device_exclusion(
+    exp: Experiment, backend: str, device_kinds: tuple[str, ...], what: str
+) -> str | None:
+    """Why an experiment that runs on one CPU or one GPU (`what`: "kernels") cannot run on
+    its device with `backend`, or None if it can."""
+    device = exp.parsed_device
+    if device.kind not in device_kinds:
+        return f"backend {backend!r} runs on {'/'.join(device_kinds)} devices, not on {exp.device}"
+    if device.nodes > 1:
+        return f"{what} run on one node; {exp.device} spans {device.nodes}"
+    if device.is_gpu and device.gpus != 1:
+        return f"{what} run on one GPU; {exp.device} asks for {device.gpus}"
+    return None
+
+
 def named_choice(key: str, value: str, what: str, allowed: Iterable[str]) -> None:
     """A name in the config that must be one of `allowed`; GridError names its key."""
     allowed = list(allowed)

@@ -18,6 +18,7 @@ from accelbench.families.base import (
     choice,
     device_name,
     named_choice,
+    one_device_exclusion,
     per_unit_axes,
     positive_int,
     raise_if_excluded,
@@ -48,24 +49,14 @@ def workload_specs() -> dict[str, Any]:
 
 def exclusion(exp: DatasciExperiment) -> str | None:
     """Why this data science experiment makes no sense, or None if it does."""
-    device = exp.parsed_device
     spec = workload_specs()[exp.workload]
     if exp.backend not in spec.implementations:
         return (
             f"workload {exp.workload!r} has no {exp.backend!r} implementation "
             f"(it has {', '.join(spec.implementations)})"
         )
-    backend = DATASCI_BACKENDS[exp.backend]
-    if device.kind not in backend.device_kinds:
-        return (
-            f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
-            f"not on {exp.device}"
-        )
-    if device.nodes > 1:
-        return f"data science workloads run on one node; {exp.device} spans {device.nodes}"
-    if device.is_gpu and device.gpus != 1:
-        return f"data science workloads run on one GPU; {exp.device} asks for {device.gpus}"
-    return None
+    kinds = DATASCI_BACKENDS[exp.backend].device_kinds
+    return one_device_exclusion(exp, exp.backend, kinds, "data science workloads")
 
 
 def parse(wildcards: Wildcards, config: Config | None = None) -> DatasciExperiment:

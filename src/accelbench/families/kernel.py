@@ -18,6 +18,7 @@ from accelbench.families.base import (
     choice,
     device_name,
     named_choice,
+    one_device_exclusion,
     per_unit_axes,
     positive_int,
     raise_if_excluded,
@@ -48,19 +49,11 @@ def kernel_specs() -> dict[str, Any]:
 
 def exclusion(exp: KernelExperiment) -> str | None:
     """Why this kernel experiment makes no sense, or None if it does."""
-    device = exp.parsed_device
-    backend = BACKENDS[exp.backend]
-    if device.kind not in backend.device_kinds:
-        return (
-            f"backend {exp.backend!r} runs on {'/'.join(backend.device_kinds)} devices, "
-            f"not on {exp.device}"
-        )
-    if device.nodes > 1:
-        return f"kernels run on one node; {exp.device} spans {device.nodes}"
-    if device.is_gpu and device.gpus != 1:
-        return f"kernels run on one GPU; {exp.device} asks for {device.gpus}"
+    kinds = BACKENDS[exp.backend].device_kinds
+    if reason := one_device_exclusion(exp, exp.backend, kinds, "kernels"):
+        return reason
     spec = kernel_specs()[exp.kernel]
-    if device.kind not in spec.device_kinds:
+    if exp.parsed_device.kind not in spec.device_kinds:
         why = f": {spec.device_kinds_reason}" if spec.device_kinds_reason else ""
         return (
             f"kernel {exp.kernel!r} runs on {'/'.join(spec.device_kinds)} devices only, "
