@@ -8,12 +8,22 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import cluster, grid, group_errors, interrupts, progress, run_config, run_profile, run_start, targets
-from accelbench.job import fork_server
+from accelbench import (
+    cluster,
+    grid,
+    group_errors,
+    interrupts,
+    progress,
+    run_config,
+    run_profile,
+    run_start,
+    targets,
+)
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.devices import parse_device
 from accelbench.families import FAMILIES
+from accelbench.job import fork_server
 from accelbench.train import datasets
 
 GRID = grid.expand(config)
