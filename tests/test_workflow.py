@@ -405,17 +405,27 @@ def test_a_run_says_what_it_measures_and_ctrl_c_names_what_it_left_unmeasured(wo
     training runs: the training named as cancelled, the experiments after it as never
     started, the records written kept and not listed."""
     log = workflow_dir / "interrupted.log"
+    # A training that lasts, so that the interrupt finds it running however late a loaded
+    # machine lets this test read the job's log.
+    (workflow_dir / "config" / "long_training.yaml").write_text("train:\n  min_run_time: 5\n")
+    job_log = workflow_dir / "results/logs/train/resnet18/cpu1/fp32/single/bs2.log"
     with log.open("w") as output:
         run = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile=config/tiny.yaml"],
+            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile"]
+            + ["config/tiny.yaml", "config/long_training.yaml"],
             cwd=workflow_dir,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         deadline = time.monotonic() + 300
-        # Snakemake names a job's output as the job starts.
-        while f"output: {TRAIN_TARGET}" not in log.read_text() and time.monotonic() < deadline:
+        # Once the job's supervisor runs: a Ctrl-C that comes before Snakemake has started
+        # the job's script reaches only Snakemake, which then waits for the job to end
+        # instead of cancelling it.
+        while (
+            "attempt 1 of" not in (job_log.read_text() if job_log.exists() else "")
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         # As Ctrl-C at a terminal: to the whole foreground process group.
         os.killpg(run.pid, signal.SIGINT)
