@@ -60,7 +60,7 @@ def parse_toy(wildcards, config=None) -> ToyExperiment:
     return raise_if_excluded(exp, toy_exclusion(exp))
 
 
-def expand_toy(config) -> Expanded:
+def expand_toy(config, planned=()) -> Expanded:
     section = config.get("toys") or {}
     candidates = [
         ToyExperiment(adder, device, size)

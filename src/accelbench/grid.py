@@ -26,7 +26,7 @@ from accelbench.families.base import (
     Experiment,
     GridError,
     device_name,
-    int_fields,
+    from_parts,
     positive_int,
 )
 
@@ -68,15 +68,8 @@ def planned_experiment(rule: str, wildcards: Mapping[str, str]) -> Experiment:
     half a second or more.
     """
     kind = family_of_rule(rule).experiment_type
-    numbers = int_fields(kind)
-    return kind(
-        **{
-            field.name: int(wildcards[field.name])
-            if field.name in numbers
-            else wildcards[field.name]
-            for field in fields(kind)
-        }
-    )
+    parts = {field.name: wildcards[field.name] for field in fields(kind)}
+    return from_parts(kind, parts, lambda name, value: int(value))
 
 
 def family_of_rule(rule: str):
@@ -91,9 +84,10 @@ def parse_path(path: str, family: str, config: Mapping[str, Any] | None = None) 
     """A result path of `family` -> its experiment, checked as a target is (GridError names
     a wrong part)."""
     pattern = FAMILIES[family].pattern
-    below = str(path).removeprefix("./").removeprefix(RESULTS_DIR + "/")
+    relative = str(path).removeprefix("./")
+    below = relative.removeprefix(RESULTS_DIR + "/")
     match = _path_regex(pattern).fullmatch(below)
-    if not match or not str(path).removeprefix("./").startswith(RESULTS_DIR + "/"):
+    if not match or below == relative:
         raise GridError(f"{path} is not a {family} result path ({pattern})")
     return FAMILIES[family].parse(match.groupdict(), config)
 
@@ -185,14 +179,7 @@ def experiment_of_id(record_id: str) -> Experiment:
         kind = family.experiment_type
         match = _path_regex(kind.pattern).fullmatch(f"{record_id}.json")
         if match:
-            parts = match.groupdict()
-            numbers = int_fields(kind)
-            exp = kind(
-                **{
-                    name: positive_int(name, value) if name in numbers else value
-                    for name, value in parts.items()
-                }
-            )
+            exp = from_parts(kind, match.groupdict(), positive_int)
             device_name(exp.device)
             return exp
     shapes = ", ".join(
@@ -213,11 +200,12 @@ class Grid:
 
 def expand(config: Mapping[str, Any]) -> Grid:
     """Every experiment the config asks for, split into runnable and excluded-with-reason."""
-    expanded = [family.expand(config) for family in FAMILIES.values()]
-    return Grid(
-        tuple(exp for each in expanded for exp in each.kept),
-        tuple(pair for each in expanded for pair in each.excluded),
-    )
+    kept: tuple[Experiment, ...] = ()
+    excluded: tuple[tuple[Experiment, str], ...] = ()
+    for family in FAMILIES.values():
+        expanded = family.expand(config, kept)
+        kept, excluded = kept + expanded.kept, excluded + expanded.excluded
+    return Grid(kept, excluded)
 
 
 def validate_config(config: Mapping[str, Any]) -> None:

@@ -89,10 +89,12 @@ class Family:
 
     `parse` turns a result path's wildcards (and the config) into the experiment,
     raising GridError that names the wrong part or the reason it is excluded;
-    `expand` gives the experiments the config asks for; `validate` checks the
-    names in its config section the schema cannot know; `settings` are the rule's
-    params (a change re-measures the family's records). `measure` and
-    `later_runs` are "module:function" names, imported where a run measures.
+    `expand` gives the experiments the config asks for (told what the families
+    registered before it kept: a roof follows its kernels without planning them
+    again); `validate` checks the names in its config section the schema cannot
+    know; `settings` are the rule's params (a change re-measures the family's
+    records). `measure` and `later_runs` are "module:function" names, imported where
+    a run measures.
     """
 
     name: str  # the record's `experiment`
@@ -100,7 +102,7 @@ class Family:
     rule: str  # the Snakemake rule that measures one experiment
     resources: str  # the cluster.resources section that sizes its jobs
     parse: Callable[[Wildcards, Config | None], Experiment]
-    expand: Callable[[Config], Expanded]
+    expand: Callable[[Config, tuple[Experiment, ...]], Expanded]
     validate: Callable[[Config], None]
     settings: Callable[[Config, Wildcards], dict[str, Any]]
     measure: str
@@ -205,6 +207,18 @@ def per_unit_axes(section: Config, unit: str) -> dict[str, Any]:
     return {**section, **section.get("overrides", {}).get(unit, {})}
 
 
+@functools.cache
 def int_fields(kind: type[Experiment]) -> tuple[str, ...]:
     """The parameters of an experiment type that are whole numbers (sizes, batches)."""
     return tuple(field.name for field in fields(kind) if field.type == "int")
+
+
+def from_parts(
+    kind: type[Experiment], parts: Mapping[str, str], number: Callable[[str, str], int]
+) -> Experiment:
+    """An experiment of `kind` from the parts of its result path; `number` reads the
+    whole-number ones (sizes, batches) by their name and text."""
+    numbers = int_fields(kind)
+    return kind(
+        **{name: number(name, value) if name in numbers else value for name, value in parts.items()}
+    )

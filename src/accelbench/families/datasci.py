@@ -70,7 +70,7 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> DatasciExperime
     return raise_if_excluded(exp, exclusion(exp))
 
 
-def expand(config: Config) -> Expanded:
+def expand(config: Config, planned: tuple[Experiment, ...] = ()) -> Expanded:
     """Each workload on the configured backends it has.
 
     A backend the workload has no code for is passed over silently (one list of

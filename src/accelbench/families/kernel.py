@@ -81,7 +81,7 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> KernelExperimen
     return raise_if_excluded(exp, exclusion(exp))
 
 
-def expand(config: Config) -> Expanded:
+def expand(config: Config, planned: tuple[Experiment, ...] = ()) -> Expanded:
     """Each kernel's sizes over the devices, backends and dtypes (its overrides applied)."""
     section = config["kernels"]
     candidates = [

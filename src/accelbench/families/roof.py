@@ -54,10 +54,10 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> RoofExperiment:
     return exp
 
 
-def expand(config: Config) -> Expanded:
-    """One roof per device and dtype of the kernel experiments the config keeps."""
+def expand(config: Config, planned: tuple[Experiment, ...] = ()) -> Expanded:
+    """One roof per device and dtype of the kernel experiments planned before it."""
     roofs = dict.fromkeys(
-        RoofExperiment(exp.device, exp.dtype) for exp in kernel.expand(config).kept
+        RoofExperiment(exp.device, exp.dtype) for exp in planned if exp.family == "kernel"
     )
     return Expanded(tuple(roofs))
 

@@ -105,7 +105,7 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> TrainExperiment
     return raise_if_excluded(exp, exclusion(exp, section))
 
 
-def expand(config: Config) -> Expanded:
+def expand(config: Config, planned: tuple[Experiment, ...] = ()) -> Expanded:
     """Each model's batch sizes over the devices, precisions and strategies."""
     section = config["train"]
     candidates = [
