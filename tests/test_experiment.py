@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+import subprocess
+import sys
 import weakref
 from datetime import datetime
 
@@ -747,3 +749,29 @@ def test_every_gpu_kernel_yields_a_record_without_a_gpu(kernel, backend, tmp_pat
         assert record["status"] == "unavailable"
         assert "CUDA" in record["reason"] or "GPU" in record["reason"]
         assert record["metrics"] == {} and record["check"] is None
+
+
+def test_a_job_log_keeps_the_measurement_and_only_the_warnings_of_the_libraries(tmp_path):
+    """Numba-CUDA's driver logs every allocation and free at INFO once the root logger has
+    a handler: thousands of lines in one GPU job's log, hiding the measurement's own; and
+    its low-occupancy warning (coloured) came with each small launch."""
+    log_file = tmp_path / "job.log"
+    script = f"""
+import logging
+from accelbench.job.measuring_process import configure_logging
+configure_logging({str(log_file)!r})
+logging.getLogger("numba.cuda.cudadrv.driver").info("add pending dealloc: cuMemFree 8000 bytes")
+logging.getLogger("numba.cuda.cudadrv.driver").warning("a driver warning")
+logging.getLogger("accelbench.job.measurement").info("run 1: +-0.2%")
+import warnings
+warnings.warn("\x1b[1mGrid size 1 will likely result in GPU under-utilization due to low"
+              " occupancy.")
+warnings.warn("a library's other warning")
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    text = log_file.read_text()
+    assert "run 1: +-0.2%" in text
+    assert "a driver warning" in text
+    assert "dealloc" not in text
+    assert "a library's other warning" in text
+    assert "Grid size" not in text

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import statistics
+import sys
+import time
+import types
 
 import numpy as np
 import pytest
@@ -311,3 +315,70 @@ def test_combine_metrics_and_run_medians():
     assert timing.run_medians(runs) == {
         "time_run_medians": {"unit": "s", "values": [1.0, 2.0, 3.0]}
     }
+
+
+class WallClockEvent:
+    """A CUDA event that reads the host clock when recorded (a GPU with no queue)."""
+
+    def record(self, stream=0):
+        self.at = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3
+
+
+def fake_cupy_benchmark(func, n_repeat, n_warmup, max_duration):
+    """cupyx.profiler.benchmark's contract: gpu_times[device][repeat] of one call of func."""
+    for _ in range(n_warmup):
+        func()
+    times, started = [], time.perf_counter()
+    while len(times) < n_repeat and time.perf_counter() - started < max_duration:
+        start, end = WallClockEvent(), WallClockEvent()
+        start.record()
+        func()
+        end.record()
+        times.append(start.elapsed_time(end) / 1e3)
+    return types.SimpleNamespace(gpu_times=np.array([times]))
+
+
+@pytest.fixture
+def gpu_timers(monkeypatch):
+    """CuPy's and Numba's CUDA timing APIs over the host clock."""
+    import numba
+
+    cupy = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None))
+    )
+    profiler = types.ModuleType("cupyx.profiler")
+    profiler.benchmark = fake_cupy_benchmark
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupyx", types.ModuleType("cupyx"))
+    monkeypatch.setitem(sys.modules, "cupyx.profiler", profiler)
+    monkeypatch.setattr(
+        numba,
+        "cuda",
+        types.SimpleNamespace(synchronize=lambda: None, event=WallClockEvent),
+        raising=False,  # numba.cuda is not imported here until a GPU timer asks for it
+    )
+
+
+@pytest.mark.parametrize("timer", [timing.cupy_samples, timing.cuda_event_samples])
+def test_a_gpu_timer_times_blocks_of_calls_and_reports_the_time_of_one(gpu_timers, timer):
+    """An event pair around each single call would add the host's launch latency to every
+    sample; torch's Timer times blocks, so the CuPy and Numba timers must too."""
+    calls = []
+
+    def call():
+        calls.append(1)
+        started = time.perf_counter()
+        while time.perf_counter() - started < 1e-4:
+            pass
+
+    timed = timer(call, min_run_time=0.05, warmup_s=0.01)
+    per_block = timing.calls_per_block(timed.warmup.per_call)
+    assert per_block >= 3  # 1 ms blocks of 0.1 ms calls
+    assert len(calls) >= per_block * len(timed.samples)
+    assert 0.9e-4 <= statistics.median(timed.samples) <= 3e-4

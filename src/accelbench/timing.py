@@ -46,9 +46,15 @@ WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not
 # What each backend's timer (backends.Backend.timer) is, as a record names it.
 TIMERS = {
     "torch": "torch.utils.benchmark.Timer.timeit (one block per sample, threads pinned)",
-    "cupy": "cupyx.profiler.benchmark (CUDA events, one per launch)",
-    "cuda-events": "CUDA events around each Numba CUDA launch",
+    "cupy": "cupyx.profiler.benchmark (CUDA events) around blocks of back-to-back calls",
+    "cuda-events": "CUDA events around blocks of back-to-back Numba CUDA launches",
 }
+# The GPU timers' samples are blocks of back-to-back calls lasting at least this long, as
+# torch's Timer times blocks: an event pair around one call on an idle GPU also times the
+# host preparing the launch (on an H100, a 134 MB copy read 157 us a call so in Numba and
+# 102 us in CuPy, 129 us and 92 us in blocks of 20; torch's blocks gave 92 us), so the
+# backends would not be compared alike.
+GPU_BLOCK_S = 1e-3
 # Training times each step itself: the loop synchronises the device around it.
 STEP_TIMER = "time.perf_counter around each training step, device synchronised"
 # Warm-up: blocks of calls until the median of the last WARMUP_WINDOW blocks' time per
@@ -427,37 +433,55 @@ def _gpu_warm_up(fn: Callable[[], object], sync, min_run_time: float, warmup_s: 
     return warm_up(block, block(1), block_s=min_run_time / 10, budget_s=warmup_s)
 
 
+def calls_per_block(per_call: float) -> int:
+    """Back-to-back calls in one GPU timer sample: enough to last GPU_BLOCK_S."""
+    return max(1, math.ceil(GPU_BLOCK_S / max(per_call, 1e-9)))
+
+
+def repeated(fn: Callable[[], object], number: int) -> Callable[[], None]:
+    """`fn` called `number` times back to back, nothing waited for in between."""
+
+    def block() -> None:
+        for _ in range(number):
+            fn()
+
+    return block
+
+
 def cupy_samples(fn: Callable[[], object], *, min_run_time: float, warmup_s: float) -> Timed:
-    """Per-run GPU times (s) of `fn` from cupyx.profiler.benchmark (CUDA events, synchronised),
-    after a warm-up (`warm_up`, at most `warmup_s`)."""
+    """GPU times per call (s) of `fn` from cupyx.profiler.benchmark (CUDA events, synchronised)
+    around blocks of calls (calls_per_block), after a warm-up (`warm_up`, at most `warmup_s`)."""
     import cupy
     from cupyx.profiler import benchmark
 
     warmup = _gpu_warm_up(fn, cupy.cuda.runtime.deviceSynchronize, min_run_time, warmup_s)
-    result = benchmark(fn, n_repeat=10_000, n_warmup=1, max_duration=min_run_time)
-    return Timed([float(t) for t in result.gpu_times[0]], warmup)
+    number = calls_per_block(warmup.per_call)
+    result = benchmark(repeated(fn, number), n_repeat=10_000, n_warmup=1, max_duration=min_run_time)
+    return Timed([float(t) / number for t in result.gpu_times[0]], warmup)
 
 
 def cuda_event_samples(
     fn: Callable[[], object], *, min_run_time: float, warmup_s: float, max_repeat: int = 10_000
 ) -> Timed:
-    """Per-launch GPU times (s) of a Numba CUDA launch, read from CUDA events.
+    """GPU times per launch (s) of a Numba CUDA launch, read from CUDA events.
 
     Numba has no benchmark helper, so this follows cupyx.profiler.benchmark's
     method after the warm-up (`warm_up`, at most `warmup_s`): one event pair around
-    each launch, repeating until `min_run_time` of wall time is spent (the events,
-    not the wall clock, give the samples).
+    each block of launches (calls_per_block), repeating until `min_run_time` of wall
+    time is spent (the events, not the wall clock, give the samples).
     """
     from numba import cuda
 
     warmup = _gpu_warm_up(fn, cuda.synchronize, min_run_time, warmup_s)
+    number = calls_per_block(warmup.per_call)
+    block = repeated(fn, number)
     samples: list[float] = []
     deadline = time.perf_counter() + min_run_time
     while len(samples) < max_repeat and (len(samples) < 3 or time.perf_counter() < deadline):
         start, end = cuda.event(), cuda.event()
         start.record()
-        fn()
+        block()
         end.record()
         end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
+        samples.append(start.elapsed_time(end) / 1e3 / number)
     return Timed(samples, warmup)

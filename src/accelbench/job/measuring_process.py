@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from typing import Any
 
+from accelbench.doctor import LOW_OCCUPANCY_WARNING
 from accelbench.families import FAMILIES
 from accelbench.job import measurement
 from accelbench.job.outcome import (
@@ -28,6 +30,24 @@ from accelbench.train.distributed import from_environment, is_primary_process
 log = logging.getLogger(__name__)
 
 
+def configure_logging(log_file: str | None) -> None:
+    """INFO and up from the measurement into the rule's log (rank 0; other tasks to stderr,
+    i.e. the Slurm job's log), warnings included, but only warnings from the libraries:
+    Numba-CUDA's driver logs each allocation and free at INFO wherever the root logger
+    has a handler (it quiets itself only where none is set), thousands of lines a job.
+    Its low-occupancy warning is left out too: small sizes launch small grids on purpose
+    (the launch-bound end of a kernel's sweep)."""
+    to_file = log_file and is_primary_process()
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        **({"filename": log_file} if to_file else {}),
+    )
+    logging.captureWarnings(True)
+    logging.getLogger("numba").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
+
+
 def main(payload: dict[str, Any]) -> int:
     """Measure and write the record, or signal a retry (RETRY_EXIT_CODE).
 
@@ -35,14 +55,7 @@ def main(payload: dict[str, Any]) -> int:
     into the record: its text goes to the supervisor as the process's last words on
     stderr (UNRECORDED_EXIT_CODE), and the supervisor records it or retries.
     """
-    # Rank 0 logs to the rule's log; other tasks to stderr, i.e. the Slurm job's log.
-    to_file = payload["log_file"] and is_primary_process()
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        **({"filename": payload["log_file"]} if to_file else {}),
-    )
-    logging.captureWarnings(True)
+    configure_logging(payload["log_file"])
     exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
     try:
         measurement.run(
