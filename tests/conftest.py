@@ -64,9 +64,11 @@ train:
   image_size: 32
 slurm:
   cpus_per_gpu: 1
-# Tests run experiments side by side (Slurm jobs on one node): record contention, never wait.
+# Tests run experiments side by side (Slurm jobs on one node): record contention, never
+# wait; and no host probe, which the tests beside would slow (tests/test_host_speed.py).
 contention:
   retries: 0
+  max_host_slowdown: 0
 """
 
 

@@ -244,9 +244,16 @@ def check_configfile_options(argv: Sequence[str]) -> None:
 
 
 def check_values(config: dict[str, Any]) -> None:
-    """What the schema cannot say: the registry names and device strings of the grid, and
-    increasing bin edges of the queue-wait analysis. The error names the config key."""
+    """What the schema cannot say: the registry names and device strings of the grid, a
+    host slowdown that is 0 or a factor of at least 1, and increasing bin edges of the
+    queue-wait analysis. The error names the config key."""
     grid.validate_config(config)
+    slowdown = (config.get("contention") or {}).get("max_host_slowdown", 0)
+    if 0 < slowdown < 1:
+        raise ConfigError(
+            f"config key contention.max_host_slowdown: {slowdown} would call every run slowed;"
+            " give 0 (no probe) or a factor of at least 1 (default 1.2)"
+        )
     for key in ("cpu_hour_bins", "gb_hour_bins"):
         edges = config["cluster_analysis"][key]
         if any(high <= low for low, high in zip(edges, edges[1:], strict=False)):

@@ -288,6 +288,10 @@ def _conditions_section() -> dict[str, Any]:
         imprecise_reason=_text(nullable=True),
         budget_s=_number(0),
         spent_s=_number(0),
+        host_slowed_replaced={"type": "integer", "minimum": 0},
+        host_slowed_kept={"type": "integer", "minimum": 0},
+        host_probe_s=_number(0, nullable=True),
+        max_host_slowdown=_number(0),
     )
 
 

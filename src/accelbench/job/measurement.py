@@ -15,7 +15,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import contention, energy, precision, provenance, timing
+from accelbench import contention, energy, host_speed, precision, provenance, timing
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
 from accelbench.devices import slurm_gpu_shortfall
@@ -175,10 +175,12 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             device = exp.parsed_device
             energy.Probe(device.is_gpu, range(device.count), settings).close()
     progress = precision.Progress(goal)
+    gate = _host_gate(exp, settings) if forked else None
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
         while progress.more():
+            before = host_speed.probe() if gate else 0.0
             outcome = (
                 _in_fresh_process(measure, exp, settings)
                 if forked
@@ -190,20 +192,40 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                     of = f" of {goal.least_runs}" if count <= goal.least_runs else ""
                     outcome.reason = f"run {count}{of}: {outcome.reason}"
                 return outcome
+            slowdown = gate.slowdown(before, host_speed.probe()) if gate else 1.0
+            slowed = gate is not None and gate.slowed(slowdown)
+            if slowed and progress.replaceable():
+                progress.replace()
+                log.info(
+                    "%s: a run the host slowed (probe %.2fx its best): replaced", exp.id, slowdown
+                )
+                continue
             outcomes.append(outcome)
-            progress.add(outcome.metrics)
+            progress.add(outcome.metrics, slowed=slowed)
             log.info(
-                "%s: run %d: +-%.1f%% (target +-%.0f%%)",
+                "%s: run %d: +-%.1f%% (target +-%.0f%%)%s",
                 exp.id,
                 len(outcomes),
                 100 * progress.achieved(),
                 100 * goal.half_width,
+                f"; the host slowed it (probe {slowdown:.2f}x its best)" if slowed else "",
             )
             if len(outcomes) == 1 and later_runs:
                 settings = later_runs(settings, outcome)
     combined = combine_runs(outcomes)
     combined.conditions = progress.report()
+    if gate:
+        combined.conditions.update(host_probe_s=gate.best, max_host_slowdown=gate.limit)
     return combined
+
+
+def _host_gate(exp: Experiment, settings: dict[str, Any]) -> host_speed.Gate | None:
+    """The host-speed gate of a CPU experiment's runs (accelbench.host_speed), where the
+    config asks for one; none on a GPU, whose times the host's CPUs do not set."""
+    limit = contention.guard_settings(settings)["max_host_slowdown"]
+    if not limit or exp.parsed_device.is_gpu:
+        return None
+    return host_speed.Gate.load(limit)
 
 
 def _tell(text: str) -> None:
@@ -235,19 +257,22 @@ def measure_watched(
         watch = contention.Watch()
         outcome = _in_runs(exp, settings, fresh_processes)
         seen = watch.stop()
-        busy = seen.busier_than(guard["max_other_cpus"])
+        slowed = (
+            (outcome.conditions or {}).get("host_slowed_kept", 0) if outcome.status == "ok" else 0
+        )
+        others = seen.busier_than(guard["max_other_cpus"])
+        busy = others or slowed > 0
         if not busy or outcome.status != "ok" or attempt > retries:
             break
         _tell(
-            f"{exp.id}: {seen.contention:.2f} CPUs were busy elsewhere during the measurement "
-            f"(limit {guard['max_other_cpus']:.2f}); measuring again in {guard['pause_s']} s "
-            f"(attempt {attempt + 1} of {retries + 1})"
+            f"{exp.id}: {_why_busy(seen, slowed, others, guard)}; measuring again in "
+            f"{guard['pause_s']} s (attempt {attempt + 1} of {retries + 1})"
         )
         time.sleep(guard["pause_s"])
     reached = (outcome.conditions or {}) if outcome.status == "ok" else {}
     if busy and reached.get("imprecise"):
         reached["imprecise_reason"] = (
-            f"the machine was busy ({seen.contention:.2f} CPUs elsewhere); "
+            f"the machine was busy ({_busy_text(seen, slowed, others)}); "
             f"{reached['imprecise_reason']}"
         )
     outcome.conditions = {
@@ -261,9 +286,35 @@ def measure_watched(
         flags = " and ".join(
             flag for flag, on in (("busy", busy), ("imprecise", reached.get("imprecise"))) if on
         )
-        machine = f"{seen.contention:.2f} CPUs busy elsewhere; " if busy else ""
+        machine = f"{_busy_text(seen, slowed, others, 'CPUs busy elsewhere')}; " if busy else ""
         _tell(f"{exp.id}: flagged {flags}: {machine}{precision.describe(reached)}")
     return outcome
+
+
+def _busy_text(
+    seen: contention.Conditions, slowed: int, others: bool, cpus: str = "CPUs elsewhere"
+) -> str:
+    """What made a measurement busy: other processes' CPUs, runs the host slowed, or both."""
+    parts = [f"{seen.contention:.2f} {cpus}"] if others or not slowed else []
+    if slowed:
+        parts.append(f"{slowed} run{'s' if slowed != 1 else ''} slowed by the host")
+    return ", ".join(parts)
+
+
+def _why_busy(seen: contention.Conditions, slowed: int, others: bool, guard: dict[str, Any]) -> str:
+    """Why a measurement is taken again, for the console."""
+    why = []
+    if others or not slowed:
+        why.append(
+            f"{seen.contention:.2f} CPUs were busy elsewhere during the measurement "
+            f"(limit {guard['max_other_cpus']:.2f})"
+        )
+    if slowed:
+        why.append(
+            f"the host slowed {slowed} run{'s' if slowed != 1 else ''} beyond "
+            f"{guard['max_host_slowdown']:.2f}x its best, with no budget left to replace them"
+        )
+    return " and ".join(why)
 
 
 def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
