@@ -56,6 +56,17 @@ def test_the_probe_times_each_cpu_and_leaves_the_affinity_as_it_was():
     assert os.sched_getaffinity(0) == allowed
 
 
+def test_waiting_for_the_host_ends_at_speed_or_when_the_allowance_is_spent(
+    monkeypatch, reference
+):
+    scripted_probes(monkeypatch, (1e-3, 2e-3), (2e-3, 1.1e-3))
+    gate = host_speed.Gate.load(1.2)
+    assert gate.wait_for_speed(60) == 1e-3
+    assert gate.wait_for_speed(60) == 1.1e-3  # two slow probes, then one at speed
+    scripted_probes(monkeypatch, (5e-3, 5e-3))
+    assert gate.wait_for_speed(0) == 5e-3  # no allowance: the first probe
+
+
 def test_the_fastest_probe_is_kept_for_the_host_and_read_back(reference):
     gate = host_speed.Gate.load(1.2)
     assert gate.best is None
@@ -73,16 +84,17 @@ def test_an_unreadable_reference_starts_afresh(reference):
     assert host_speed.Gate.load(1.2).best is None
 
 
-def test_a_run_the_host_slowed_is_replaced_while_the_budget_allows(
+def test_a_run_waits_for_the_host_and_one_it_slowed_is_replaced_while_the_budget_allows(
     monkeypatch, reference, steady_kernel, tmp_path
 ):
-    scripted_probes(monkeypatch, (1e-3, 1e-3), (1e-3, 1.5e-3), (1.6e-3, 1e-3))
+    # Run 2 is slowed after it started; before run 3 the host is slow twice, then fast.
+    scripted_probes(monkeypatch, (1e-3, 1e-3), (1e-3, 1.5e-3), (1.6e-3, 1.7e-3), (1e-3, 1e-3))
     settings = {**SETTINGS, "budget_s": 60, "contention": QUIET}
     output = tmp_path / "record.json"
     assert measurement.run(SAXPY, settings, str(output), fresh_processes=True) == "ok"
     conditions = load_record(output)["conditions"]
     assert conditions["runs"] == 3
-    assert conditions["host_slowed_replaced"] == 2
+    assert conditions["host_slowed_replaced"] == 1
     assert conditions["host_slowed_kept"] == 0
     assert conditions["busy"] is False
     assert conditions["host_probe_s"] == 1e-3 and conditions["max_host_slowdown"] == 1.2
@@ -100,7 +112,9 @@ def test_a_slowed_run_the_budget_cannot_replace_is_kept_and_the_record_flagged_b
     assert conditions["runs"] == 3
     assert (conditions["host_slowed_replaced"], conditions["host_slowed_kept"]) == (0, 1)
     assert conditions["busy"] is True
-    assert "flagged busy" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "flagged busy: 1 run slowed by the host" in err
+    assert "measuring again" not in err  # the host's slowness is not waited out in a pause
     assert record["metrics"]["time"]["runs"] == 3
 
 

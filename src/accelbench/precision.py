@@ -89,6 +89,13 @@ class Progress:
         spent = 0.0 if self.first_ended is None else self.clock() - self.first_ended
         return spent + ran <= self.goal.budget_s
 
+    def wait_allowance(self) -> float:
+        """Seconds the next run may wait for the host (accelbench.host_speed) and still fit
+        in the budget, itself as long as the last run; before the first, the whole budget."""
+        if self.first_ended is None:
+            return self.goal.budget_s
+        return max(0.0, self.goal.budget_s - self.spent - self.durations[-1])
+
     def replace(self) -> None:
         """Set the run that just ended aside: its time counts, its metrics do not."""
         self._ended_run()
