@@ -56,9 +56,7 @@ def test_the_probe_times_each_cpu_and_leaves_the_affinity_as_it_was():
     assert os.sched_getaffinity(0) == allowed
 
 
-def test_waiting_for_the_host_ends_at_speed_or_when_the_allowance_is_spent(
-    monkeypatch, reference
-):
+def test_waiting_for_the_host_ends_at_speed_or_when_the_allowance_is_spent(monkeypatch, reference):
     scripted_probes(monkeypatch, (1e-3, 2e-3), (2e-3, 1.1e-3))
     gate = host_speed.Gate.load(1.2)
     assert gate.wait_for_speed(60) == 1e-3
@@ -141,3 +139,26 @@ def test_a_slowdown_below_one_is_refused_naming_the_key(factor):
     config["contention"]["max_host_slowdown"] = factor
     with pytest.raises(workflow_config.ConfigError, match="contention.max_host_slowdown"):
         workflow_config.check_values(config)
+
+
+def test_a_host_slow_at_every_probe_is_measured_as_it_is_and_the_record_marked(
+    monkeypatch, reference, steady_kernel, tmp_path
+):
+    reference.write_text(json.dumps({"probe_s": 1e-3}))
+    probes = []
+
+    def slow_probe(cpus=None):
+        probes.append(1.6e-3)
+        return 1.6e-3
+
+    monkeypatch.setattr(host_speed, "probe", slow_probe)
+    settings = {**SETTINGS, "budget_s": 60, "contention": QUIET}
+    output = tmp_path / "record.json"
+    assert measurement.run(SAXPY, settings, str(output), fresh_processes=True) == "ok"
+    conditions = load_record(output)["conditions"]
+    assert conditions["runs"] == 3
+    assert (conditions["host_slowed_replaced"], conditions["host_slowed_kept"]) == (0, 3)
+    assert conditions["busy"] is True
+    # The first run waited its second for the host; the others did not wait at all.
+    assert len(probes) <= host_speed.MAX_WAIT_S / host_speed.POLL_S + 6
+    assert conditions["spent_s"] < 0.5 * conditions["budget_s"]

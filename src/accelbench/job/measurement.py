@@ -194,7 +194,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 return outcome
             slowdown = gate.slowdown(before, host_speed.probe()) if gate else 1.0
             slowed = gate is not None and gate.slowed(slowdown)
-            if slowed and progress.replaceable():
+            if slowed and gate.worth_waiting and progress.replaceable():
                 progress.replace()
                 log.info(
                     "%s: a run the host slowed (probe %.2fx its best): replaced", exp.id, slowdown
