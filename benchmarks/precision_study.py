@@ -22,6 +22,7 @@ this study. `--configfile` merges a smaller grid over the default one, to try th
 study on a few cells.
 
     python benchmarks/precision_study.py [--configfile FILE ...] [--cores N] [--out DIR]
+    python benchmarks/precision_study.py --judge --out DIR     (the runs DIR kept, again)
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from accelbench import precision, timing
+from accelbench import timing
 from accelbench.analysis import compare, tables, tidy
+from accelbench.families import FAMILIES
 from accelbench.results import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +55,7 @@ PRECISE_SHARE = 0.90
 BOLD_SHARE = 0.50
 CLEAR_DIFFERENCE = 1.10  # best and runner-up medians a factor apart
 MAKE_RUN_S = 240.0
+WALL_FILE = "wall_s.txt"  # beside a run's results: its wall time, for --judge
 
 
 @dataclass(frozen=True)
@@ -94,24 +97,30 @@ def run_workflow(folder: Path, cores: int, configfiles: list[str], report: bool)
     snakemake(folder, "--cores", str(cores), *extra)
     if report:
         snakemake(folder, "--report", "results/report.html", *extra)
-    return time.perf_counter() - started
+    wall_s = time.perf_counter() - started
+    (folder / WALL_FILE).write_text(f"{wall_s}\n")
+    return wall_s
 
 
 def load(folder: Path) -> pd.DataFrame:
-    """A run's tidy table, with the runs each record took (its conditions)."""
+    """A run's tidy table, with what each record's conditions say of its runs: how many,
+    and how many of them the host slowed (accelbench.host_speed)."""
     frame, problems = compare.load_run(folder / "results")
     if problems:
         raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
-    runs = {}
+    kept = ("runs", "host_slowed_runs")
+    found = {name: {} for name in kept}
     for path in (folder / "results").rglob("*.json"):
         record = load_record(path)
-        runs[record["id"]] = (record.get("conditions") or {}).get("runs")
-    return frame.assign(runs=frame["id"].map(runs))
+        for name in kept:
+            found[name][record["id"]] = (record.get("conditions") or {}).get(name)
+    return frame.assign(**{name: frame["id"].map(found[name]) for name in kept})
 
 
 def figure_columns(row: pd.Series) -> list[str]:
     """The figure-of-merit metrics of a record's family that it has."""
-    names = precision.FIGURES_OF_MERIT.get(row["experiment"], ())
+    family = FAMILIES.get(row["experiment"])
+    names = family.precise_metrics if family else ()
     return [name for name in names if pd.notna(row.get(f"{name}_median"))]
 
 
@@ -172,9 +181,13 @@ def contention_text(frame: pd.DataFrame) -> str:
     busy = int(ran["busy"].map(tidy.flagged).sum()) if "busy" in ran else 0
     if others.dropna().empty:
         return "no contention recorded"
+    slowed = ran["host_slowed_runs"].fillna(0).astype(int)
+    runs = ran["runs"].fillna(1).astype(int)
     return (
         f"other CPUs median {others.median():.2f}, max {others.max():.2f}; "
-        f"{busy} of {len(ran)} records busy"
+        f"{busy} of {len(ran)} records busy; the host slowed {int(slowed.sum())} of "
+        f"{int(runs.sum())} runs, at least half the runs of {int((2 * slowed >= runs).sum())} "
+        "records"
     )
 
 
@@ -248,13 +261,23 @@ def main() -> int:
     )
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, help="keep both runs here (default: a temporary one)")
+    parser.add_argument(
+        "--judge",
+        action="store_true",
+        help="run nothing: judge the two runs an earlier study kept in --out",
+    )
     args = parser.parse_args()
+    if args.judge and not args.out:
+        parser.error("--judge needs --out, the folder of the runs to judge")
     folder = args.out or Path(tempfile.mkdtemp(prefix="precision-study-"))
     configfiles = [str(Path(path).resolve()) for path in args.configfile]
-    print(f"first run in {folder / 'first'}", file=sys.stderr)
-    wall_s = run_workflow(folder / "first", args.cores, configfiles, report=True)
-    print(f"rerun in {folder / 'rerun'}", file=sys.stderr)
-    run_workflow(folder / "rerun", args.cores, configfiles, report=False)
+    if args.judge:
+        wall_s = float((folder / "first" / WALL_FILE).read_text())
+    else:
+        print(f"first run in {folder / 'first'}", file=sys.stderr)
+        wall_s = run_workflow(folder / "first", args.cores, configfiles, report=True)
+        print(f"rerun in {folder / 'rerun'}", file=sys.stderr)
+        run_workflow(folder / "rerun", args.cores, configfiles, report=False)
     first, rerun = load(folder / "first"), load(folder / "rerun")
     targets, widths = study(first, rerun, wall_s, judged_time=not configfiles)
 

@@ -80,7 +80,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-31:] == [
+    assert columns[-33:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -89,6 +89,8 @@ def test_collect_columns_dtypes_and_units(frame):
         "reached_half_width",
         "other_cpus",
         "steal_cpus",
+        "host_slowed_runs",
+        "host_slowdown",
         "implementation",
         "timer",
         "energy_status",

@@ -65,41 +65,15 @@ class Progress:
     def __post_init__(self) -> None:
         self.last = self.clock()
         self.first_ended: float | None = None
-        self.replaced = 0  # runs set aside for another (accelbench.host_speed)
-        self.slowed_kept = 0  # runs the host slowed, kept for want of budget
 
-    def _ended_run(self) -> None:
+    def add(self, metrics: Mapping[str, dict[str, Any]]) -> None:
+        """One more run, by its metrics (those of the goal that it measured)."""
         now = self.clock()
         self.durations.append(now - self.last)
         self.last = now
         if self.first_ended is None:
             self.first_ended = now
-
-    def add(self, metrics: Mapping[str, dict[str, Any]], *, slowed: bool = False) -> None:
-        """One more run, by its metrics (those of the goal that it measured); `slowed`: the
-        host slowed it, and it is kept only because the budget has no room for another."""
-        self._ended_run()
-        self.slowed_kept += slowed
         self.runs.append({name: metrics[name] for name in self.goal.metrics if name in metrics})
-
-    def replaceable(self) -> bool:
-        """Whether the run that just ended may be set aside for another: one more run, as
-        long as it, still fits in the budget."""
-        ran = self.clock() - self.last
-        spent = 0.0 if self.first_ended is None else self.clock() - self.first_ended
-        return spent + ran <= self.goal.budget_s
-
-    def wait_allowance(self) -> float:
-        """Seconds the next run may wait for the host (accelbench.host_speed) and still fit
-        in the budget, itself as long as the last run; before the first, the whole budget."""
-        if self.first_ended is None:
-            return self.goal.budget_s
-        return max(0.0, self.goal.budget_s - self.spent - self.durations[-1])
-
-    def replace(self) -> None:
-        """Set the run that just ended aside: its time counts, its metrics do not."""
-        self._ended_run()
-        self.replaced += 1
 
     @property
     def spent(self) -> float:
@@ -143,8 +117,6 @@ class Progress:
                     f"run{'s' if count != 1 else ''}"
                 )
         return {
-            "host_slowed_replaced": self.replaced,
-            "host_slowed_kept": self.slowed_kept,
             "runs": len(self.runs),
             "reached_half_width": achieved if math.isfinite(achieved) else None,
             "half_width_target": self.goal.half_width,

@@ -41,7 +41,8 @@ STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
 # (e.g. the loss of every training step); metrics hold the summaries.
 SERIES_KEY = "series"
 # Optional: what else the machine did during the measurement (accelbench.contention),
-# with "busy": true where it stayed above the limit after the retries.
+# with "busy": true where it stayed above the limit after the retries, or where the host
+# slowed at least half of its runs (accelbench.host_speed).
 CONDITIONS_KEY = "conditions"
 # Optional: the raw samples behind the distribution metrics, run by run,
 # name -> {"unit": str, "runs": [[number or null, ...], ...]}.
@@ -288,8 +289,8 @@ def _conditions_section() -> dict[str, Any]:
         imprecise_reason=_text(nullable=True),
         budget_s=_number(0),
         spent_s=_number(0),
-        host_slowed_replaced={"type": "integer", "minimum": 0},
-        host_slowed_kept={"type": "integer", "minimum": 0},
+        host_slowed_runs={"type": "integer", "minimum": 0},
+        host_slowdown=_number(0),
         host_probe_s=_number(0, nullable=True),
         max_host_slowdown=_number(0),
     )

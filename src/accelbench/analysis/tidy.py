@@ -46,7 +46,8 @@ DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n
 UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
 # What else the machine did and how precise the measurement ended (record "conditions"):
-# busy is true where it stayed above the contention limit after the retries, imprecise
+# busy is true where it stayed above the contention limit after the retries or the host
+# slowed at least half its runs (accelbench.host_speed), imprecise
 # where its interval stayed wider than asked (accelbench.precision), with the reason and the
 # half-width reached (a fraction of the median); null for a record measured without them.
 CONDITION_COLUMNS = (
@@ -56,6 +57,8 @@ CONDITION_COLUMNS = (
     "reached_half_width",
     "other_cpus",
     "steal_cpus",
+    "host_slowed_runs",
+    "host_slowdown",
 )
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
@@ -426,7 +429,13 @@ def flag_text(row: pd.Series) -> str:
     asked (with the half-width it reached and why it stopped there); "" for neither."""
     why = []
     if flagged(row.get("busy")):
-        why.append("measured while the machine was busy")
+        slowed, slowdown = row.get("host_slowed_runs"), row.get("host_slowdown")
+        host = (
+            f" (the host slowed {int(slowed)} of its runs: probe {slowdown:.2f}x its best)"
+            if pd.notna(slowed) and slowed and pd.notna(slowdown)
+            else ""
+        )
+        why.append(f"measured while the machine was busy{host}")
     if flagged(row.get("imprecise")):
         reached = row.get("reached_half_width")
         width = f"+-{reached:.0%}" if pd.notna(reached) else "an interval"

@@ -9,6 +9,7 @@ atomic write guarantees no half-written one either.
 from __future__ import annotations
 
 import logging
+import statistics
 import sys
 import time
 import traceback
@@ -176,11 +177,12 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             energy.Probe(device.is_gpu, range(device.count), settings).close()
     progress = precision.Progress(goal)
     gate = _host_gate(exp, settings) if forked else None
+    slowdowns: list[float] = []
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
         while progress.more():
-            before = gate.wait_for_speed(progress.wait_allowance()) if gate else 0.0
+            before = host_speed.probe() if gate else 0.0
             outcome = (
                 _in_fresh_process(measure, exp, settings)
                 if forked
@@ -192,30 +194,29 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                     of = f" of {goal.least_runs}" if count <= goal.least_runs else ""
                     outcome.reason = f"run {count}{of}: {outcome.reason}"
                 return outcome
-            slowdown = gate.slowdown(before, host_speed.probe()) if gate else 1.0
-            slowed = gate is not None and gate.slowed(slowdown)
-            if slowed and gate.worth_waiting and progress.replaceable():
-                progress.replace()
-                log.info(
-                    "%s: a run the host slowed (probe %.2fx its best): replaced", exp.id, slowdown
-                )
-                continue
+            if gate:
+                slowdowns.append(gate.slowdown(before, host_speed.probe()))
             outcomes.append(outcome)
-            progress.add(outcome.metrics, slowed=slowed)
+            progress.add(outcome.metrics)
             log.info(
                 "%s: run %d: +-%.1f%% (target +-%.0f%%)%s",
                 exp.id,
                 len(outcomes),
                 100 * progress.achieved(),
                 100 * goal.half_width,
-                f"; the host slowed it (probe {slowdown:.2f}x its best)" if slowed else "",
+                f"; host probe {slowdowns[-1]:.2f}x its best" if gate else "",
             )
             if len(outcomes) == 1 and later_runs:
                 settings = later_runs(settings, outcome)
     combined = combine_runs(outcomes)
     combined.conditions = progress.report()
     if gate:
-        combined.conditions.update(host_probe_s=gate.best, max_host_slowdown=gate.limit)
+        combined.conditions.update(
+            host_slowed_runs=sum(map(gate.slowed, slowdowns)),
+            host_slowdown=statistics.median(slowdowns),
+            host_probe_s=gate.best,
+            max_host_slowdown=gate.limit,
+        )
     return combined
 
 
@@ -246,9 +247,9 @@ def measure_watched(
     Contention above `contention.max_other_cpus` (CPUs used by other processes
     plus steal) makes the whole measurement run again after `pause_s`, up to
     `retries` times; if the machine stays busy the last outcome is kept, flagged
-    busy. Runs the host slowed (accelbench.host_speed) are waited out and replaced
-    within the runs instead, as long as the budget allows; a record that kept some
-    is flagged busy too. A launched rank never retries alone (its peers would wait
+    busy. A measurement at least half of whose runs the host slowed
+    (accelbench.host_speed) is flagged busy too, without a repeat: the host's
+    stretches last minutes. A launched rank never retries alone (its peers would wait
     for it).
     The record's conditions hold the machine's state and how precise the
     measurement ended (accelbench.precision); a repeat, and a record that ends
@@ -260,13 +261,10 @@ def measure_watched(
         watch = contention.Watch()
         outcome = _in_runs(exp, settings, fresh_processes)
         seen = watch.stop()
-        slowed = (
-            (outcome.conditions or {}).get("host_slowed_kept", 0) if outcome.status == "ok" else 0
-        )
+        slowed = _host_slowed(outcome)
         others = seen.busier_than(guard["max_other_cpus"])
         busy = others or slowed > 0
-        # Another process's load may pass in a pause; the host's, the runs have waited out
-        # as long as the budget allowed.
+        # Another process's load may pass in a pause; the host's lasts minutes.
         if not others or outcome.status != "ok" or attempt > retries:
             break
         _tell(
@@ -297,13 +295,21 @@ def measure_watched(
     return outcome
 
 
+def _host_slowed(outcome: Outcome) -> int:
+    """The runs the host slowed, where they were at least half of them (so the median is
+    theirs); else 0."""
+    conditions = (outcome.conditions or {}) if outcome.status == "ok" else {}
+    slowed = conditions.get("host_slowed_runs", 0)
+    return slowed if 2 * slowed >= conditions.get("runs", 1) and slowed else 0
+
+
 def _busy_text(
     seen: contention.Conditions, slowed: int, others: bool, cpus: str = "CPUs elsewhere"
 ) -> str:
     """What made a measurement busy: other processes' CPUs, runs the host slowed, or both."""
     parts = [f"{seen.contention:.2f} {cpus}"] if others or not slowed else []
     if slowed:
-        parts.append(f"{slowed} run{'s' if slowed != 1 else ''} slowed by the host")
+        parts.append(f"{slowed} of its runs slowed by the host")
     return ", ".join(parts)
 
 

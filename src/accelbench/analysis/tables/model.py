@@ -40,8 +40,8 @@ CSV_COLUMNS = (
 # A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
 BUSY_MARK = "†"
 BUSY_NOTE = (
-    "measured while other processes kept the machine busy, after the retries "
-    "(the number may be too slow)"
+    "measured while other processes, or the host under a virtual machine, kept the "
+    "machine busy (the number may be too slow)"
 )
 # A number whose rerun interval stayed wider than asked (record conditions.imprecise: the
 # time budget ran out first) keeps its cell, marked.
