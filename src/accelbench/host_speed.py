@@ -14,7 +14,10 @@ the run may use, the slowest CPU counting, held against the fastest this host
 has shown (kept per host in the temporary directory, so for as long as the
 machine runs). A run whose probe before or after it was more than
 `max_host_slowdown` slower counts as slowed by the host, and a record whose runs
-were at least half slowed (so its median is theirs) is flagged busy. Runs are not
+were at least half slowed (so its median is theirs) is flagged busy. The probe says
+the host was not at full speed, not how much a given kernel slowed: an hour later
+the loop stayed slow in 91% of the samples while the GEMM's median moved 4%
+(correlation 0.40; benchmarks/host_drift.py prints both). Runs are not
 waited for or replaced: tried on that VM, waiting up to a second for the host and
 replacing slowed runs spent the precision budget (records that replaced runs
 ended with a median of 3 runs and +-53%, the others with 7 runs and +-16%).
