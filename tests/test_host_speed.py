@@ -67,20 +67,22 @@ def test_the_probe_times_each_cpu_and_leaves_the_affinity_as_it_was():
 
 
 def test_the_fastest_probe_is_kept_for_the_host_and_read_back(reference):
-    gate = host_speed.Gate.load(1.2)
-    assert gate.best is None
-    assert gate.slowdown(2e-3, 3e-3) == pytest.approx(1.5)  # the first run is its own reference
+    reference_now = host_speed.HostReference.load(1.2)
+    assert reference_now.best is None
+    assert reference_now.slowdown(2e-3, 3e-3) == pytest.approx(
+        1.5
+    )  # the first run is its own reference
     assert json.loads(reference.read_text())["probe_s"] == 2e-3
-    again = host_speed.Gate.load(1.2)
+    again = host_speed.HostReference.load(1.2)
     assert again.best == 2e-3
     assert again.slowed(again.slowdown(2.5e-3, 2.1e-3)) is True
     assert again.slowed(again.slowdown(1.5e-3, 1.6e-3)) is False  # a faster host: new best
-    assert host_speed.Gate.load(1.2).best == 1.5e-3
+    assert host_speed.HostReference.load(1.2).best == 1.5e-3
 
 
 def test_an_unreadable_reference_starts_afresh(reference):
     reference.write_text("{not json")
-    assert host_speed.Gate.load(1.2).best is None
+    assert host_speed.HostReference.load(1.2).best is None
 
 
 def test_a_few_slowed_runs_are_counted_and_leave_the_record_unmarked(
@@ -121,8 +123,8 @@ def test_without_the_probe_nothing_is_probed(monkeypatch, reference, steady_kern
 
 def test_a_gpu_experiment_is_not_probed(monkeypatch, reference):
     exp = KernelExperiment("saxpy", "cuda1", "torch", "float32", 10_000)
-    assert measurement._host_gate(exp, {"contention": QUIET}) is None
-    assert measurement._host_gate(SAXPY, {"contention": QUIET}).limit == 1.2
+    assert measurement._host_reference(exp, {"contention": QUIET}) is None
+    assert measurement._host_reference(SAXPY, {"contention": QUIET}).limit == 1.2
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.99])

@@ -82,7 +82,7 @@ def reference_file() -> Path:
 
 
 @dataclass
-class Gate:
+class HostReference:
     """The probe's fastest time on this host, and the slowdown beyond which a run counts
     as slowed by the host."""
 
@@ -91,7 +91,7 @@ class Gate:
     path: Path | None = None
 
     @classmethod
-    def load(cls, limit: float, path: Path | None = None) -> Gate:
+    def load(cls, limit: float, path: Path | None = None) -> HostReference:
         path = path or reference_file()
         try:
             best = float(json.loads(path.read_text())["probe_s"])

@@ -176,13 +176,13 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             device = exp.parsed_device
             energy.Probe(device.is_gpu, range(device.count), settings).close()
     progress = precision.Progress(goal)
-    gate = _host_gate(exp, settings) if forked else None
+    host = _host_reference(exp, settings) if forked else None
     slowdowns: list[float] = []
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
         while progress.more():
-            before = host_speed.probe() if gate else 0.0
+            before = host_speed.probe() if host else 0.0
             outcome = (
                 _in_fresh_process(measure, exp, settings)
                 if forked
@@ -194,8 +194,8 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                     of = f" of {goal.least_runs}" if count <= goal.least_runs else ""
                     outcome.reason = f"run {count}{of}: {outcome.reason}"
                 return outcome
-            if gate:
-                slowdowns.append(gate.slowdown(before, host_speed.probe()))
+            if host:
+                slowdowns.append(host.slowdown(before, host_speed.probe()))
             outcomes.append(outcome)
             progress.add(outcome.metrics)
             log.info(
@@ -204,29 +204,30 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 len(outcomes),
                 100 * progress.achieved(),
                 100 * goal.half_width,
-                f"; host probe {slowdowns[-1]:.2f}x its best" if gate else "",
+                f"; host probe {slowdowns[-1]:.2f}x its best" if host else "",
             )
             if len(outcomes) == 1 and later_runs:
                 settings = later_runs(settings, outcome)
     combined = combine_runs(outcomes)
     combined.conditions = progress.report()
-    if gate:
+    if host:
         combined.conditions.update(
-            host_slowed_runs=sum(map(gate.slowed, slowdowns)),
+            host_slowed_runs=sum(map(host.slowed, slowdowns)),
             host_slowdown=statistics.median(slowdowns),
-            host_probe_s=gate.best,
-            max_host_slowdown=gate.limit,
+            host_probe_s=host.best,
+            max_host_slowdown=host.limit,
         )
     return combined
 
 
-def _host_gate(exp: Experiment, settings: dict[str, Any]) -> host_speed.Gate | None:
-    """The host-speed gate of a CPU experiment's runs (accelbench.host_speed), where the
-    config asks for one; none on a GPU, whose times the host's CPUs do not set."""
+def _host_reference(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostReference | None:
+    """The host's fastest probe, against which a CPU experiment's runs are held
+    (accelbench.host_speed), where the config asks for the probe; none on a GPU, whose
+    times the host's CPUs do not set."""
     limit = contention.guard_settings(settings)["max_host_slowdown"]
     if not limit or exp.parsed_device.is_gpu:
         return None
-    return host_speed.Gate.load(limit)
+    return host_speed.HostReference.load(limit)
 
 
 def _tell(text: str) -> None:
