@@ -57,11 +57,11 @@ def _probe_here() -> float:
     return statistics.median(times)
 
 
-def probe(cpus: set[int] | None = None) -> float:
-    """Seconds of the probe on the slowest of `cpus` (default: those this process may use),
-    each timed pinned to it; the process's affinity is restored after."""
+def probe() -> float:
+    """Seconds of the probe on the slowest of the CPUs this process may use (its runs'
+    CPUs), each timed pinned to it; the process's affinity is restored after."""
     allowed = os.sched_getaffinity(0)
-    chosen = sorted(cpus or allowed)[:MOST_CPUS]
+    chosen = sorted(allowed)[:MOST_CPUS]
     try:
         slowest = 0.0
         for cpu in chosen:
