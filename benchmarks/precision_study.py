@@ -19,9 +19,12 @@ stated in, with the contention the records saw:
 Exits 1 when a target is missed. The numbers mean something only on a quiet
 machine: the records say how busy it was (`conditions.other_cpus`), and so does
 this study. `--configfile` merges a smaller grid over the default one, to try the
-study on a few cells.
+study on a few cells. `--cpus 2,3` runs both runs on those CPUs only (Snakemake and
+every job it starts), as on a machine that has only them: a quiet node of many
+cores then stands for the quiet 2-core machine the targets name.
 
-    python benchmarks/precision_study.py [--configfile FILE ...] [--cores N] [--out DIR]
+    python benchmarks/precision_study.py [--configfile FILE ...] [--cores N] [--cpus LIST]
+                                         [--out DIR]
     python benchmarks/precision_study.py --judge --out DIR     (the runs DIR kept, again)
 """
 
@@ -81,22 +84,28 @@ def fresh_copy(destination: Path) -> Path:
     return destination
 
 
-def snakemake(folder: Path, *args: str) -> None:
-    """Snakemake of this environment in `folder`; its console goes to ours."""
+def snakemake(folder: Path, *args: str, cpus: set[int] | None = None) -> None:
+    """Snakemake of this environment in `folder`, on `cpus` only where given (its jobs
+    inherit the affinity); its console goes to ours."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=folder, env=env)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    command = [sys.executable, "-m", "snakemake", *args]
+    done = subprocess.run(command, cwd=folder, env=env, preexec_fn=pin)
     if done.returncode:
         raise SystemExit(f"snakemake {' '.join(args)} in {folder} failed ({done.returncode})")
 
 
-def run_workflow(folder: Path, cores: int, configfiles: list[str], report: bool) -> float:
-    """The grid (and the report) in a fresh copy at `folder`; returns the wall time (s)."""
+def run_workflow(
+    folder: Path, cores: int, configfiles: list[str], report: bool, cpus: set[int] | None = None
+) -> float:
+    """The grid (and the report) in a fresh copy at `folder`, on `cpus` only where given;
+    returns the wall time (s)."""
     fresh_copy(folder)
     extra = ["--configfile", *configfiles] if configfiles else []
     started = time.perf_counter()
-    snakemake(folder, "--cores", str(cores), *extra)
+    snakemake(folder, "--cores", str(cores), *extra, cpus=cpus)
     if report:
-        snakemake(folder, "--report", "results/report.html", *extra)
+        snakemake(folder, "--report", "results/report.html", *extra, cpus=cpus)
     wall_s = time.perf_counter() - started
     (folder / WALL_FILE).write_text(f"{wall_s}\n")
     return wall_s
@@ -254,12 +263,34 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
     return targets, widths
 
 
+def cpu_list(text: str) -> set[int]:
+    """CPUs as taskset lists them: 2,3 or 2-3 or 0,4-5."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            low, high = int(first), int(last or first)
+            if high < low:
+                raise ValueError(part)
+            cpus.update(range(low, high + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CPU list such as 2,3 or 2-3: {text!r}") from None
+    if not cpus:
+        raise argparse.ArgumentTypeError("no CPUs")
+    return cpus
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--configfile", action="append", default=[], help="merged over the default grid"
     )
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cores", type=int, help="default: the CPUs it runs on")
+    parser.add_argument(
+        "--cpus",
+        type=cpu_list,
+        help="run on these CPUs only, e.g. 2,3 or 2-3 (default: those this process may use)",
+    )
     parser.add_argument("--out", type=Path, help="keep both runs here (default: a temporary one)")
     parser.add_argument(
         "--judge",
@@ -269,15 +300,22 @@ def main() -> int:
     args = parser.parse_args()
     if args.judge and not args.out:
         parser.error("--judge needs --out, the folder of the runs to judge")
+    cpus = args.cpus or os.sched_getaffinity(0)
+    unknown = cpus - os.sched_getaffinity(0)
+    if unknown:
+        parser.error(f"--cpus: this process may not use CPU {', '.join(map(str, sorted(unknown)))}")
+    cores = args.cores or len(cpus)
     folder = args.out or Path(tempfile.mkdtemp(prefix="precision-study-"))
     configfiles = [str(Path(path).resolve()) for path in args.configfile]
     if args.judge:
         wall_s = float((folder / "first" / WALL_FILE).read_text())
     else:
-        print(f"first run in {folder / 'first'}", file=sys.stderr)
-        wall_s = run_workflow(folder / "first", args.cores, configfiles, report=True)
-        print(f"rerun in {folder / 'rerun'}", file=sys.stderr)
-        run_workflow(folder / "rerun", args.cores, configfiles, report=False)
+        listed = ",".join(map(str, sorted(cpus)))
+        on = f" on CPUs {listed}, {cores} core{'s' * (cores != 1)}" if args.cpus else ""
+        print(f"first run in {folder / 'first'}{on}", file=sys.stderr)
+        wall_s = run_workflow(folder / "first", cores, configfiles, report=True, cpus=args.cpus)
+        print(f"rerun in {folder / 'rerun'}{on}", file=sys.stderr)
+        run_workflow(folder / "rerun", cores, configfiles, report=False, cpus=args.cpus)
     first, rerun = load(folder / "first"), load(folder / "rerun")
     targets, widths = study(first, rerun, wall_s, judged_time=not configfiles)
 
