@@ -37,10 +37,6 @@ from accelbench import forked_cuda, gpu_support
 from accelbench.gpu_support import Capability, VisibleGpu, capability_text
 from accelbench.job.processes import call_in_fork
 
-# Numba-CUDA's warning for a launch of fewer than 128 blocks; its text starts with a
-# terminal colour code, so the pattern may not anchor at "Grid".
-LOW_OCCUPANCY_WARNING = r".*Grid size \d+ will likely result in GPU under-utilization"
-
 # The CUDA libraries worth naming: runtime, compiler (NVRTC, NVVM), BLAS, FFT, driver.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")
 STACK_FIX = (
@@ -373,7 +369,7 @@ def probe_numba_cuda(kernel_gpu: int | None) -> BackendReport:
         with cuda.gpus[kernel_gpu], warnings.catch_warnings():
             # Four blocks on purpose: Numba-CUDA's low-occupancy warning would otherwise
             # appear in the log of every run that checks the backend.
-            warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
+            warnings.filterwarnings("ignore", message=gpu_support.LOW_OCCUPANCY_WARNING)
             values = cuda.to_device(_host_range())
             double[4, 256](values)
             return float(values.copy_to_host().sum()) == 999000.0

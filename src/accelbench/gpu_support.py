@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 Capability = tuple[int, int]
 
+# Numba-CUDA's warning for a launch of fewer than 128 blocks; its text starts with a
+# terminal colour code, so the pattern may not anchor at "Grid".
+LOW_OCCUPANCY_WARNING = r".*Grid size \d+ will likely result in GPU under-utilization"
+
 # Integrated (Jetson) GPUs: Tegra X1, X2, Xavier, Orin. Their code runs on themselves only,
 # and code built for the discrete GPUs of their generation does not run on them.
 INTEGRATED = frozenset({53, 62, 72, 87})

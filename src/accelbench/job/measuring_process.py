@@ -13,8 +13,8 @@ import sys
 import warnings
 from typing import Any
 
-from accelbench.doctor import LOW_OCCUPANCY_WARNING
 from accelbench.families import FAMILIES
+from accelbench.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.job import measurement
 from accelbench.job.outcome import (
     RANK_FAILED_EXIT_CODE,
