@@ -16,8 +16,6 @@ and shrinks to a few percent among the samples the probe passes.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -26,6 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from accelbench import host_speed
+from accelbench.job.processes import call_in_fork
 
 
 def gemm_median(size: int = 512, calls: int = 40) -> float:
@@ -50,20 +49,6 @@ def one_sample() -> dict[str, float]:
     return {"before": before, "gemm": gemm, "after": host_speed.probe()}
 
 
-def forked(function) -> dict[str, float]:
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(reader)
-        os.write(writer, json.dumps(function()).encode())
-        os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
 def spread(values: np.ndarray) -> str:
     low, median, high = np.percentile(values * 1e3, [5, 50, 95])
     return f"median {median:.3f} ms, 5th-95th percentile {low:.3f}-{high:.3f} ms"
@@ -77,7 +62,7 @@ def main() -> int:
     args = parser.parse_args()
     samples, started = [], time.perf_counter()
     while time.perf_counter() - started < args.seconds:
-        sample = forked(one_sample)
+        sample = call_in_fork(one_sample)
         sample["t"] = time.perf_counter() - started
         samples.append(sample)
         print(
