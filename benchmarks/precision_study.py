@@ -112,18 +112,16 @@ def run_workflow(
 
 
 def load(folder: Path) -> pd.DataFrame:
-    """A run's tidy table, with what each record's conditions say of its runs: how many,
-    and how many of them the host slowed (accelbench.host_speed)."""
+    """A run's tidy table (whose conditions include the runs the host slowed), with the
+    runs each record took (its conditions; the tidy `runs` is the least asked)."""
     frame, problems = compare.load_run(folder / "results")
     if problems:
         raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
-    kept = ("runs", "host_slowed_runs")
-    found = {name: {} for name in kept}
+    runs = {}
     for path in (folder / "results").rglob("*.json"):
         record = load_record(path)
-        for name in kept:
-            found[name][record["id"]] = (record.get("conditions") or {}).get(name)
-    return frame.assign(**{name: frame["id"].map(found[name]) for name in kept})
+        runs[record["id"]] = (record.get("conditions") or {}).get("runs")
+    return frame.assign(runs=frame["id"].map(runs))
 
 
 def figure_columns(row: pd.Series) -> list[str]:
