@@ -10,6 +10,8 @@ functions.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any
 
 import joblib
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from accelbench import energy, placement, timing
 from accelbench.backends import BACKENDS, DATASCI_BACKENDS
@@ -26,6 +29,9 @@ from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
+from accelbench.phases import Phases
+
+log = logging.getLogger(__name__)
 
 
 def check_against_reference(
@@ -89,12 +95,54 @@ class Checked:
     recheck: Callable[[], dict[str, Any]]  # the same check again, after timing
 
 
+@dataclass(frozen=True)
+class CellData:
+    """A kernel cell's inputs and their float64 reference result."""
+
+    inputs: tuple[np.ndarray, ...]
+    reference: np.ndarray
+
+
+# The last cell's data, by (kernel, size, dtype, seed): one cell's worth of memory at most.
+_MADE: dict[tuple[str, int, str, int], CellData] = {}
+
+
+def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellData:
+    """The inputs and float64 reference of one kernel cell, made once per process.
+
+    Every run of a cell uses the same seeded inputs, so a job makes them before it forks
+    its runs (`prepare_kernel`) and each run inherits them; the candidates of a roof
+    that share a kernel and size (one per backend) share them too. Making them is most
+    of a large GPU cell's host work: 2^25 random values, and the reference on the host.
+    """
+    key = (spec.name, int(size), dtype.name, int(seed))
+    if key not in _MADE:
+        _MADE.clear()
+        made = spec.make_inputs(np.random.default_rng(seed), size, dtype)
+        # On every CPU this process may use, whatever the measurement's own thread count
+        # (a GPU's host side keeps one): a GEMM reference at n = 4096 is 137 GFLOP.
+        with threadpool_limits(limits=len(os.sched_getaffinity(0))):
+            reference = spec.reference(*made)
+        _MADE[key] = CellData(tuple(made), reference)
+    return _MADE[key]
+
+
+def prepare_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> None:
+    """Make the cell's inputs and reference in the job's process, before its runs fork."""
+    spec, backend = kernels()[exp.kernel], BACKENDS[exp.backend]
+    if backend.unavailable_reason(exp.parsed_device, exp.dtype):
+        return
+    if backend.naive and exp.size > naive_size_limit(spec, settings):
+        return
+    cell_data(spec, exp.size, host_dtype(exp.dtype), settings["seed"])
+
+
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
-    """Make inputs (placed afresh for this run: accelbench.placement), prepare the backend,
-    run once against the reference: Checked or Outcome."""
-    made = spec.make_inputs(np.random.default_rng(seed), size, dtype)
-    inputs = tuple(placement.copy(x) for x in made)
-    reference = spec.reference(*inputs)
+    """Take the cell's inputs (cell_data), placed afresh for this run (accelbench.placement),
+    prepare the backend, run once against the reference: Checked or Outcome."""
+    made = cell_data(spec, size, dtype, seed)
+    inputs = tuple(placement.copy(x) for x in made.inputs)
+    reference = made.reference
     tolerance = spec.tolerance(size, dtype)
     prepared = spec.implementations[backend](inputs, device)
 
@@ -129,17 +177,27 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         "implementation": implementation_name(spec, exp.backend),
         "timer": timing.TIMERS[backend.timer],
     }
+    phases = Phases()
     with cpu_threads(device) as threads:
+        if device.is_gpu:
+            timing.synchronizer(backend.timer, True)()  # the run's CUDA context, made now
+            phases.lap("context")
         checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
+        phases.lap("check")
         if isinstance(checked, Outcome):
             checked.measured_by = measured_by
             return checked
         prepared = checked.prepared
         timed = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         samples = timed.samples
+        phases.lap("timing")
         transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+        phases.lap("transfers")
         used = _energy_window(prepared, backend.timer, device, settings, samples)
+        phases.lap("energy")
         check = checked.recheck()  # the timed code must still be right
+        phases.lap("recheck")
+        log.info("%s: the run's phases: %s", exp.id, phases.text())
         if not check["passed"]:
             reason = "after timing: " + mismatch(check)
             return Outcome("failed", reason, check=check, measured_by=measured_by)

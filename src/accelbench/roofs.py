@@ -173,7 +173,8 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
     for kernel in kernel_names:
         usable, why = _candidates(kernel, backends, device, dtype_name)
         reasons += why
-        for name, size in ((name, size) for name in usable for size in _sizes(metric, sizes)):
+        # Size by size: the backends of one size share its inputs and reference (cell_data).
+        for size, name in ((size, name) for size in _sizes(metric, sizes) for name in usable):
             if searched and _candidate(kernel, name, size) != searched["winner"]:
                 continue
             to_beat = best.rate["median"] if best else -math.inf

@@ -93,8 +93,8 @@ class Family:
     registered before it kept: a roof follows its kernels without planning them
     again); `validate` checks the names in its config section the schema cannot
     know; `settings` are the rule's params (a change re-measures the family's
-    records). `measure` and `later_runs` are "module:function" names, imported where
-    a run measures.
+    records). `measure`, `later_runs` and `prepare` are "module:function" names,
+    imported where a run measures.
     """
 
     name: str  # the record's `experiment`
@@ -108,6 +108,8 @@ class Family:
     measure: str
     # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
     later_runs: str | None = None
+    # What a job computes once, before it forks its runs, which inherit it: (exp, settings).
+    prepare: str | None = None
     # Whether its runs measure energy after their timing (then the job measures the idle
     # baseline once, before the first run).
     measures_energy: bool = True
@@ -134,6 +136,9 @@ class Family:
 
     def later_runs_function(self) -> Callable[..., Any] | None:
         return _imported(self.later_runs) if self.later_runs else None
+
+    def prepare_function(self) -> Callable[..., Any] | None:
+        return _imported(self.prepare) if self.prepare else None
 
 
 def _imported(name: str) -> Callable[..., Any]:

@@ -139,6 +139,7 @@ FAMILY = Family(
     validate=validate,
     settings=settings,
     measure="accelbench.measure:measure_kernel",
+    prepare="accelbench.measure:prepare_kernel",
     primary="kernel",
     secondary=("backend", "dtype", "size"),
     time_metric="time",
