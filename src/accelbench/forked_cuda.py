@@ -62,3 +62,9 @@ def ask(question: Callable[..., T], *args: Any) -> T:
         raise CudaForkError(BAD_FORK)
     forked, answer = call_in_fork(_answer, question, args)
     return answer if forked else question(*args)
+
+
+def children_can_use_cuda() -> bool:
+    """Whether a child forked from this process could use CUDA: not once this process has
+    initialised it (the child then knows itself to be in a bad fork)."""
+    return not call_in_fork(in_bad_fork)

@@ -117,8 +117,12 @@ def differing_variables(
 # --- the server ---------------------------------------------------------------------
 
 
-def _preload() -> Callable[[dict[str, Any]], int]:
-    """Import what a measuring process needs, here and once (importing starts no thread pool).
+Payload = dict[str, Any]
+
+
+def _preload() -> tuple[Callable[[Payload], int], Callable[[Payload], None]]:
+    """Import what a measuring process needs, here and once (importing starts no thread
+    pool); returns the process's body and what to ask before forking it.
 
     Imported in the server only: the clients (every job's supervisor, the
     Snakefile) import this module and must stay light.
@@ -126,7 +130,16 @@ def _preload() -> Callable[[dict[str, Any]], int]:
     from accelbench.job import measurement, measuring_process
 
     measurement.preload()
-    return measuring_process.main
+    return measuring_process.main, measuring_process.before_fork
+
+
+def _ask_before_fork(before_fork: Callable[[Payload], None], request: dict[str, Any]) -> None:
+    """Ask here what the job's process would ask (its answers then serve every later job);
+    a question that fails is left to the job, which records why."""
+    try:
+        before_fork(request["payload"])
+    except Exception:  # the job's own process asks again and records the failure
+        log.exception("asking before forking the measuring process failed")
 
 
 def set_by(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
@@ -155,7 +168,7 @@ def after_imports(
 
 
 def _measure(
-    main: Callable[[dict[str, Any]], int],
+    main: Callable[[Payload], int],
     connection: socket.socket,
     request: dict[str, Any],
     fds: list[int],
@@ -202,7 +215,7 @@ def serve(address: str) -> None:
 def _serve(address: str) -> None:
     # The imports set variables of their own, which a job's process sets too when it imports.
     before = dict(os.environ)
-    main = _preload()
+    main, before_fork = _preload()
     environment = dict(os.environ)
     with_imports = functools.partial(
         after_imports, before=before, imported=set_by(before, environment)
@@ -229,6 +242,7 @@ def _serve(address: str) -> None:
                     _send(connection, {"refused": refused})
                     connection.close()
                     continue
+                _ask_before_fork(before_fork, request)
                 pid = os.fork()
                 if pid == 0:
                     selector.close()

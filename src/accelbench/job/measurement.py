@@ -8,6 +8,7 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import statistics
 import sys
@@ -16,7 +17,16 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import contention, energy, host_speed, precision, provenance, timing
+from accelbench import (
+    contention,
+    doctor,
+    energy,
+    forked_cuda,
+    host_speed,
+    precision,
+    provenance,
+    timing,
+)
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
 from accelbench.devices import slurm_gpu_shortfall
@@ -35,6 +45,7 @@ from accelbench.job.outcome import (
 from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.kernels import kernels
 from accelbench.measure import naive_size_limit
+from accelbench.phases import Phases
 from accelbench.results import make_record, write_record
 from accelbench.roofs import roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
@@ -124,6 +135,47 @@ def preload(family: str | None = None) -> None:
     if family not in ("train", "datasci"):
         kernels()
         numba_compiler()
+        if importlib.util.find_spec("cupy"):
+            import cupy  # noqa: F401  (0.2 s a run; importing asks the driver nothing)
+            import cupyx.profiler  # noqa: F401
+
+
+def before_runs(exp: Experiment, settings: dict[str, Any]) -> None:
+    """What every run of the job needs and none should make again, made here before the
+    runs fork (each inherits it): the imports, the answers about the GPUs, the idle
+    energy baseline and what the family prepares (a kernel's inputs and reference)."""
+    phases = Phases()
+    preload(exp.family)
+    phases.lap("imports")
+    if not forked_cuda.children_can_use_cuda():
+        # This process initialised CUDA: each run must find out that it cannot use it and
+        # say so (forked_cuda.CudaForkError), not inherit answers asked here.
+        return
+    know_the_gpus(exp)
+    phases.lap("GPU questions")
+    family = family_of(exp)
+    if family.measures_energy:
+        device = exp.parsed_device
+        energy.Probe(device.is_gpu, range(device.count), settings).close()
+        phases.lap("idle energy baseline")
+    if prepare := family.prepare_function():
+        prepare(exp, settings)
+        phases.lap("inputs and reference")
+    log.info("%s: before its runs: %s", exp.id, phases.text())
+
+
+def know_the_gpus(exp: Experiment) -> None:
+    """Ask what a job asks about the GPUs (doctor.inspected: each in a forked child, once
+    per process) here, so that every process forked from this one inherits the answers.
+
+    Each question opens a CUDA context in a child of its own, a second or so: a GPU run
+    asks whether its backend can run, and every record's provenance asks which GPUs
+    there are. Asked in the fork server, no job asks again; in a job, none of its runs.
+    """
+    doctor.visible_gpus()
+    if exp.parsed_device.is_gpu:
+        for name in doctor.PROBES:
+            doctor.inspected(name, 0)
 
 
 def numba_compiler() -> None:
@@ -170,11 +222,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     several = goal.least_runs > 1 or goal.budget_s > 0
     forked = fresh_processes and several
     if forked:
-        preload(exp.family)
-        if family.measures_energy:
-            # The idle baseline, once for the job: each forked run inherits it.
-            device = exp.parsed_device
-            energy.Probe(device.is_gpu, range(device.count), settings).close()
+        before_runs(exp, settings)
     progress = precision.Progress(goal)
     host = _host_reference(exp, settings) if forked else None
     slowdowns: list[float] = []
@@ -183,11 +231,18 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     with ranks_may_fork(fresh_processes):
         while progress.more():
             before = host_speed.probe() if host else 0.0
-            outcome = (
-                _in_fresh_process(measure, exp, settings)
-                if forked
-                else _guarded(measure, exp, settings)
+            started = time.perf_counter()
+            run_settings = (
+                settings
+                if energy.takes_window(settings, len(outcomes) + 1)
+                else energy.without_window(settings)
             )
+            outcome = (
+                _in_fresh_process(measure, exp, run_settings)
+                if forked
+                else _guarded(measure, exp, run_settings)
+            )
+            took = time.perf_counter() - started
             if outcome.status != "ok":
                 if several:
                     count = len(outcomes) + 1
@@ -199,9 +254,10 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             outcomes.append(outcome)
             progress.add(outcome.metrics)
             log.info(
-                "%s: run %d: +-%.1f%% (target +-%.0f%%)%s",
+                "%s: run %d (%.2f s): +-%.1f%% (target +-%.0f%%)%s",
                 exp.id,
                 len(outcomes),
+                took,
                 100 * progress.achieved(),
                 100 * goal.half_width,
                 f"; host probe {slowdowns[-1]:.2f}x its best" if host else "",

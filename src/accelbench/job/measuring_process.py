@@ -13,6 +13,7 @@ import sys
 import warnings
 from typing import Any
 
+from accelbench import forked_cuda
 from accelbench.families import FAMILIES
 from accelbench.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.job import measurement
@@ -46,6 +47,20 @@ def configure_logging(log_file: str | None) -> None:
     logging.captureWarnings(True)
     logging.getLogger("numba").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
+
+
+# Whether the fork server has asked the GPU questions of a GPU (True) and a CPU (False) job.
+_ASKED: set[bool] = set()
+
+
+def before_fork(payload: dict[str, Any]) -> None:
+    """What the fork server asks before it forks the process for `payload`: the answers
+    about the GPUs that every job would otherwise ask again (measurement.know_the_gpus)."""
+    exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
+    on_gpu = exp.parsed_device.is_gpu
+    if on_gpu not in _ASKED and forked_cuda.children_can_use_cuda():
+        measurement.know_the_gpus(exp)
+    _ASKED.add(on_gpu)
 
 
 def main(payload: dict[str, Any]) -> int:

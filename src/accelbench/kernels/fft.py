@@ -283,13 +283,13 @@ def cuda_kernels():
     """Every kernel works on a batch of rows, x along a row and y over the rows, each
     striding over the elements and rows its grid does not cover."""
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def permute(src, dst, permutation):
         for row in range(cuda.blockIdx.y, dst.shape[0], cuda.gridDim.y):
             for i in range(cuda.grid(1), dst.shape[1], cuda.gridsize(1)):
                 dst[row, permutation[i]] = src[row, i]
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def stage(a, twiddles, half, stride):
         for row in range(cuda.blockIdx.y, a.shape[0], cuda.gridDim.y):
             for b in range(cuda.grid(1), a.shape[1] // 2, cuda.gridsize(1)):
@@ -300,25 +300,25 @@ def cuda_kernels():
                 a[row, i + half] = a[row, i] - t
                 a[row, i] = a[row, i] + t
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def chirp_in(x, pre, spare):
         for row in range(cuda.blockIdx.y, spare.shape[0], cuda.gridDim.y):
             for k in range(cuda.grid(1), spare.shape[1], cuda.gridsize(1)):
                 spare[row, k] = x[row, k] * pre[k] if k < x.shape[1] else 0
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def convolve(work, kernel):
         for row in range(cuda.blockIdx.y, work.shape[0], cuda.gridDim.y):
             for k in range(cuda.grid(1), work.shape[1], cuda.gridsize(1)):
                 work[row, k] = (work[row, k] * kernel[k]).conjugate()
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def chirp_out(spare, post, out):
         for row in range(cuda.blockIdx.y, out.shape[0], cuda.gridDim.y):
             for k in range(cuda.grid(1), out.shape[1], cuda.gridsize(1)):
                 out[row, k] = spare[row, k].conjugate() * post[k]
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def transpose(src, dst):
         first_column, first_row = cuda.grid(2)
         column_stride, row_stride = cuda.gridsize(2)

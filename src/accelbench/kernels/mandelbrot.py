@@ -213,7 +213,7 @@ def cuda_kernel(dtype_name: str):
     does not cover."""
     element = getattr(numba, dtype_name)
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def escape(real, imag, out):
         first_column, first_row = cuda.grid(2)
         column_stride, row_stride = cuda.gridsize(2)

@@ -119,7 +119,7 @@ def cuda_tiled_kernel(dtype_name: str):
     so all of them reach each barrier)."""
     element = getattr(numba, dtype_name)
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def matmul_tiled(a, b, out):
         tile_a = cuda.shared.array(shape=(TILE, TILE), dtype=element)
         tile_b = cuda.shared.array(shape=(TILE, TILE), dtype=element)

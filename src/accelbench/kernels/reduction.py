@@ -103,7 +103,7 @@ def cuda_partial_sums(dtype_name: str):
     """Each block sums a grid-strided share of x into one partial, by a tree in shared memory."""
     element = getattr(numba, dtype_name)
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def partial_sums(x, partial):
         shared = cuda.shared.array(THREADS_PER_BLOCK, dtype=element)
         tid = cuda.threadIdx.x

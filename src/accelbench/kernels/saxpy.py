@@ -102,7 +102,7 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 def cuda_kernel():
     """One thread per element, grid-stride so any n fits any grid."""
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def saxpy(a, x, y, out):
         alpha = a[0]
         start, stride = cuda.grid(1), cuda.gridsize(1)

@@ -123,7 +123,7 @@ def cuda_kernel(dtype_name: str):
     grid does not cover: interior points average, boundary points copy."""
     element = getattr(numba, dtype_name)
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def sweep(u, out):
         first_column, first_row = cuda.grid(2)
         column_stride, row_stride = cuda.gridsize(2)

@@ -103,7 +103,7 @@ def prepare_d2d_numba(inputs, parallel: bool) -> Prepared:
 
 @cache
 def cuda_copy_kernel():
-    @cuda.jit
+    @cuda.jit(cache=True)
     def copy(x, out):
         for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
             out[i] = x[i]
