@@ -77,10 +77,11 @@ class FakeClock:
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def clock(monkeypatch, tmp_path):
     fake = FakeClock()
     monkeypatch.setattr(energy, "CLOCK", energy.Clock(fake.now, fake.sleep))
     monkeypatch.setattr(energy, "BASELINES", {})
+    monkeypatch.setattr(energy, "baseline_file", lambda: tmp_path / "idle.json")
     return fake
 
 
@@ -191,6 +192,42 @@ def test_the_windows_of_several_runs_give_an_interval_across_runs(clock):
     assert [w["joules"] for w in combined["windows"]] == [100.0, 110.0, 90.0]
     assert measured["runs"] == 3 and measured["median"] == pytest.approx(100.0)
     assert measured["ci_low"] < 90.0 < 110.0 < measured["ci_high"]
+
+
+def test_an_idle_baseline_kept_on_the_host_serves_the_next_jobs_without_measuring(clock, tmp_path):
+    kept = tmp_path / "idle.json"
+    first = energy.baseline(energy.nvml_meter([0], FakeNvml([[0, 0, 60_000]])), 1.0, kept)
+    assert first.watts == pytest.approx(60.0)
+    energy.BASELINES.clear()  # the next job: another process, the same host
+    unread = FakeNvml([[0]])  # only the check that the counter exists
+    again = energy.baseline(energy.nvml_meter([0], unread), 1.0, kept)
+    assert again == first and again.age() < 5
+
+
+def test_an_idle_baseline_older_than_its_age_limit_is_measured_again(clock, tmp_path, monkeypatch):
+    kept = tmp_path / "idle.json"
+    energy.baseline(energy.nvml_meter([0], FakeNvml([[0, 0, 60_000]])), 1.0, kept)
+    energy.BASELINES.clear()
+    monkeypatch.setattr(energy, "BASELINE_MAX_AGE_S", -1.0)
+    again = energy.baseline(energy.nvml_meter([0], FakeNvml([[0, 0, 80_000]])), 1.0, kept)
+    assert again.watts == pytest.approx(80.0)
+
+
+def test_only_the_first_window_runs_of_a_measurement_take_an_energy_window(
+    monkeypatch, tmp_path, clock
+):
+    clock.tick = 1e-3
+    nvml = FakeNvml([iter(range(0, 10**9, 1000))])
+    monkeypatch.setattr(
+        energy, "open_meter", lambda is_gpu, gpus: energy.nvml_meter(gpus, nvml, visible="0")
+    )
+    output = tmp_path / "saxpy.json"
+    settings = {**SETTINGS, "runs": 3, "energy": {"window_runs": 1}}
+    measurement.run(SAXPY, settings, str(output))
+    record = load_record(output)
+    assert len(record["energy"]["windows"]) == 1
+    assert record["metrics"]["time"]["runs"] == 3
+    assert record["energy"]["baseline_age_s"] >= 0
 
 
 def test_one_run_without_a_meter_makes_the_combined_energy_unavailable():

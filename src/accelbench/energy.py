@@ -20,15 +20,21 @@ device whose counter cannot be read gets a record section that says
 The energy window is separate from the timing: after the timed samples, the
 same work is repeated for at least `min_window_s` (planned from the median
 time of one call), so the timing is untouched and the window spans enough
-counter updates. An idle baseline (power with nothing running) is measured
-once per process and meter; "above idle" energy subtracts it over the window.
+counter updates; the first `window_runs` runs of a measurement take one each. An
+idle baseline (power with nothing running) is measured before the first job's work
+and kept per host (BASELINE_MAX_AGE_S): measured again before every job, it would
+cost a GPU job a second and read a device still warm from the job before. "Above
+idle" energy subtracts it over the window.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
+import socket
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -54,7 +60,10 @@ DEFAULTS: dict[str, Any] = {
     "enabled": True,
     "min_window_s": {"cpu": 0.2, "cuda": 1.0},
     "baseline_s": {"cpu": 0.5, "cuda": 1.0},
+    "window_runs": 3,
 }
+# How long an idle baseline serves the jobs after it on this host.
+BASELINE_MAX_AGE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -264,22 +273,56 @@ def open_meter(is_gpu: bool, gpus: Sequence[int], nvml=None, powercap: Path = PO
 class Baseline:
     watts: float
     seconds: float
+    measured_at: float = 0.0  # time.time() when it was measured
+
+    def age(self) -> float:
+        return max(0.0, time.time() - self.measured_at)
 
 
-# Idle power per meter method, measured once per process (a forked run inherits it).
+# Idle power per meter method, remembered by the process (a forked run inherits it).
 BASELINES: dict[str, Baseline] = {}
 
 
-def baseline(meter: Meter, seconds: float) -> Baseline:
-    """The devices' power with nothing running, over at least MIN_PERIODS counter updates;
-    measured on the first call for this meter and remembered."""
-    if meter.method not in BASELINES:
+def baseline_file() -> Path:
+    """Where this host's idle baselines are kept, per user and meter, for the jobs after."""
+    name = f"accelbench-idle-{os.getuid()}-{socket.gethostname()}.json"
+    return Path(tempfile.gettempdir()) / name
+
+
+def _kept_baselines(path: Path) -> dict[str, Baseline]:
+    try:
+        kept = json.loads(path.read_text())
+        return {method: Baseline(**found) for method, found in kept.items()}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _keep_baseline(path: Path, method: str, idle: Baseline) -> None:
+    kept = {name: asdict(found) for name, found in _kept_baselines(path).items()}
+    kept[method] = asdict(idle)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps(kept))
+        partial.replace(path)
+    except OSError:  # a read-only or full temporary directory: this process keeps it
+        partial.unlink(missing_ok=True)
+
+
+def baseline(meter: Meter, seconds: float, path: Path | None = None) -> Baseline:
+    """The devices' power with nothing running, over at least MIN_PERIODS counter updates:
+    the one kept for this meter on this host if it is younger than BASELINE_MAX_AGE_S,
+    else measured now and kept (`path`: where; None keeps it in this process only)."""
+    kept = BASELINES.get(meter.method) or (_kept_baselines(path) if path else {}).get(meter.method)
+    if kept is None or kept.age() > BASELINE_MAX_AGE_S:
         seconds = max(seconds, meter.min_seconds)
-        before, started = meter.read(), CLOCK.now()
+        before, started, at = meter.read(), CLOCK.now(), time.time()
         CLOCK.sleep(seconds)
         after, elapsed = meter.read(), CLOCK.now() - started
-        BASELINES[meter.method] = Baseline(meter.joules(before, after) / elapsed, elapsed)
-    return BASELINES[meter.method]
+        kept = Baseline(meter.joules(before, after) / elapsed, elapsed, at)
+        if path is not None:
+            _keep_baseline(path, meter.method, kept)
+    BASELINES[meter.method] = kept
+    return kept
 
 
 @dataclass(frozen=True)
@@ -314,10 +357,21 @@ def measure_window(
     return Window(meter.joules(before, meter.read()), seconds, calls)
 
 
+def without_window(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` for a run that takes no energy window (beyond `window_runs`)."""
+    return {**settings, "energy": {**(settings.get("energy") or {}), "window": False}}
+
+
+def takes_window(settings: dict[str, Any], run: int) -> bool:
+    """Whether run `run` (1, 2, ...) of a measurement takes an energy window."""
+    return run <= int(settings_of(settings)["window_runs"])
+
+
 class Probe:
     """The energy of one experiment's windows: its meter opened once, the idle baseline
-    measured once, then one window after each run's timing. Without a meter (or with
-    energy off) every window is skipped at once and the section says why."""
+    taken once (`baseline`), then one window after each run's timing. Without a meter (or
+    with energy off) every window is skipped at once and the section says why; in a run
+    that takes no window (`without_window`) it has no section."""
 
     def __init__(
         self,
@@ -334,13 +388,16 @@ class Probe:
         self.meter: Meter | None = None
         self.reason: str | None = None
         self.windows: list[Window] = []
+        self.skipped = config.get("window") is False
+        if self.skipped:
+            return
         if declined or not config["enabled"]:
             self.reason = declined or "not measured: energy.enabled is false in the config"
             return
         try:
             self.meter = open_meter(is_gpu, gpus)
             # Before any work: a device that just worked draws more than at rest for a while.
-            self.idle = baseline(self.meter, self.baseline_s)
+            self.idle = baseline(self.meter, self.baseline_s, baseline_file())
         except EnergyUnavailable as err:
             self._lost(err)
 
@@ -383,8 +440,10 @@ class Probe:
         except EnergyUnavailable as err:
             self._lost(err)
 
-    def section(self, unit: str, samples_per_unit: int | None = None) -> dict[str, Any]:
-        """The record's `energy` section of the windows so far."""
+    def section(self, unit: str, samples_per_unit: int | None = None) -> dict[str, Any] | None:
+        """The record's `energy` section of the windows so far (None: a run without one)."""
+        if self.skipped:
+            return None
         if self.meter is None or not self.windows:
             return unavailable(self.reason or "no energy window was measured")
         found = section(
@@ -427,6 +486,7 @@ def section(
         "counter_period_s": meter.period_s,
         "baseline_w": idle.watts,
         "baseline_s": idle.seconds,
+        "baseline_age_s": idle.age(),
         "windows": [asdict(window) for window in windows],
     }
 

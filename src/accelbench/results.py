@@ -250,6 +250,7 @@ def _energy_section() -> dict[str, Any]:
         counter_period_s=_number(0),
         baseline_w=_number(0),
         baseline_s=_number(0),
+        baseline_age_s=_number(0),
         min_window_s=_number(0),
         windows={"type": "array", "minItems": 1, "items": window},
     )

@@ -306,7 +306,7 @@ def train_process(
                     energy_window(session, probe, measured)
                     settings = replace(settings, flops_per_sample=session.flops_per_sample)
                 used = probe.section("step", exp.batch)
-            if grouped:
+            if grouped and used is not None:  # every process of the group takes it or none
                 used = _combine_energy(used, place.device)
     finally:
         if grouped:
