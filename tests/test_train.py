@@ -127,7 +127,7 @@ def test_flops_are_counted_by_the_first_run_only(monkeypatch):
     outcome = measure_training(exp, {**SETTINGS, "runs": 3})
     assert outcome.status == "ok", outcome.reason
     assert len(counted) == 1
-    later = train_later_runs(SETTINGS, outcome)
+    later = train_later_runs(exp, SETTINGS, outcome)
     assert later["flops_per_sample"] == outcome.metrics["flops_per_sample"]["value"] > 0
     again = measure_training(exp, later)
     assert len(counted) == 1

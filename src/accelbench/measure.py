@@ -103,8 +103,9 @@ class CellData:
     reference: np.ndarray
 
 
-# The last cell's data, by (kernel, size, dtype, seed): one cell's worth of memory at most.
+# The latest cells' data, by (kernel, size, dtype, seed): a roof's winners at the most.
 _MADE: dict[tuple[str, int, str, int], CellData] = {}
+MOST_CELLS_KEPT = 4
 
 
 def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellData:
@@ -112,12 +113,14 @@ def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellDa
 
     Every run of a cell uses the same seeded inputs, so a job makes them before it forks
     its runs (`prepare_kernel`) and each run inherits them; the candidates of a roof
-    that share a kernel and size (one per backend) share them too. Making them is most
-    of a large GPU cell's host work: 2^25 random values, and the reference on the host.
+    that share a kernel and size (one per backend) share them too, and a roof's later
+    runs its winners' (roofs.later_runs). Making them is most of a large GPU cell's host
+    work: 2^25 random values, and the reference on the host.
     """
     key = (spec.name, int(size), dtype.name, int(seed))
     if key not in _MADE:
-        _MADE.clear()
+        while len(_MADE) >= MOST_CELLS_KEPT:
+            del _MADE[next(iter(_MADE))]
         made = spec.make_inputs(np.random.default_rng(seed), size, dtype)
         # On every CPU this process may use, whatever the measurement's own thread count
         # (a GPU's host side keeps one): a GEMM reference at n = 4096 is 137 GFLOP.
@@ -138,10 +141,12 @@ def prepare_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> None:
 
 
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
-    """Take the cell's inputs (cell_data), placed afresh for this run (accelbench.placement),
-    prepare the backend, run once against the reference: Checked or Outcome."""
+    """Take the cell's inputs (cell_data), on the host placed afresh for this run
+    (accelbench.placement), prepare the backend, run once against the reference: Checked
+    or Outcome."""
     made = cell_data(spec, size, dtype, seed)
-    inputs = tuple(placement.copy(x) for x in made.inputs)
+    # Host arrays are placed afresh; a GPU backend copies them to the device as they are.
+    inputs = made.inputs if device.is_gpu else tuple(placement.copy(x) for x in made.inputs)
     reference = made.reference
     tolerance = spec.tolerance(size, dtype)
     prepared = spec.implementations[backend](inputs, device)

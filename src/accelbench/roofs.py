@@ -26,7 +26,13 @@ from accelbench.devices import Device, cpu_threads
 from accelbench.families.roof import RoofExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
-from accelbench.measure import check_kernel, implementation_name, mismatch, time_function
+from accelbench.measure import (
+    cell_data,
+    check_kernel,
+    implementation_name,
+    mismatch,
+    time_function,
+)
 from accelbench.results import GPU_ROOF_METRICS
 
 MIB = 1 << 20
@@ -97,7 +103,7 @@ def _candidate(kernel: str, backend: str, size: int) -> str:
     return f"{kernel}/{backend}/n{size}"
 
 
-def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp: RoofExperiment, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
     """Settings for runs 2..R: each roof's winner of the first run, timed alone.
 
     The first run times every candidate; the later ones time its winner only. A
@@ -108,6 +114,10 @@ def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
         metric: {"winner": _candidate(c["kernel"], c["backend"], c["size"]), **c}
         for metric, c in first.check["roofs"].items()
     }
+    # Made here, in the job's process, the winners' inputs serve every later run.
+    dtype = host_dtype(exp.dtype)
+    for winner in search.values():
+        cell_data(_spec(winner["kernel"]), winner["size"], dtype, settings["seed"])
     return {**settings, "roof_search": search}
 
 

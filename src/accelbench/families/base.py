@@ -106,7 +106,7 @@ class Family:
     validate: Callable[[Config], None]
     settings: Callable[[Config, Wildcards], dict[str, Any]]
     measure: str
-    # The settings of runs 2..R given run 1's outcome (roofs time only run 1's winners).
+    # The settings of runs 2..R: (exp, settings, run 1's outcome) (roofs time run 1's winners).
     later_runs: str | None = None
     # What a job computes once, before it forks its runs, which inherit it: (exp, settings).
     prepare: str | None = None

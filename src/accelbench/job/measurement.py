@@ -263,7 +263,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 f"; host probe {slowdowns[-1]:.2f}x its best" if host else "",
             )
             if len(outcomes) == 1 and later_runs:
-                settings = later_runs(settings, outcome)
+                settings = later_runs(exp, settings, outcome)
     combined = combine_runs(outcomes)
     combined.conditions = progress.report()
     if host:

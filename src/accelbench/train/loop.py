@@ -418,7 +418,7 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     return outcome_from(result, exp)
 
 
-def later_runs(settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp: TrainExperiment, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
     """Settings for runs 2..R of a training experiment: the FLOPs run 1 counted."""
     return {**settings, "flops_per_sample": first.metrics["flops_per_sample"]["value"]}
 
