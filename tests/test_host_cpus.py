@@ -1,6 +1,6 @@
 """The host's CPU layout read from sysfs (planted trees stand for big hosts, virtual machines
-and containers), the CPUs a cpuN measurement is pinned to, and the pinning itself
-(accelbench.host_cpus)."""
+and containers), the CPUs a cpuN measurement is pinned to, and the pinning itself, in this
+process and in a run forked for a measurement (accelbench.host_cpus, devices.cpu_threads)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import threading
 
 import pytest
 
-from accelbench import host_cpus
+from accelbench import devices, host_cpus
+from accelbench.devices import parse_device
+from accelbench.job.processes import call_in_fork
 
 
 def plant(root, sockets, *, nodes=None, smt_active=None, online=None):
@@ -151,6 +153,31 @@ def test_the_cpus_are_chosen_from_the_usable_subset(sixteen):
     assert host_cpus.choose_cpus(4, {2, 3, 8, 9, 10}, sixteen) == [2, 3, 8, 9]
 
 
+def usable(monkeypatch, cpus, topology):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus))
+    monkeypatch.setattr(host_cpus, "read_topology", lambda: topology)
+
+
+def test_a_cpu_device_is_pinned_only_where_there_is_a_choice(monkeypatch, sixteen):
+    usable(monkeypatch, range(16), sixteen)
+    assert devices.pinned_cpus(parse_device("cpu4")) == [0, 1, 2, 3]
+    assert devices.cpus_used(parse_device("cpu4")) == [0, 1, 2, 3]
+    assert devices.pinned_cpus(parse_device("cpu16")) is None
+    # Slurm gave the job exactly its CPUs: nothing to choose.
+    usable(monkeypatch, [4, 5, 12, 13], sixteen)
+    assert devices.pinned_cpus(parse_device("cpu4")) is None
+    assert devices.cpus_used(parse_device("cpu4")) == [4, 5, 12, 13]
+    # Fewer CPUs than threads: the threads share them, as they always did.
+    assert devices.pinned_cpus(parse_device("cpu8")) is None
+
+
+def test_a_gpu_host_side_and_a_multi_node_device_are_never_pinned(monkeypatch, sixteen):
+    usable(monkeypatch, range(16), sixteen)
+    assert devices.pinned_cpus(parse_device("cuda1")) is None
+    assert devices.cpus_used(parse_device("cuda1")) == list(range(16))
+    assert devices.pinned_cpus(parse_device("2x2cpu")) is None
+
+
 two_cpus = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2, reason="pinning to one CPU of one changes nothing"
 )
@@ -177,3 +204,34 @@ def test_pinning_moves_every_thread_and_puts_each_back_after():
         assert affinity(earlier) == outside and affinity(later) == outside
     finally:
         release.set()
+
+
+def threads_of_a_measurement(device: str) -> tuple[list[int] | None, list[set[int]]]:
+    """In a forked run: the CPUs chosen, and the CPUs of every thread of the process once a
+    Numba parallel loop and a torch matmul have started their pools."""
+    import numba
+    import numpy as np
+    import torch
+
+    @numba.njit(parallel=True)
+    def total(values):
+        result = 0.0
+        for index in numba.prange(values.size):
+            result += values[index]
+        return result
+
+    with devices.cpu_threads(parse_device(device)):
+        total(np.ones(100_000))
+        torch.ones(256, 256) @ torch.ones(256, 256)
+        masks = [os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")]
+    return devices.pinned_cpus(parse_device(device)), masks
+
+
+@two_cpus
+def test_a_forked_cpu1_measurement_runs_every_thread_on_the_one_cpu_chosen():
+    outside = os.sched_getaffinity(0)
+    chosen, masks = call_in_fork(threads_of_a_measurement, "cpu1")
+    assert chosen is not None and len(chosen) == 1
+    assert len(masks) > 1  # Numba's pool at least
+    assert all(mask == set(chosen) for mask in masks)
+    assert os.sched_getaffinity(0) == outside
