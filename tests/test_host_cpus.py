@@ -9,9 +9,12 @@ import threading
 
 import pytest
 
-from accelbench import devices, host_cpus
+from accelbench import devices, host_cpus, host_speed, timing
 from accelbench.devices import parse_device
+from accelbench.families.kernel import KernelExperiment
+from accelbench.job import measurement
 from accelbench.job.processes import call_in_fork
+from accelbench.results import load_record
 
 
 def plant(root, sockets, *, nodes=None, smt_active=None, online=None):
@@ -235,3 +238,30 @@ def test_a_forked_cpu1_measurement_runs_every_thread_on_the_one_cpu_chosen():
     assert len(masks) > 1  # Numba's pool at least
     assert all(mask == set(chosen) for mask in masks)
     assert os.sched_getaffinity(0) == outside
+
+
+@two_cpus
+def test_a_record_names_the_cpus_its_runs_ran_on_and_the_probe_times_them(monkeypatch, tmp_path):
+    def measure(exp, settings):
+        with devices.cpu_threads(exp.parsed_device):
+            seen = sorted(os.sched_getaffinity(0))
+        return measurement.Outcome(
+            "ok",
+            metrics={"time": timing.summarize([1e-3, 1e-3], "s")},
+            params={"affinity_in_run": seen},
+        )
+
+    probed = []
+    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr(host_speed, "reference_file", lambda: tmp_path / "host-speed.json")
+    monkeypatch.setattr(host_speed, "probe", lambda cpus=None: probed.append(cpus) or 1e-3)
+    settings = {"seed": 0, "config_hash": "t", "runs": 2, "half_width": 0.5, "budget_s": 0}
+    exp = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 1000)
+    output = tmp_path / "record.json"
+    assert measurement.run(exp, settings, str(output), fresh_processes=True) == "ok"
+    record = load_record(output)
+    chosen = devices.pinned_cpus(parse_device("cpu1"))
+    assert record["params"]["affinity_in_run"] == chosen
+    assert record["conditions"]["cpus_used"] == chosen
+    assert probed and all(cpus == chosen for cpus in probed)
+    assert record["provenance"]["cpu_topology"]["usable"] == sorted(os.sched_getaffinity(0))

@@ -275,8 +275,9 @@ def _cpu_list() -> dict[str, Any]:
 
 
 def _conditions_section() -> dict[str, Any]:
-    """What else the machine did (contention.Conditions, and the guard's verdict), and how
-    precise the measurement ended (precision.Progress.report)."""
+    """What else the machine did (contention.Conditions, and the guard's verdict), the CPUs
+    the measurement ran on (devices.cpus_used), and how precise it ended
+    (precision.Progress.report)."""
     rates = ("window_s", "other_cpus", "workflow_cpus", "steal_cpus", "load_average_1m")
     return _closed(
         ("busy",),
@@ -286,6 +287,7 @@ def _conditions_section() -> dict[str, Any]:
         cpu_mhz=_number(0, nullable=True),
         governor=_text(nullable=True),
         attempts={"type": "integer", "minimum": 1},
+        cpus_used=_cpu_list(),
         runs={"type": "integer", "minimum": 1},
         reached_half_width=_number(0, nullable=True),
         half_width_target={"type": "number", "exclusiveMinimum": 0},
