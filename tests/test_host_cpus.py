@@ -102,6 +102,15 @@ def test_a_vm_without_node_directories_has_unknown_numa_nodes(tmp_path):
     )
 
 
+def test_a_vm_that_hides_its_sockets_has_them_unknown_and_its_cores_still_counted(tmp_path):
+    plant(tmp_path, [[(0,), (1,)]])
+    for cpu in (0, 1):
+        (tmp_path / "cpu" / f"cpu{cpu}" / "topology" / "physical_package_id").write_text("\n")
+    host_cpus.read_topology.cache_clear()  # read once per process: read it again here
+    found = host_cpus.read_topology(tmp_path)
+    assert found.sockets is None and found.cores == 2
+
+
 def test_a_host_with_smt_turned_off_counts_one_online_thread_per_core(tmp_path):
     found = plant(tmp_path, [[(0,), (1,), (2,), (3,)]], smt_active="0", online="0-3")
     assert found.threads_per_core == 1 and found.smt_active is False and found.cores == 4

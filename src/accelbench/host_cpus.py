@@ -106,11 +106,13 @@ def read_topology(root: Path = SYSFS) -> Topology:
     siblings: dict[int, frozenset[int]] = {}
     for topology in cpu_dir.glob("cpu[0-9]*/topology"):
         cpu = int(topology.parent.name.removeprefix("cpu"))
-        package = _read(topology / "physical_package_id")
+        package = _read(topology / "physical_package_id") or ""
         core = _cpu_list(topology / "thread_siblings_list")
-        if (online is not None and cpu not in online) or core is None or package is None:
+        if (online is not None and cpu not in online) or core is None:
             continue  # an offline CPU, or one whose place sysfs does not tell
-        packages[cpu], siblings[cpu] = int(package), core
+        with suppress(ValueError):  # a socket sysfs does not tell is left unknown
+            packages[cpu] = int(package)
+        siblings[cpu] = core
     numa_nodes = {}
     for node in (root / "node").glob("node[0-9]*"):
         cpus = _cpu_list(node / "cpulist")
