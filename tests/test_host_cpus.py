@@ -4,8 +4,12 @@ process and in a run forked for a measurement (accelbench.host_cpus, devices.cpu
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +17,6 @@ from accelbench import devices, host_cpus, host_speed, timing
 from accelbench.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.job.processes import call_in_fork
 from accelbench.results import load_record
 
 
@@ -218,7 +221,7 @@ def test_pinning_moves_every_thread_and_puts_each_back_after():
         release.set()
 
 
-def threads_of_a_measurement(device: str) -> tuple[list[int] | None, list[set[int]]]:
+def threads_of_a_measurement(device: str) -> tuple[list[int] | None, list[list[int]]]:
     """In a forked run: the CPUs chosen, and the CPUs of every thread of the process once a
     Numba parallel loop and a torch matmul have started their pools."""
     import numba
@@ -235,17 +238,35 @@ def threads_of_a_measurement(device: str) -> tuple[list[int] | None, list[set[in
     with devices.cpu_threads(parse_device(device)):
         total(np.ones(100_000))
         torch.ones(256, 256) @ torch.ones(256, 256)
-        masks = [os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")]
+        threads = os.listdir("/proc/self/task")
+        masks = [sorted(os.sched_getaffinity(int(thread))) for thread in threads]
     return devices.pinned_cpus(parse_device(device)), masks
+
+
+# Forks the run as the measuring process does, from a process that has started no thread
+# pool: this one may have (GNU OpenMP cannot be forked, and Numba stops a child that tries).
+FORKED_RUN = (
+    "import json; from accelbench.job.processes import call_in_fork; "
+    "from test_host_cpus import threads_of_a_measurement; "
+    "print(json.dumps(call_in_fork(threads_of_a_measurement, 'cpu1')))"
+)
 
 
 @two_cpus
 def test_a_forked_cpu1_measurement_runs_every_thread_on_the_one_cpu_chosen():
     outside = os.sched_getaffinity(0)
-    chosen, masks = call_in_fork(threads_of_a_measurement, "cpu1")
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_RUN],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    chosen, masks = json.loads(done.stdout.splitlines()[-1])
     assert chosen is not None and len(chosen) == 1
     assert len(masks) > 1  # Numba's pool at least
-    assert all(mask == set(chosen) for mask in masks)
+    assert all(mask == chosen for mask in masks)
     assert os.sched_getaffinity(0) == outside
 
 
