@@ -80,7 +80,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-33:] == [
+    assert columns[-34:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -99,6 +99,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "energy_baseline_w",
         "host",
         "cpu_model",
+        "cpu_topology",
         "gpu",
         "gpu_count",
         "driver",
@@ -576,6 +577,9 @@ def test_provenance_summary(frame, gpu_frame):
     values = table["Value (records)"].to_dict()
     assert values["Status"] == "ok (9); n/a (4); OOM (1); failed (1)"
     assert values["GPU"] == "none (13); NVIDIA H100 (2)"
+    assert values["CPU topology"] == (
+        "1 socket, 1 NUMA node, 8 cores x 2 threads (SMT on), 16 CPUs usable (15)"
+    )
     assert values["torch"] == "2.5.0 (15)"
     assert values["Uncommitted changes"] == "no (15)"
     assert values["Measured"] == "2024-05-01 12:00 – 2024-05-01 12:00 UTC (15)"

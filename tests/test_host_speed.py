@@ -46,7 +46,7 @@ def scripted_probes(monkeypatch, *pairs):
     the readings left."""
     readings = [value for pair in pairs for value in pair]
 
-    def probe():
+    def probe(cpus=None):
         return readings.pop(0) if readings else 1e-3
 
     monkeypatch.setattr(host_speed, "probe", probe)

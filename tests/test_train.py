@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import os
 import statistics
 import weakref
 from types import SimpleNamespace
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from accelbench import timing
+from accelbench import devices, timing
 from accelbench.families.train import PRECISIONS, TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement
@@ -283,6 +284,28 @@ def test_cpu2_uses_two_threads_and_restores_the_count(monkeypatch):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU leaves nothing to choose")
+def test_cpu1_training_runs_on_the_one_cpu_chosen_for_it_and_gives_the_others_back(monkeypatch):
+    spec = models()["resnet18"]
+    seen = []
+    original = spec.build
+
+    def build(options):
+        seen.append(os.sched_getaffinity(0))
+        return original(options)
+
+    monkeypatch.setattr(spec.implementation, "build", build)
+    outside = os.sched_getaffinity(0)
+    outcome = measure_training(
+        TrainExperiment("resnet18", "cpu1", "fp32", "single", 2),
+        {**SETTINGS, "steps": 1, "warmup_steps": 0},
+    )
+    assert outcome.status == "ok", outcome.reason
+    chosen = set(devices.pinned_cpus(devices.parse_device("cpu1")))
+    assert len(chosen) == 1 and seen == [chosen, chosen]
+    assert os.sched_getaffinity(0) == outside
 
 
 def test_cpu_thread_count_restored_after_failure(monkeypatch):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from accelbench import doctor
+from accelbench import doctor, host_cpus
 
 DEVICE_PATTERN = re.compile(r"^(?P<kind>cpu|cuda)(?P<count>[1-9][0-9]*)$")
 MULTI_NODE_PATTERN = re.compile(r"^(?P<nodes>[0-9]+)x(?P<count>[0-9]+)(?P<kind>[a-z]+)$")
@@ -124,29 +124,56 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-@contextmanager
-def cpu_threads(device: Device) -> Iterator[int]:
-    """Pin every threaded runtime (BLAS/OpenMP, PyTorch, Numba) to the device's thread count.
+def pinned_cpus(device: Device) -> list[int] | None:
+    """The CPUs a measurement of `device` is pinned to (host_cpus.choose_cpus), or None
+    where there is nothing to choose: a GPU's host side keeps every CPU it has, Slurm
+    places the tasks of several nodes, and a process with no more CPUs than the device's
+    threads runs on all of them (Slurm gave the job exactly its CPUs; a smaller host's
+    threads share its CPUs, as they always did)."""
+    if device.is_gpu or device.nodes > 1:
+        return None
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) <= device.count:
+        return None
+    return host_cpus.choose_cpus(device.count, allowed, host_cpus.read_topology())
 
-    On a GPU device the host side keeps one thread per GPU, enough to feed it.
+
+def cpus_used(device: Device) -> list[int]:
+    """The CPUs a measurement of `device` runs on: those it is pinned to, else every CPU
+    this process may use."""
+    return pinned_cpus(device) or sorted(os.sched_getaffinity(0))
+
+
+@contextmanager
+def cpu_threads(device: Device, threads: int | None = None) -> Iterator[int]:
+    """Run on the device's CPUs (pinned_cpus) with every threaded runtime (BLAS/OpenMP,
+    PyTorch, Numba) at its thread count.
+
+    The CPUs are set first: a runtime starts its pool at the first call that sets or
+    even reads its thread count (numba.get_num_threads starts Numba's), and a thread
+    starts on its creator's CPUs. `threads` is one process's share where several share
+    the device (a ddp rank on cpuN runs one); on a GPU device the host side keeps one
+    thread, enough to feed it.
     """
     import numba
     import torch
     from threadpoolctl import threadpool_limits
 
-    threads = device.count if not device.is_gpu else 1
-    previous_torch, previous_numba = torch.get_num_threads(), numba.get_num_threads()
+    if threads is None:
+        threads = device.count if not device.is_gpu else 1
     numba_threads = min(threads, numba.config.NUMBA_NUM_THREADS)
-    try:
-        with threadpool_limits(limits=threads):
-            torch.set_num_threads(threads)
-            numba.set_num_threads(numba_threads)
-            yield threads
-    finally:
-        # After threadpoolctl has restored the OpenMP runtime torch shares: its restore
-        # would otherwise set torch's count to whatever OpenMP had before.
-        torch.set_num_threads(previous_torch)
-        numba.set_num_threads(previous_numba)
+    with host_cpus.pinned(pinned_cpus(device)):
+        previous_torch, previous_numba = torch.get_num_threads(), numba.get_num_threads()
+        try:
+            with threadpool_limits(limits=threads):
+                torch.set_num_threads(threads)
+                numba.set_num_threads(numba_threads)
+                yield threads
+        finally:
+            # After threadpoolctl has restored the OpenMP runtime torch shares: its restore
+            # would otherwise set torch's count to whatever OpenMP had before.
+            torch.set_num_threads(previous_torch)
+            numba.set_num_threads(previous_numba)
 
 
 def slurm_gpu_shortfall(device: Device) -> str | None:

@@ -10,7 +10,7 @@ about half the time to most of it. A measurement taken in such a stretch is not
 the machine's, and an independent rerun minutes later may land in another one.
 
 So each CPU run is bracketed by a probe: a fixed Python loop timed on every CPU
-the run may use, the slowest CPU counting, held against the fastest this host
+the run runs on (devices.cpus_used), the slowest CPU counting, held against the fastest this host
 has shown (kept per host in the temporary directory, so for as long as the
 machine runs). A run whose probe before or after it was more than
 `max_host_slowdown` slower counts as slowed by the host, and a record whose runs
@@ -31,6 +31,7 @@ import socket
 import statistics
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,11 +58,12 @@ def _probe_here() -> float:
     return statistics.median(times)
 
 
-def probe() -> float:
-    """Seconds of the probe on the slowest of the CPUs this process may use (its runs'
-    CPUs), each timed pinned to it; the process's affinity is restored after."""
+def probe(cpus: Collection[int] | None = None) -> float:
+    """Seconds of the probe on the slowest of `cpus` (a run's: devices.cpus_used; by
+    default every CPU this process may use), each timed pinned to it; the process's
+    affinity is restored after."""
     allowed = os.sched_getaffinity(0)
-    chosen = sorted(allowed)[:MOST_CPUS]
+    chosen = sorted(allowed if cpus is None else cpus)[:MOST_CPUS]
     try:
         slowest = 0.0
         for cpu in chosen:

@@ -1,8 +1,9 @@
 """Where and with what a record was measured: machine, accelerator, software, run context.
 
 A number without its provenance cannot be compared with another one, so every
-record carries the host, CPU and GPU models, library versions, git commit,
-config hash and, under Slurm, the job id, partition and node.
+record carries the host, CPU and GPU models, the CPUs' layout (sockets, NUMA nodes,
+cores, SMT), library versions, git commit, config hash and, under Slurm, the job id,
+partition and node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from accelbench import doctor
+from accelbench import doctor, host_cpus
 from accelbench.devices import usable_cpus
 
 LIBRARIES = (
@@ -200,6 +201,7 @@ def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "usable_cpus": usable_cpus(),
+        "cpu_topology": host_cpus.topology_record(),
         "python": platform.python_version(),
         "libraries": library_versions(),
         "accelerator": gpu_info(),

@@ -271,9 +271,14 @@ def _energy_section() -> dict[str, Any]:
     return found
 
 
+def _cpu_list() -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "integer", "minimum": 0}}
+
+
 def _conditions_section() -> dict[str, Any]:
-    """What else the machine did (contention.Conditions, and the guard's verdict), and how
-    precise the measurement ended (precision.Progress.report)."""
+    """What else the machine did (contention.Conditions, and the guard's verdict), the CPUs
+    the measurement ran on (devices.cpus_used), and how precise it ended
+    (precision.Progress.report)."""
     rates = ("window_s", "other_cpus", "workflow_cpus", "steal_cpus", "load_average_1m")
     return _closed(
         ("busy",),
@@ -283,6 +288,7 @@ def _conditions_section() -> dict[str, Any]:
         cpu_mhz=_number(0, nullable=True),
         governor=_text(nullable=True),
         attempts={"type": "integer", "minimum": 1},
+        cpus_used=_cpu_list(),
         runs={"type": "integer", "minimum": 1},
         reached_half_width=_number(0, nullable=True),
         half_width_target={"type": "number", "exclusiveMinimum": 0},
@@ -307,10 +313,24 @@ def _provenance_section() -> dict[str, Any]:
         exclusive={"type": ["boolean", "null"]},
     )
     slurm["type"] = ["object", "null"]
+    # host_cpus.Topology.record: every key, null where sysfs does not tell
+    counts = ("sockets", "cores", "logical_cpus", "threads_per_core")
+    cpu_topology = _closed(
+        (*counts, "numa_nodes", "smt_active", "usable"),
+        **dict.fromkeys(counts, count),
+        numa_nodes={
+            "type": ["object", "null"],
+            "patternProperties": {"^[0-9]+$": _cpu_list()},
+            "additionalProperties": False,
+        },
+        smt_active={"type": ["boolean", "null"]},
+        usable=_cpu_list(),
+    )
     return _closed(
         **dict.fromkeys(("host", "platform", "cpu_model", "python"), _text(nullable=True)),
         cpu_count=count,
         usable_cpus=count,
+        cpu_topology=cpu_topology,
         libraries={"type": "object", "additionalProperties": _text(nullable=True)},
         accelerator=_closed(
             cuda_runtime=_text(nullable=True),

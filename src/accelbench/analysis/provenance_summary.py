@@ -1,7 +1,7 @@
 """Provenance summary: where, on what and with which software the records were measured.
 
-One line per field (host, CPU, GPU, driver, CUDA, Python, each library, git
-commit, config hash, Slurm partition, time span), listing its distinct values
+One line per field (host, CPU, its topology, GPU, driver, CUDA, Python, each library,
+git commit, config hash, Slurm partition, time span), listing its distinct values
 with the number of records that carry each. A table that mixes two library
 versions or two GPU models says so at a glance, before anyone compares its
 numbers.
@@ -22,6 +22,7 @@ from accelbench.results import STATUSES
 FIELDS = (
     ("Host", "host"),
     ("CPU", "cpu_model"),
+    ("CPU topology", "cpu_topology"),
     ("GPU", "gpu"),
     ("GPUs per job", "gpu_count"),
     ("NVIDIA driver", "driver"),
@@ -32,6 +33,8 @@ FIELDS = (
     ("Config hash", "config_hash"),
     ("Slurm partition", "slurm_partition"),
 )
+# Fields whose values differ by design: a cluster's nodes, and the CPUs each job was given.
+VARIED = ("Host", "CPU topology")
 NONE = "none"
 CSV_COLUMNS = ("field", "value", "records")
 
@@ -92,7 +95,7 @@ def summary_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         "csv_columns": CSV_COLUMNS,
     }
     footnotes = [] if len(frame) else ["No records."]
-    mixed = [label for label, values in fields[1:-1] if len(values) > 1 and label != "Host"]
+    mixed = [label for label, values in fields[1:-1] if len(values) > 1 and label not in VARIED]
     if mixed:
         footnotes.append(
             f"More than one value of {', '.join(mixed)}: compare numbers measured with the same "

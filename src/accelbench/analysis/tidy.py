@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from accelbench import grid
+from accelbench import grid, host_cpus
 from accelbench.devices import DeviceError, parse_device
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
@@ -69,6 +69,7 @@ ENERGY_COLUMNS = ("energy_status", "energy_reason", "energy_method", "energy_bas
 PROVENANCE_COLUMNS = (
     "host",
     "cpu_model",
+    "cpu_topology",
     "gpu",
     "gpu_count",
     "driver",
@@ -138,6 +139,7 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
     return {
         "host": provenance.get("host"),
         "cpu_model": provenance.get("cpu_model"),
+        "cpu_topology": host_cpus.describe(provenance.get("cpu_topology")),
         "gpu": gpus[0] if gpus else None,
         "gpu_count": len(gpus),
         "driver": accelerator.get("driver"),

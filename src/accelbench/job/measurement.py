@@ -29,7 +29,7 @@ from accelbench import (
 )
 from accelbench.backends import BACKENDS
 from accelbench.datasci import workloads
-from accelbench.devices import slurm_gpu_shortfall
+from accelbench.devices import cpus_used, slurm_gpu_shortfall
 from accelbench.families import family_of
 from accelbench.families.base import Experiment
 from accelbench.families.kernel import KernelExperiment
@@ -225,12 +225,13 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
         before_runs(exp, settings)
     progress = precision.Progress(goal)
     host = _host_reference(exp, settings) if forked else None
+    run_cpus = cpus_used(exp.parsed_device)  # the runs' own CPUs, which the probe times
     slowdowns: list[float] = []
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
     with ranks_may_fork(fresh_processes):
         while progress.more():
-            before = host_speed.probe() if host else 0.0
+            before = host_speed.probe(run_cpus) if host else 0.0
             started = time.perf_counter()
             run_settings = (
                 settings
@@ -250,7 +251,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                     outcome.reason = f"run {count}{of}: {outcome.reason}"
                 return outcome
             if host:
-                slowdowns.append(host.slowdown(before, host_speed.probe()))
+                slowdowns.append(host.slowdown(before, host_speed.probe(run_cpus)))
             outcomes.append(outcome)
             progress.add(outcome.metrics)
             log.info(
@@ -341,6 +342,7 @@ def measure_watched(
         "busy": busy,
         "max_other_cpus": guard["max_other_cpus"],
         "attempts": attempt,
+        "cpus_used": cpus_used(exp.parsed_device),
         **reached,
     }
     if outcome.status == "ok" and (busy or reached.get("imprecise")):

@@ -278,7 +278,7 @@ def train_process(
         if grouped and device.is_gpu:
             gpus = distributed.check_distinct_gpus(place.device)
         hosts = _rank_hosts(grouped)
-        with cpu_threads(Device("cpu", threads)), _tensor_cores(exp.precision == "tf32"):
+        with cpu_threads(device, threads), _tensor_cores(exp.precision == "tf32"):
             runs, peaks = [], []
             # Independent runs, each building its model, optimiser and data afresh, until
             # the time per mini-batch is precise (accelbench.precision).

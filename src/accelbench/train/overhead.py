@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from accelbench import timing
-from accelbench.devices import Device, cpu_threads
+from accelbench.devices import cpu_threads
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.train import strategies
@@ -47,7 +47,7 @@ def harness_overhead(
     device = exp.parsed_device
     threads = strategies.threads_per_process(exp.strategy, device)
     place = strategies.placement(exp.strategy, device, 0, 1, 0)
-    with cpu_threads(Device("cpu", threads)):
+    with cpu_threads(device, threads):
         session = sessions.build(exp, parsed, device, place)
         if len(session.step.parts) != 1:
             raise ValueError(f"{exp.model} trains several parts; its bare step is its own step")

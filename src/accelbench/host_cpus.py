@@ -1,0 +1,233 @@
+"""The host's CPUs: how they are laid out (sockets, NUMA nodes, cores, SMT), and which of
+them a measurement of N threads runs on.
+
+A GPU node is a big host (16 to 128 cores, often two sockets), and its CPU cells are the
+other half of every GPU-vs-CPU speedup. A cpu4 cell whose four threads float over 16
+cores is not four cores' worth of CPU: the scheduler moves them between cores, sockets
+and the SMT siblings of one core from run to run. So a cell of N threads is pinned to N
+CPUs chosen here, and every record carries the layout it was measured on.
+
+The layout is read from Linux's sysfs under a root that tests replace with a planted
+tree. Where sysfs lacks a part (a container, a virtual machine without NUMA nodes), that
+part is unknown (null in the record), never a guess and never a crash.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SYSFS = Path("/sys/devices/system")
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """The CPUs of a list as Linux writes it: "0-3,8-11", "5", or "" for none."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """`cpus` as Linux writes a CPU list: runs of consecutive CPUs as ranges, "0-3,8"."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _cpu_list(path: Path) -> frozenset[int] | None:
+    text = _read(path)
+    try:
+        return None if text is None else parse_cpu_list(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The online CPUs as sysfs describes them; a part sysfs lacks is empty."""
+
+    online: frozenset[int]
+    packages: dict[int, int]  # CPU -> its socket (physical package)
+    siblings: dict[int, frozenset[int]]  # CPU -> the online CPUs of its physical core, itself too
+    numa_nodes: dict[int, frozenset[int]]  # NUMA node -> its CPUs
+    smt_active: bool | None  # whether SMT siblings are online (cpu/smt/active)
+
+    @property
+    def sockets(self) -> int | None:
+        return len(set(self.packages.values())) or None
+
+    @property
+    def cores(self) -> int | None:
+        return len(set(self.siblings.values())) or None
+
+    @property
+    def threads_per_core(self) -> int | None:
+        return max(map(len, self.siblings.values()), default=None)
+
+    def record(self, usable: Iterable[int]) -> dict[str, Any]:
+        """The provenance's `cpu_topology`, with `usable`, the CPUs the process may use."""
+        return {
+            "sockets": self.sockets,
+            "numa_nodes": {str(node): sorted(cpus) for node, cpus in self.numa_nodes.items()}
+            or None,
+            "cores": self.cores,
+            "logical_cpus": len(self.online) or None,
+            "threads_per_core": self.threads_per_core,
+            "smt_active": self.smt_active,
+            "usable": sorted(usable),
+        }
+
+
+@functools.cache
+def read_topology(root: Path = SYSFS) -> Topology:
+    """The CPU layout below `root` (Linux: /sys/devices/system), read once per process."""
+    cpu_dir = root / "cpu"
+    online = _cpu_list(cpu_dir / "online")
+    packages: dict[int, int] = {}
+    siblings: dict[int, frozenset[int]] = {}
+    for topology in cpu_dir.glob("cpu[0-9]*/topology"):
+        cpu = int(topology.parent.name.removeprefix("cpu"))
+        package = _read(topology / "physical_package_id") or ""
+        core = _cpu_list(topology / "thread_siblings_list")
+        if (online is not None and cpu not in online) or core is None:
+            continue  # an offline CPU, or one whose place sysfs does not tell
+        with suppress(ValueError):  # a socket sysfs does not tell is left unknown
+            packages[cpu] = int(package)
+        siblings[cpu] = core
+    numa_nodes = {}
+    for node in (root / "node").glob("node[0-9]*"):
+        cpus = _cpu_list(node / "cpulist")
+        if cpus is not None:
+            numa_nodes[int(node.name.removeprefix("node"))] = cpus
+    smt = _read(cpu_dir / "smt" / "active")
+    threads_per_core = max(map(len, siblings.values()), default=None)
+    if smt in ("0", "1"):
+        smt_active: bool | None = smt == "1"
+    else:  # no smt directory (an older kernel): siblings are online where a core has two
+        smt_active = None if threads_per_core is None else threads_per_core > 1
+    return Topology(
+        online=online if online is not None else frozenset(siblings),
+        packages=packages,
+        siblings=siblings,
+        numa_nodes=dict(sorted(numa_nodes.items())),
+        smt_active=smt_active,
+    )
+
+
+def topology_record() -> dict[str, Any]:
+    """This host's layout and the CPUs this process may use, for the provenance."""
+    return read_topology().record(os.sched_getaffinity(0))
+
+
+def _counted(count: int | None, what: str) -> str:
+    if count is None:
+        return f"{what}s unknown"
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
+def describe(topology: dict[str, Any] | None) -> str | None:
+    """A record's `cpu_topology` in one line: "1 socket, 1 NUMA node, 8 cores x 2 threads
+    (SMT on), 16 CPUs usable"; "8 of 32 CPUs usable" where the process had fewer."""
+    if not topology:
+        return None
+    nodes, cores = topology["numa_nodes"], _counted(topology["cores"], "core")
+    if topology["cores"] is not None:
+        smt = {True: " (SMT on)", False: " (SMT off)"}.get(topology["smt_active"], "")
+        cores += f" x {_counted(topology['threads_per_core'], 'thread')}{smt}"
+    usable, logical = len(topology["usable"]), topology["logical_cpus"]
+    of = f"{usable} of {logical} CPUs" if logical and logical != usable else _counted(usable, "CPU")
+    return ", ".join(
+        (
+            _counted(topology["sockets"], "socket"),
+            _counted(None if nodes is None else len(nodes), "NUMA node"),
+            cores,
+            f"{of} usable",
+        )
+    )
+
+
+def choose_cpus(count: int, allowed: Collection[int], topology: Topology) -> list[int]:
+    """`count` of the `allowed` CPUs for a measurement of `count` threads, sorted.
+
+    Within one NUMA node (one socket where the nodes are unknown) if one holds them all,
+    so that memory stays near; one CPU per physical core before the second thread of any
+    core of the node, since two SMT siblings share one core's units; lowest numbers first.
+    Deterministic: every run of a cell, and the process that probes the host for it,
+    choose the same CPUs.
+    """
+    node_of = {cpu: node for node, cpus in topology.numa_nodes.items() for cpu in cpus}
+    domains: dict[tuple[int, int], list[int]] = {}
+    for cpu in sorted(allowed):
+        domain = (node_of.get(cpu, -1), topology.packages.get(cpu, -1))
+        domains.setdefault(domain, []).append(cpu)
+    order = sorted(domains, key=lambda domain: (len(domains[domain]) < count, domain))
+    ranked = [cpu for domain in order for cpu in _cores_first(domains[domain], topology)]
+    return sorted(ranked[:count])
+
+
+def _cores_first(cpus: list[int], topology: Topology) -> list[int]:
+    """`cpus` ordered by how many of them share the CPU's core with a lower number: every
+    core's first CPU, then every core's second."""
+    present = set(cpus)
+
+    def sibling_rank(cpu: int) -> int:
+        core = topology.siblings.get(cpu, ())
+        return sum(1 for other in core if other < cpu and other in present)
+
+    return sorted(cpus, key=lambda cpu: (sibling_rank(cpu), cpu))
+
+
+def _threads() -> list[int]:
+    return [int(name) for name in os.listdir("/proc/self/task")]
+
+
+def _set_affinity(thread: int, cpus: Collection[int]) -> None:
+    with suppress(ProcessLookupError):  # the thread ended meanwhile
+        os.sched_setaffinity(thread, cpus)
+
+
+@contextmanager
+def pinned(cpus: Collection[int] | None) -> Iterator[None]:
+    """Every thread of this process on `cpus` (None: left where it is) until the block
+    ends, then each thread back on its own CPUs, and one started inside on the CPUs the
+    caller had.
+
+    Affinity is a thread's, and a new thread inherits its creator's: a thread pool
+    (OpenMP, OpenBLAS, Numba) started inside the block runs on `cpus`. Threads that
+    already run are moved too, or a pool an earlier measurement in this process started
+    would go on using every CPU, or the CPUs of that measurement.
+    """
+    if cpus is None:
+        yield
+        return
+    outside = os.sched_getaffinity(0)
+    before = {}
+    for thread in _threads():
+        with suppress(ProcessLookupError):
+            before[thread] = os.sched_getaffinity(thread)
+    for thread in before:
+        _set_affinity(thread, cpus)
+    try:
+        yield
+    finally:
+        for thread in _threads():
+            _set_affinity(thread, before.get(thread, outside))
