@@ -81,20 +81,30 @@ lock:
 # The acceptance check of the GPU half, on a GPU node or in a GPU job (README, "GPU
 # acceptance"): the doctor, the GPU tests, the GPU grid through the workflow (every
 # experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
-# The data science workloads join where RAPIDS is installed; find_spec imports nothing.
+# About 8 minutes on one H100; GPU_GRID=config/gpu-full.yaml runs the complete grid
+# (about half an hour). The data science workloads join where RAPIDS is installed;
+# find_spec imports nothing. Each step prints the time it starts.
 GPU_CHECK_LOGS := results/gpu-check
+GPU_GRID ?= config/gpu.yaml
+GPU_TEST_WORKERS ?= 8
 RAPIDS_INSTALLED = $(shell $(BIN)/python -c 'import importlib.util as u; \
 	print(all(u.find_spec(m) for m in ("cudf", "cuml", "cugraph")))' 2>/dev/null)
-GPU_CONFIGS = config/gpu.yaml $(if $(filter True,$(RAPIDS_INSTALLED)),config/gpu-rapids.yaml)
+GPU_CONFIGS = $(GPU_GRID) $(if $(filter True,$(RAPIDS_INSTALLED)),config/gpu-rapids.yaml)
+STEP = @echo "[$$(date +%T)] gpu-check:"
 gpu-check: venv
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "gpu-check needs an NVIDIA GPU; nvidia-smi lists none here" >&2; exit 1; }
 	mkdir -p $(GPU_CHECK_LOGS)
+	$(STEP) the doctor
 	set -o pipefail; $(BIN)/accelbench doctor | tee $(GPU_CHECK_LOGS)/doctor.txt
+	$(STEP) the GPU tests
 	set -o pipefail; PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m gpu \
-		| tee $(GPU_CHECK_LOGS)/pytest-gpu.txt
+		-n $(GPU_TEST_WORKERS) | tee $(GPU_CHECK_LOGS)/pytest-gpu.txt
+	$(STEP) the grid $(GPU_CONFIGS)
 	$(BIN)/snakemake --cores all --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA) \
 		--forcerun kernel_benchmark roof_benchmark train_benchmark datasci_benchmark
+	$(STEP) the verdict
 	$(BIN)/accelbench gpu-check $(addprefix --configfile ,$(GPU_CONFIGS))
+	$(STEP) done
 
 # The result record's JSON Schema, generated from src/accelbench/results.py (a test checks
 # that the committed file is what the code checks).

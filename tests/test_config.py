@@ -181,7 +181,13 @@ def test_the_shipped_configs_name_every_default_they_keep():
     assert len(expanded.experiments) == 20
     assert {exp.family for exp in expanded.experiments} == {"kernel", "roof", "datasci", "train"}
     assert {exp.device for exp in expanded.experiments} == {"cpu4", "cuda1"}
-    layered = (["cluster.yaml"], ["shi2016.yaml"], ["gpu.yaml"], ["gpu.yaml", "gpu-rapids.yaml"])
+    layered = (
+        ["cluster.yaml"],
+        ["shi2016.yaml"],
+        ["gpu.yaml"],
+        ["gpu-full.yaml"],
+        ["gpu.yaml", "gpu-rapids.yaml"],
+    )
     for files in layered:
         paths = [REPO_ROOT / "config" / name for name in files]
         config, sources = workflow_config.load_with_sources(paths)

@@ -147,9 +147,14 @@ def driver_from_nvidia_smi(run: Callable[..., subprocess.CompletedProcess] = sub
         return Driver(note=f"nvidia-smi failed: {done.stderr.strip() or done.stdout.strip()}")
     gpus, version = [], None
     for line in done.stdout.strip().splitlines():
-        index, name, memory, uuid, version, capability = (part.strip() for part in line.split(","))
-        major, minor = capability.split(".")
-        gpus.append(Gpu(int(index), name, int(float(memory)), uuid, (int(major), int(minor))))
+        try:
+            index, name, memory, uuid, version, capability = (
+                part.strip() for part in line.split(",")
+            )
+            major, minor = capability.split(".")
+            gpus.append(Gpu(int(index), name, int(float(memory)), uuid, (int(major), int(minor))))
+        except ValueError:
+            return Driver(note=f"nvidia-smi answered what it does not write: {line!r}")
     return Driver(version=version, gpus=gpus, source="nvidia-smi")
 
 
