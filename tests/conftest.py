@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,15 @@ def measure_once_however_busy(monkeypatch):
     from accelbench import contention
 
     monkeypatch.setitem(contention.DEFAULTS, "retries", 0)
+
+
+@pytest.fixture(autouse=True)
+def host_files_of_its_own(tmp_path_factory, monkeypatch):
+    """Each test, and every process it starts, keeps what a host keeps for the measurements
+    that follow (its probes, its cells' spreads, its idle energy: in the temporary folder)
+    to itself: what another test measured must not widen or narrow its intervals."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path_factory.mktemp("host")))
+    monkeypatch.setattr(tempfile, "tempdir", None)
 
 
 @pytest.fixture(autouse=True)

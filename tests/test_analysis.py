@@ -80,7 +80,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-34:] == [
+    assert columns[-35:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -91,6 +91,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "steal_cpus",
         "host_slowed_runs",
         "host_slowdown",
+        "host_speed_of_best",
         "implementation",
         "timer",
         "energy_status",

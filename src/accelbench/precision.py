@@ -26,6 +26,14 @@ from typing import Any
 
 from accelbench import timing
 from accelbench.families import FAMILIES
+from accelbench.rerun import MOST_SPAN, Spread
+
+
+def _span(half_width: float) -> float:
+    """High / low of an interval m (1 +- ...) whose larger side is `half_width` of m, on the
+    log scale the rerun interval is built on: exp(2 log(1 + half_width))."""
+    return (1 + half_width) ** 2 if math.isfinite(half_width) else math.inf
+
 
 # Defaults of the settings a family's config section may give.
 DEFAULTS = {"runs": 1, "half_width": 0.05, "budget_s": 0.0}
@@ -55,12 +63,14 @@ class Goal:
 
 @dataclass
 class Progress:
-    """The runs of one measurement so far, and whether another one is due."""
+    """The runs of one measurement so far, and whether another one is due: with what the
+    host says of its runs (`spread`, accelbench.rerun), how many the goal needs."""
 
     goal: Goal
     clock: Callable[[], float] = time.perf_counter
     runs: list[dict[str, dict[str, Any]]] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
+    spread: Spread | None = None
 
     def __post_init__(self) -> None:
         self.last = self.clock()
@@ -86,18 +96,47 @@ class Progress:
         if not self.runs:
             return math.inf
         widths = [
-            timing.relative_half_width(timing.across_runs([run[name] for run in self.runs]))
+            timing.relative_half_width(
+                timing.across_runs([run[name] for run in self.runs], self.spread)
+            )
             for name in self.runs[0]
         ]
         return max(widths, default=math.inf)
 
+    def needed(self) -> int | None:
+        """The runs the goal needs at the spread seen (None: no number of runs reaches it),
+        the most among the figures of merit; the runs so far where nothing can be told."""
+        if self.spread is None or len(self.runs) < 2:
+            return len(self.runs)
+        most = len(self.runs)
+        for name in self.runs[0]:
+            medians = [run[name]["median"] for run in self.runs]
+            if min(medians) <= 0:
+                continue
+            runs = self.spread.runs_needed([math.log(m) for m in medians], self.goal.half_width)
+            if runs is None:
+                return None
+            most = max(most, runs)
+        return most
+
+    def within_reach(self) -> bool:
+        """Whether the runs the goal needs fit in the budget and the rerun interval's
+        range, each as long as the last; always, where the host tells nothing."""
+        needed = self.needed()
+        if needed is None or needed > timing.MAX_RUNS:
+            return False
+        more = needed - len(self.runs)
+        return self.spent + more * self.durations[-1] <= self.goal.budget_s
+
     def more(self) -> bool:
         """Whether to run once more: fewer runs than the least, or still too wide while
-        another run (as long as the last one) fits in the budget."""
+        the goal is within reach and another run (as long as the last) fits in the budget."""
         count = len(self.runs)
         if count < self.goal.least_runs:
             return True
         if count >= timing.MAX_RUNS or self.achieved() <= self.goal.half_width:
+            return False
+        if self.spread is not None and not self.within_reach():
             return False
         return self.spent + self.durations[-1] <= self.goal.budget_s
 
@@ -105,17 +144,28 @@ class Progress:
         """What the record keeps (its `conditions`): the precision asked and reached, the
         runs, the time spent and, where the goal was missed, why."""
         achieved = self.achieved()
-        precise = achieved <= self.goal.half_width
+        precise = achieved <= self.goal.half_width and _span(achieved) <= MOST_SPAN
         reason = None
+        count = len(self.runs)
         if not precise:
-            count = len(self.runs)
+            runs = f"{count} run{'s' if count != 1 else ''}"
+            needed = self.needed() if self.spread is not None else count
             if count >= timing.MAX_RUNS:
                 reason = f"stopped at {count} runs, the most the rerun interval is defined for"
-            else:
+            elif needed is None:
                 reason = (
-                    f"time budget of {self.goal.budget_s:g} s spent after {count} "
-                    f"run{'s' if count != 1 else ''}"
+                    f"stopped after {runs}: no number of runs reaches +-"
+                    f"{self.goal.half_width:.0%} at this host's spread and drift"
                 )
+            elif needed > count:
+                reason = (
+                    f"stopped after {runs}: needs about {needed} runs at this spread, "
+                    f"more than the time budget of {self.goal.budget_s:g} s allows"
+                )
+            else:
+                reason = f"time budget of {self.goal.budget_s:g} s spent after {runs}"
+            if achieved <= self.goal.half_width:
+                reason = f"its interval spans more than a factor of {MOST_SPAN:g}"
         return {
             "runs": len(self.runs),
             "reached_half_width": achieved if math.isfinite(achieved) else None,

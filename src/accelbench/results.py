@@ -299,7 +299,10 @@ def _conditions_section() -> dict[str, Any]:
         host_slowed_runs={"type": "integer", "minimum": 0},
         host_slowdown=_number(0),
         host_probe_s=_number(0, nullable=True),
+        host_speed_of_best=_number(0, nullable=True),
         max_host_slowdown=_number(0),
+        host_run_spread=_number(0),
+        host_drift=_number(0),
     )
 
 

@@ -24,7 +24,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelbench.rerun import Spread
 
 CI_LEVEL = 0.95
 # The 95% quantile of |median(X) - median(Y)| / MADn(X) for X, Y two independent samples
@@ -41,6 +44,12 @@ RERUN_INTERVAL = (
     "95% prediction interval for the median an independent rerun of R runs reports: "
     "median of the R run medians times exp(+-q(R) * MADn(log run medians)), q(R) the 95% "
     "quantile of that pivot for normal log run medians (accelbench.timing.RERUN_QUANTILES)"
+)
+HOST_RERUN_INTERVAL = (
+    "95% prediction interval for the median an independent rerun of R runs reports, minutes "
+    "later: median of the R run medians times exp(+-1.96 sqrt(2 V(R) s^2 + 2 d^2)), s the "
+    "larger of the runs' own spread and that of the host's recent cells, d the host's drift "
+    "between measurements (conditions host_run_spread, host_drift; accelbench.rerun)"
 )
 WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not cover reruns)"
 # What each backend's timer (backends.Backend.timer) is, as a record names it.
@@ -137,7 +146,7 @@ def _median_error(run: dict[str, Any]) -> float:
     return 0.929 * (run["q3"] - run["q1"]) / math.sqrt(run["n"])
 
 
-def across_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) -> dict[str, Any]:
     """Combine one metric's summaries from R independent runs into what a rerun would show.
 
     The median is the median of the run medians; the interval (RERUN_INTERVAL) is
@@ -152,7 +161,9 @@ def across_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     sqrt(pi / R) (each median's variance is about pi sigma^2 / 2R). It is robust: one
     odd run shifts the median and the median absolute deviation by at most one order
     statistic, where it would inflate a standard deviation without bound (a cold
-    run 6 times slower than the others made a t interval 50 times wider).
+    run 6 times slower than the others made a t interval 50 times wider). It is wide
+    at few runs (17 MADn at three): where the host has told how its runs spread and
+    drift (`spread`, accelbench.rerun), the interval is built from that instead.
     Times and rates vary by factors, hence the log scale: the interval stays
     positive, and a time's interval maps exactly onto its rate's. A metric with a
     median at or below zero gets the same interval on its own scale.
@@ -167,7 +178,11 @@ def across_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     centre = statistics.median(medians)
     jitter = statistics.median(_median_error(run) for run in runs)
     if min(medians) > 0:
-        half = rerun_half_width([math.log(median) for median in medians], jitter / centre)
+        logs = [math.log(median) for median in medians]
+        if spread is not None:
+            half = spread.half_width(logs, jitter / centre)
+        else:
+            half = rerun_half_width(logs, jitter / centre)
         low, high = centre * math.exp(-half), centre * math.exp(half)
     else:
         half = rerun_half_width(medians, jitter)
@@ -247,10 +262,12 @@ def combine_raw(raws: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
     }
 
 
-def combine_metrics(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def combine_metrics(
+    runs: Sequence[dict[str, dict[str, Any]]], spread: Spread | None = None
+) -> dict[str, dict[str, Any]]:
     """The metrics of R runs as one set: distributions across runs, single values from run 1."""
     return {
-        name: across_runs([run[name] for run in runs]) if "median" in metric else metric
+        name: across_runs([run[name] for run in runs], spread) if "median" in metric else metric
         for name, metric in runs[0].items()
     }
 

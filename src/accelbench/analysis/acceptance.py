@@ -2,9 +2,10 @@
 GPU half must show.
 
 The grid (config/gpu.yaml, or the complete config/gpu-full.yaml) runs every kernel,
-roof and training configuration that can go wrong on first contact with a GPU; this module reads its records and lists
-every condition that fails, each with the record it was read from. Nothing is
-measured here, and nothing is judged that a data sheet or the records do not say.
+roof and training configuration that can go wrong on first contact with a GPU; this
+module reads its records and lists every condition that fails, each with the record it
+was read from. Nothing is measured here, and nothing is judged that a data sheet or the
+records do not say.
 
 The conditions:
 

@@ -59,6 +59,7 @@ CONDITION_COLUMNS = (
     "steal_cpus",
     "host_slowed_runs",
     "host_slowdown",
+    "host_speed_of_best",
 )
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
@@ -433,7 +434,7 @@ def flag_text(row: pd.Series) -> str:
     if flagged(row.get("busy")):
         slowed, slowdown = row.get("host_slowed_runs"), row.get("host_slowdown")
         host = (
-            f" (the host slowed {int(slowed)} of its runs: probe {slowdown:.2f}x its best)"
+            f" (the host slowed {int(slowed)} of its runs: probe {slowdown:.2f}x its recent speed)"
             if pd.notna(slowed) and slowed and pd.notna(slowdown)
             else ""
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ from accelbench import (
     host_speed,
     precision,
     provenance,
+    rerun,
     timing,
 )
 from accelbench.backends import BACKENDS
@@ -76,7 +78,7 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
         return of_process_end("the run's process", died.code, kills)
 
 
-def combine_runs(outcomes: list[Outcome]) -> Outcome:
+def combine_runs(outcomes: list[Outcome], spread: rerun.Spread | None = None) -> Outcome:
     """One outcome from R runs: every distribution metric across runs (timing.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
@@ -98,11 +100,12 @@ def combine_runs(outcomes: list[Outcome]) -> Outcome:
         if timing.is_per_run_series(name):
             values = [value for outcome in outcomes for value in outcome.series[name]["values"]]
             series[name] = {**entry, "values": values}
+    interval = timing.RERUN_INTERVAL if spread is None else timing.HOST_RERUN_INTERVAL
     return Outcome(
         "ok",
-        metrics=timing.combine_metrics(per_run),
+        metrics=timing.combine_metrics(per_run, spread),
         check=check,
-        params={**first.params, "interval": timing.RERUN_INTERVAL},
+        params={**first.params, "interval": interval},
         series={**series, **timing.run_medians(per_run)},
         raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
         measured_by=first.measured_by,
@@ -223,8 +226,11 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     forked = fresh_processes and several
     if forked:
         before_runs(exp, settings)
-    progress = precision.Progress(goal)
-    host = _host_reference(exp, settings) if forked else None
+    host = _host_history(exp, settings) if forked else None
+    spreads = rerun.HostSpreads.load() if forked else None
+    kind = exp.parsed_device.kind
+    spread = _host_spread(exp, host, spreads) if forked else None
+    progress = precision.Progress(goal, spread=spread)
     run_cpus = cpus_used(exp.parsed_device)  # the runs' own CPUs, which the probe times
     slowdowns: list[float] = []
     outcomes = []
@@ -261,30 +267,46 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 took,
                 100 * progress.achieved(),
                 100 * goal.half_width,
-                f"; host probe {slowdowns[-1]:.2f}x its best" if host else "",
+                f"; host probe {slowdowns[-1]:.2f}x its recent speed" if host else "",
             )
             if len(outcomes) == 1 and later_runs:
                 settings = later_runs(exp, settings, outcome)
-    combined = combine_runs(outcomes)
+    combined = combine_runs(outcomes, spread)
     combined.conditions = progress.report()
+    if spread is not None:
+        combined.conditions.update(spread.as_record())
+    if spreads is not None and goal.metrics and len(progress.runs) > 1:
+        medians = [run[goal.metrics[0]]["median"] for run in progress.runs]
+        if min(medians) > 0:
+            spreads.add(kind, [math.log(median) for median in medians])
     if host:
         combined.conditions.update(
             host_slowed_runs=sum(map(host.slowed, slowdowns)),
             host_slowdown=statistics.median(slowdowns),
-            host_probe_s=host.best,
+            host_probe_s=host.reference(),
+            host_speed_of_best=host.speed_of_best(),
             max_host_slowdown=host.limit,
         )
     return combined
 
 
-def _host_reference(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostReference | None:
-    """The host's fastest probe, against which a CPU experiment's runs are held
+def _host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:
+    """The host's recent probes, against which a CPU experiment's runs are held
     (accelbench.host_speed), where the config asks for the probe; none on a GPU, whose
     times the host's CPUs do not set."""
     limit = contention.guard_settings(settings)["max_host_slowdown"]
     if not limit or exp.parsed_device.is_gpu:
         return None
-    return host_speed.HostReference.load(limit)
+    return host_speed.HostHistory.load(limit)
+
+
+def _host_spread(
+    exp: Experiment, host: host_speed.HostHistory | None, spreads: rerun.HostSpreads
+) -> rerun.Spread | None:
+    """What the host's recent cells of the experiment's device kind and its probes say of
+    the runs (accelbench.rerun): a GPU's runs do not drift with the host's CPUs."""
+    drift = 0.0 if exp.parsed_device.is_gpu else (host.drift() if host else None)
+    return rerun.spread_for(exp.parsed_device.kind, drift, spreads)
 
 
 def _tell(text: str) -> None:

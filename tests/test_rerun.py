@@ -1,0 +1,132 @@
+"""The rerun interval built from a cell's runs, its host's other cells and the host's drift:
+its constants, its coverage of an independent rerun minutes later, how narrow it is at
+three runs, the runs a goal needs, and the host's record of its cells' spreads."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from accelbench import precision, rerun
+from accelbench.rerun import HostSpreads, Spread
+
+from test_precision import Clock, kernel_goal, run_metrics
+
+
+def test_the_median_variances_and_madn_factors_are_what_a_simulation_gives():
+    rng = np.random.default_rng(7)
+    for runs in (1, 2, 3, 4, 7, 15, 30):
+        draws = rng.standard_normal((60_000, runs))
+        medians = np.median(draws, axis=1)
+        assert np.var(medians) == pytest.approx(rerun.MEDIAN_VARIANCE[runs - 1], rel=0.03)
+        if runs >= 2:
+            mad = 1.4826 * np.median(np.abs(draws - medians[:, None]), axis=1)
+            assert 1 / np.median(mad) == pytest.approx(rerun.MADN_FACTOR[runs - 2], rel=0.03)
+
+
+def coverage(sigma_cell, sigma_host, drift, runs=3, trials=20_000, seed=1) -> tuple[float, float]:
+    """How often a rerun's median lands in the interval (the host's spread `sigma_host`
+    and drift known), and the median half-width (a fraction of the median)."""
+    rng = np.random.default_rng(seed)
+    spread = Spread(sigma_host, drift)
+    inside, widths = 0, []
+    for _ in range(trials):
+        first = rng.normal(rng.normal(0, drift), sigma_cell, runs)
+        again = np.median(rng.normal(rng.normal(0, drift), sigma_cell, runs))
+        half = spread.half_width(list(first))
+        inside += abs(np.median(first) - again) <= half
+        widths.append(math.expm1(half))
+    return inside / trials, float(np.median(widths))
+
+
+@pytest.mark.parametrize("drift", [0.0, 0.03, 0.08])
+def test_a_rerun_minutes_later_lands_inside_at_least_nine_times_in_ten(drift):
+    found, _ = coverage(sigma_cell=0.06, sigma_host=0.06, drift=drift)
+    assert found >= 0.93
+
+
+def test_a_cell_noisier_than_its_host_keeps_its_own_spread():
+    """Its own three runs widen it: not to 95%, but far above what the host alone gives."""
+    own, _ = coverage(sigma_cell=0.1, sigma_host=0.05, drift=0.0)
+    host_only = Spread(0.05, 0.0)
+    rng = np.random.default_rng(2)
+    inside = 0
+    for _ in range(5_000):
+        first = rng.normal(0, 0.1, 3)
+        half = rerun.Z * math.sqrt(2 * rerun.MEDIAN_VARIANCE[2] * host_only.host**2)
+        inside += abs(np.median(first) - np.median(rng.normal(0, 0.1, 3))) <= half
+    assert own >= 0.85 > inside / 5_000
+
+
+def test_three_runs_give_an_informative_interval_where_the_pivot_alone_does_not():
+    _, width = coverage(sigma_cell=0.05, sigma_host=0.05, drift=0.0)
+    assert width < 0.12  # +-12%; the runs alone: q(3) = 17.3 MADn
+    assert rerun.Z * math.sqrt(2 * rerun.MEDIAN_VARIANCE[2]) * 0.05 < 0.1
+
+
+def test_one_odd_run_widens_the_interval_no_more_than_one_odd_run_should():
+    spread = Spread(0.03, 0.0)
+    steady = spread.half_width([0.0, 0.01, -0.01])
+    odd = spread.half_width([0.0, 0.01, math.log(6)])  # a cold run six times slower
+    assert odd < 1.5 * steady
+
+
+def test_the_runs_a_goal_needs_and_when_none_do():
+    steady = [0.0, 0.01, -0.01]
+    assert Spread(0.05, 0.0).runs_needed(steady, 0.05) == 12
+    assert Spread(0.01, 0.0).runs_needed(steady, 0.05) == 4  # its own spread, here
+    assert Spread(0.05, 0.04).runs_needed(steady, 0.05) is None  # the drift alone is too wide
+    assert Spread(0.2, 0.0).runs_needed(steady, 0.05) is None  # beyond 30 runs
+
+
+def test_the_host_keeps_its_recent_cells_spreads_and_tells_the_typical_one(tmp_path):
+    path = tmp_path / "spreads.json"
+    spreads = HostSpreads.load(path)
+    for _ in range(4):
+        spreads.add("cpu", [0.0, 0.02, -0.02])
+    assert spreads.typical("cpu") is None  # too few cells yet
+    spreads.add("cpu", [0.0, 2.0, -2.0])  # one odd cell
+    again = HostSpreads.load(path)
+    assert again.typical("cpu") == pytest.approx(rerun.own_spread([0.0, 0.02, -0.02]))
+    assert again.typical("cuda") is None
+    again.entries = [(time.time() - 2 * rerun.RECENT_S, "cpu", 1.0)] * 10
+    assert again.typical("cpu") is None  # older than the recent minutes
+
+
+def test_a_goal_out_of_reach_stops_at_once_and_says_how_many_runs_it_needs():
+    clock = Clock()
+    spread = Spread(0.05, 0.0)
+    progress = precision.Progress(kernel_goal(budget_s=5.0), clock=clock, spread=spread)
+    for median in (1.0, 1.01, 0.99):
+        clock.now += 1.0
+        progress.add(run_metrics(median))
+    assert progress.more() is False
+    report = progress.report()
+    assert report["imprecise"] and report["runs"] == 3
+    assert report["imprecise_reason"].startswith("stopped after 3 runs: needs about 12 runs")
+    drifting = precision.Progress(kernel_goal(budget_s=60.0), clock=clock, spread=Spread(0.01, 0.1))
+    for median in (1.0, 1.01, 0.99):
+        drifting.add(run_metrics(median))
+    assert drifting.more() is False
+    assert "no number of runs reaches +-5%" in drifting.report()["imprecise_reason"]
+
+
+def test_a_goal_within_reach_takes_more_runs():
+    clock = Clock()
+    progress = precision.Progress(kernel_goal(budget_s=60.0), clock=clock, spread=Spread(0.03, 0.0))
+    for median in (1.0, 1.005, 0.995):
+        clock.now += 1.0
+        progress.add(run_metrics(median))
+    assert progress.more() is True
+
+
+def test_an_interval_wider_than_a_factor_of_two_is_imprecise_whatever_the_target():
+    progress = precision.Progress(kernel_goal(half_width=5.0), spread=Spread(0.3, 0.1))
+    for median in (1.0, 1.4, 0.7):
+        progress.add(run_metrics(median))
+    report = progress.report()
+    assert report["reached_half_width"] < 5.0 and report["imprecise"]
+    assert "spans more than a factor of 2" in report["imprecise_reason"]
