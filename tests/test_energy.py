@@ -469,7 +469,7 @@ def test_the_energy_table_sets_time_and_energy_side_by_side_and_says_why_not(ene
     assert table.loc["vgg11, cuda1", "energy per sample (J)"].startswith("OOM (")
     assert table.attrs["best"] == []  # time and energy are not compared with each other
     notes = " ".join(footnotes)
-    assert "Energy measured with rapl powercap (package-0) [resnet18, cpu1;" in notes
+    assert "Energy measured with rapl powercap (package-0) (3 records)" in notes
     assert "Permission denied" in notes and "too short: window 0.05 s" in notes
     assert tables.ENERGY_NOTE in footnotes
 

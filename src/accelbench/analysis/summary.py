@@ -22,6 +22,8 @@ import pandas as pd
 from accelbench.analysis import roofline, tables, tidy
 from accelbench.devices import names_a_gpu
 
+# Below this fraction of its best speed, the host's speed is stated in the summary.
+SLOW_HOST = 0.9
 STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em}"
     "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
@@ -187,9 +189,11 @@ def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def attention(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every record that did not run (with its reason), and every one measured busy or less
-    precisely than asked (with the precision it reached and why it stopped there)."""
-    flagged = _flag(frame, "busy") | _flag(frame, "imprecise")
+    """Every record that did not run (with its reason), and every one measured busy, less
+    precisely than asked (with the precision it reached and why it stopped there) or with
+    an interval of a lower level than asked: the cells the tables mark, by name."""
+    weak = frame.apply(tidy.weak_level, axis=1).notna() if len(frame) else False
+    flagged = _flag(frame, "busy") | _flag(frame, "imprecise") | weak
     rows = frame[(frame["status"] != "ok") | flagged]
     ran = rows["status"] == "ok"
     reasons = rows["reason"].astype("object").where(~ran, rows.apply(tidy.flag_text, axis=1))
@@ -252,11 +256,30 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
             "Every record ran, none on a busy machine, all as precise as asked.",
         ),
     ]
+    host = host_speed_text(frame)
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Summary</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>Summary</h1>\n"
         f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
         "the tables of the report give their intervals.</p>\n"
+        + (f"<p>{html.escape(host)}</p>\n" if host else "")
         + "".join(sections)
         + "</body></html>\n"
+    )
+
+
+def host_speed_text(frame: pd.DataFrame) -> str | None:
+    """The host's speed in one sentence where it ran the CPU measurements well below its best
+    (a shared virtual machine's host often does, for the whole run: that is the machine's
+    speed, stated once here rather than marked in every cell)."""
+    if "host_speed_of_best" not in frame:
+        return None
+    fractions = frame["host_speed_of_best"].dropna().astype(float)
+    if fractions.empty or fractions.median() >= SLOW_HOST:
+        return None
+    return (
+        f"The host ran this machine's CPUs at about {fractions.median():.0%} of the speed it "
+        "showed at its best (the probe of accelbench.host_speed, median over the CPU "
+        "records): CPU numbers are this machine's at that speed; only cells measured in a "
+        "stretch slower than around them are marked busy."
     )

@@ -27,6 +27,7 @@ from accelbench.devices import DeviceError, parse_device
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
 from accelbench.results import RecordError, load_record
+from accelbench.timing import CI_LEVEL
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
 # Grid parameters first, in the order of the result paths; other params follow sorted.
@@ -447,7 +448,22 @@ def flag_text(row: pd.Series) -> str:
             f"less precise than asked ({width} of the median)"
             + (f": {reason}" if pd.notna(reason) and reason else "")
         )
+    if (level := weak_level(row)) is not None:
+        why.append(f"its interval has a level of {level:.0%} only (too few samples)")
     return "; ".join(why)
+
+
+def weak_level(row: pd.Series) -> float | None:
+    """The lowest interval level among a record's figures of merit where it is below the
+    95% asked (a single run of few samples); None where every one reaches it."""
+    family = FAMILIES.get(row.get("experiment"))
+    levels = [
+        float(row[f"{name}_ci_level"])
+        for name in (family.precise_metrics if family else ())
+        if pd.notna(row.get(f"{name}_ci_level"))
+    ]
+    lowest = min(levels, default=None)
+    return lowest if lowest is not None and lowest < CI_LEVEL else None
 
 
 def flagged_warning(parquet: str | os.PathLike[str], shown: int = 10) -> str | None:

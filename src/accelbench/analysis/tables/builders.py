@@ -309,7 +309,7 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
     status = rows.get("energy_status", pd.Series(None, index=rows.index, dtype="object"))
     measured = rows[status == "ok"]
     footnotes = [
-        f"Energy measured with {method} [{'; '.join(group['label'])}]"
+        f"Energy measured with {method} ({len(group)} record{'s' if len(group) != 1 else ''})"
         for method, group in measured.groupby("energy_method", sort=True)
     ]
     if labels and measured.empty:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -40,15 +39,15 @@ CSV_COLUMNS = (
 # A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
 BUSY_MARK = "†"
 BUSY_NOTE = (
-    "measured while other processes, or the host under a virtual machine, kept the "
-    "machine busy (the number may be too slow)"
+    "measured beside other load, or in a stretch the host ran slower than around it "
+    "(the number may be too slow); the summary lists these cells"
 )
 # A number whose rerun interval stayed wider than asked (record conditions.imprecise: the
 # time budget ran out first) keeps its cell, marked.
 IMPRECISE_MARK = "◊"
 IMPRECISE_NOTE = (
-    "less precise than asked: the interval stayed wider than the configured half-width "
-    "until the measurement's time budget ran out (the summary gives each reason)"
+    "less precise than asked: the interval stayed wider than the configured half-width, "
+    "or spans more than a factor of 2; the summary lists these cells, each with why"
 )
 # A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
 ABOVE_IDEAL_MARK = "‡"
@@ -195,15 +194,6 @@ def _shown_blocks(
     return blocks({label: present for label, present in filled.items() if present}, columns)
 
 
-def _place_namer(column_header: str) -> Callable[[str, str], str]:
-    """How a footnote names a cell: 'resnet18 on cpu1' across devices, else 'resnet18, fp16'."""
-
-    def place(row: str, column: str) -> str:
-        return f"{row} on {column}" if column_header == "device" else f"{row}, {column}"
-
-    return place
-
-
 def _reason_key(cell: Cell) -> tuple[str, str]:
     """(status, reason with its white space collapsed): cells with the same key share a note."""
     return cell["status"], " ".join(str(cell["reason"]).split())
@@ -222,74 +212,65 @@ def _number_text(cell: Cell, factor: float, exponent: int) -> str:
 
 
 def _fill_texts(
-    text: pd.DataFrame,
-    displayed: list[Cell],
-    factor: float,
-    exponents: dict[str, int],
-    place: Callable[[str, str], str],
+    text: pd.DataFrame, displayed: list[Cell], factor: float, exponents: dict[str, int]
 ) -> list[str]:
     """Write each shown cell's text into `text`; returns the lettered footnotes that say why
-    a shown cell has no number, one per (status, reason), in the order they are first seen."""
+    a shown cell has no number, one per (status, reason), in the order they are first seen
+    (the cells carry the letter)."""
     markers: dict[tuple[str, str], str] = {}
-    places: dict[tuple[str, str], list[str]] = {}
     for cell in displayed:
         row, column, status = cell["row"], cell["column"], cell["status"]
         if status == "ok":
             text.loc[row, column] = _number_text(cell, factor, exponents[row])
         elif status in CELL_TEXT:
-            key = _reason_key(cell)
-            marker = markers.setdefault(key, _marker(len(markers)))
-            places.setdefault(key, []).append(place(row, column))
+            marker = markers.setdefault(_reason_key(cell), _marker(len(markers)))
             text.loc[row, column] = f"{CELL_TEXT[status]} ({marker})"
     return [
-        f"({marker}) {NOTE_TEXT[status]}: {reason} [{'; '.join(places[status, reason])}]"
-        for (status, reason), marker in markers.items()
+        f"({marker}) {NOTE_TEXT[status]}: {reason}" for (status, reason), marker in markers.items()
     ]
 
 
-def _hidden_notes(
-    cells: list[Cell], displayed: list[Cell], place: Callable[[str, str], str]
-) -> list[str]:
-    """Why the cells of the rows and columns left out (all dashes) hold no number."""
-    hidden: dict[tuple[str, str], list[str]] = {}
+def _cells(count: int) -> str:
+    return f"{count} cell{'s' if count != 1 else ''}"
+
+
+def _hidden_notes(cells: list[Cell], displayed: list[Cell]) -> list[str]:
+    """Why the cells of the rows and columns left out (all dashes) hold no number: one line
+    per reason, with how many cells it explains (the summary names each)."""
+    hidden: dict[tuple[str, str], int] = {}
     on_show = {id(cell) for cell in displayed}
     for cell in cells:
         if cell["status"] in CELL_TEXT and id(cell) not in on_show:
-            hidden.setdefault(_reason_key(cell), []).append(place(cell["row"], cell["column"]))
+            key = _reason_key(cell)
+            hidden[key] = hidden.get(key, 0) + 1
     return [
-        f"Not shown, {NOTE_TEXT[status]}: {reason} [{'; '.join(where)}]"
-        for (status, reason), where in hidden.items()
+        f"Not shown, {NOTE_TEXT[status]}: {reason} ({_cells(count)})"
+        for (status, reason), count in hidden.items()
     ]
 
 
-def _mark_notes(cells: list[Cell], place: Callable[[str, str], str]) -> list[str]:
-    """What the busy, imprecise and above-ideal marks mean, with the cells that carry them."""
-    notes = []
-    for flag, mark, note in (
-        ("busy", BUSY_MARK, BUSY_NOTE),
-        ("imprecise", IMPRECISE_MARK, IMPRECISE_NOTE),
-        ("above_ideal", ABOVE_IDEAL_MARK, ABOVE_IDEAL_NOTE),
-    ):
-        marked = [place(cell["row"], cell["column"]) for cell in cells if cell[flag]]
-        if marked:
-            notes.append(f"{mark} {note}: {'; '.join(marked)}")
-    return notes
-
-
-def _weak_interval_notes(
-    cells: list[Cell], expected_level: float, place: Callable[[str, str], str]
-) -> list[str]:
-    """The cells whose interval is at a lower level than asked (too few samples)."""
-    weak = [
-        f"{place(cell['row'], cell['column'])} ({cell['ci_level']:.0%})"
-        for cell in cells
-        if cell["ci_level"] < expected_level
+def _mark_notes(cells: list[Cell]) -> list[str]:
+    """What the busy, imprecise and above-ideal marks mean, one line each where a cell
+    carries it; the cells themselves are marked, and the summary lists them."""
+    return [
+        f"{mark} {note}"
+        for flag, mark, note in (
+            ("busy", BUSY_MARK, BUSY_NOTE),
+            ("imprecise", IMPRECISE_MARK, IMPRECISE_NOTE),
+            ("above_ideal", ABOVE_IDEAL_MARK, ABOVE_IDEAL_NOTE),
+        )
+        if any(cell[flag] for cell in cells)
     ]
-    if not weak:
+
+
+def _weak_interval_notes(cells: list[Cell], expected_level: float) -> list[str]:
+    """How many cells' intervals are at a lower level than asked (too few samples)."""
+    levels = [cell["ci_level"] for cell in cells if cell["ci_level"] < expected_level]
+    if not levels:
         return []
     return [
-        f"Too few samples for a {expected_level:.0%} interval; the interval shown has "
-        f"the level in parentheses: {'; '.join(weak)}"
+        f"Too few samples for a {expected_level:.0%} interval in {_cells(len(levels))}: "
+        f"theirs have a level of {min(levels):.0%} or more (the summary lists them)"
     ]
 
 
@@ -353,12 +334,11 @@ def build_table(
         ),
         dtype="str",
     )
-    place = _place_namer(column_header)
-    footnotes = _fill_texts(text, displayed, factor, exponents, place)
-    footnotes += _hidden_notes(cells, displayed, place)
-    footnotes += _mark_notes(cells, place)
+    footnotes = _fill_texts(text, displayed, factor, exponents)
+    footnotes += _hidden_notes(cells, displayed)
+    footnotes += _mark_notes(cells)
     footnotes += [] if labels else [empty]
-    footnotes += _weak_interval_notes(cells, expected_level, place)
+    footnotes += _weak_interval_notes(cells, expected_level)
     text.attrs = {
         "caption": caption,
         "best": [[cell["row"], cell["column"]] for cell in cells if cell["best"]],
