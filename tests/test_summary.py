@@ -136,3 +136,35 @@ def test_where_a_gpu_ran_the_answer_gives_the_crossovers_and_the_training_speedu
         f"{speedup:.3g}x as fast as the fastest CPU device in the 2 configurations measured "
         "on both."
     )
+
+
+def test_a_host_slow_throughout_is_stated_once_and_a_fast_one_not_at_all(frame):
+    slow = frame.assign(host_speed_of_best=0.5)
+    assert summary.host_speed_text(slow).startswith(
+        "The host ran this machine's CPUs at about 50% of the speed it showed at its best"
+    )
+    page = summary.summary_html(slow, "cpu1")
+    assert page.count("50% of the speed") == 1
+    assert summary.host_speed_text(frame.assign(host_speed_of_best=0.97)) is None
+    assert summary.host_speed_text(frame) is None  # records measured without the probe
+
+
+def test_a_cell_whose_interval_has_a_lower_level_than_asked_needs_attention(frame):
+    ran = frame.index[frame["status"] == "ok"][0]
+    weak = frame.copy()
+    metric = "time" if weak.loc[ran, "experiment"] == "kernel" else "time_per_batch"
+    weak.loc[ran, f"{metric}_ci_level"] = 0.8
+    listed = summary.attention(weak)
+    row = listed[listed["record"] == weak.loc[ran, "id"]]
+    assert "its interval has a level of 80% only" in row["why"].iloc[0]
+
+
+def test_no_table_footnote_names_a_cell(frame):
+    """Marks are symbols with one legend line; the summary names the marked cells."""
+    marked = frame.assign(imprecise=frame["status"] == "ok")
+    for table, footnotes in (
+        tables.comparison_table(marked, "kernel"),
+        tables.comparison_table(marked, "train"),
+    ):
+        labels = [str(label) for label in table.index]
+        assert footnotes and not [note for note in footnotes if any(x in note for x in labels)]
