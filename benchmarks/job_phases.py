@@ -63,11 +63,13 @@ def read_job(log: Path) -> tuple[float, dict[str, float]]:
 
 
 def read_jobs(results: Path) -> dict[str, tuple[float, dict[str, float]]]:
+    """The experiment jobs' logs below `results/logs` (not the aggregation's or the fork
+    server's), by record id."""
     logs = results / "logs"
     return {
         str(log.relative_to(logs).with_suffix("")): read_job(log)
         for log in sorted(logs.rglob("*.log"))
-        if log.name != "fork_server.log"
+        if grid.cell_of_path(f"{grid.RESULTS_DIR}/{log.relative_to(logs).with_suffix('.json')}")
     }
 
 
