@@ -181,6 +181,7 @@ def test_default_grid_is_cpu_only_and_complete(config):
 def test_overrides_replace_the_axes_of_one_kernel(config):
     config = copy.deepcopy(config)
     config["kernels"]["sizes"] = {"matmul": [8], "saxpy": [16]}
+    config["kernels"]["dtypes"] = ["float64", "float32"]
     config["kernels"]["overrides"] = {"saxpy": {"devices": ["cpu4"], "backends": ["python"]}}
     expanded = grid.expand(config)
     saxpy = {e.path for e in expanded.experiments if getattr(e, "kernel", None) == "saxpy"}
