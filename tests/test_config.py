@@ -67,7 +67,7 @@ def test_a_missing_configfile_is_one_line_naming_it(tmp_path):
 def test_commands_run_from_any_directory(tmp_path):
     done = subprocess.run([*ACCELBENCH, "grid"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "results/kernels/matmul/cpu1/numpy/float64/n128.json" in done.stdout.split()
+    assert "results/kernels/matmul/cpu1/numpy/float32/n128.json" in done.stdout.split()
 
 
 def test_a_checkout_named_in_the_environment_must_be_one(tmp_path):

@@ -257,7 +257,7 @@ def test_excluded_cells_keep_their_reason(config):
     excluded = {exp.path: reason for exp, reason in expanded.excluded}
     assert (
         "backend 'numpy' runs on cpu devices, not on cuda1"
-        in excluded["results/kernels/matmul/cuda1/numpy/float64/n128.json"]
+        in excluded["results/kernels/matmul/cuda1/numpy/float32/n128.json"]
     )
     assert (
         "backend 'cupy' runs on cuda devices"
@@ -265,7 +265,7 @@ def test_excluded_cells_keep_their_reason(config):
     )
     assert "tf32" in excluded["results/train/resnet18/cpu1/tf32/single/bs16.json"]
     kept = set(expanded.paths)
-    assert "results/kernels/matmul/cuda1/cupy/float64/n128.json" in kept
+    assert "results/kernels/matmul/cuda1/cupy/float32/n128.json" in kept
     assert "results/train/resnet18/cuda1/tf32/single/bs16.json" in kept
     assert kept.isdisjoint(excluded)
 
