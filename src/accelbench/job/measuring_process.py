@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, TextIO
 
 from accelbench.families import FAMILIES
 from accelbench.gpu_support import LOW_OCCUPANCY_WARNING
@@ -36,7 +36,7 @@ from accelbench.train.distributed import from_environment, is_primary_process
 log = logging.getLogger(__name__)
 
 
-def configure_logging(log_file: str | None):
+def configure_logging(log_file: str | None) -> TextIO:
     """INFO and up from the measurement into the rule's log (rank 0; other tasks to stderr,
     i.e. the Slurm job's log), warnings included, but only warnings from the libraries:
     Numba-CUDA's driver logs each allocation and free at INFO wherever the root logger

@@ -27,6 +27,7 @@ tree writes its Python stacks into the job's log (processes.ask_for_stacks), and
 record is a passing fault too, measured again by the next run. The child and its
 processes know the deadline (processes.DEADLINE_VARIABLE): ranks waiting for each other
 give up shortly before it (accelbench.train.distributed).
+
 The log of an attempt that is retried is kept beside the job's log
 (`n64.attempt1.log`), since Snakemake empties the log before the next attempt.
 """
