@@ -149,6 +149,8 @@ def main() -> int:
             ended[exp.id].append((how, seconds))
             if how != "ok":
                 print(f"launch {number + 1}, {exp.id}: {how}", flush=True)
+            if (number + 1) % max(1, args.launches // 10) == 0:
+                print(f"{number + 1} of {args.launches} launches done", flush=True)
     finally:
         for pid in load:
             with contextlib.suppress(ProcessLookupError):
