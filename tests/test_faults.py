@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -225,6 +226,42 @@ def test_a_measuring_process_killed_from_outside_is_recorded_as_a_passing_fault(
     assert "the next run measures it again" in record["reason"]
 
 
+# A process that writes its stacks when asked, as every process of a job does; it waits forever.
+ANSWERS_FOR_ITS_STACKS = """\
+import faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_only_the_processes_that_answer_are_asked_for_their_stacks(tmp_path):
+    """A process without a handler (torchrun's agent, a shell) would die of SIGUSR1."""
+    stderr = tmp_path / "stderr"
+    with open(stderr, "w") as errors:
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", ANSWERS_FOR_ITS_STACKS],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+    shell = subprocess.Popen(["sleep", "60"])
+    try:
+        assert waiting.stdout.readline() == "ready\n"
+        assert processes.process_tree(os.getpid())[0] == os.getpid()
+        assert {waiting.pid, shell.pid} <= set(processes.process_tree(os.getpid()))
+        assert processes.ask_for_stacks(waiting.pid) == [waiting.pid]
+        assert processes.ask_for_stacks(shell.pid) == []
+        assert waiting.poll() is None and shell.poll() is None
+        assert 'File "<string>", line 4 in <module>' in stderr.read_text()
+    finally:
+        waiting.kill()
+        shell.kill()
+        waiting.wait()
+        shell.wait()
+
+
 # Fault injection for a process of its own: its records cannot be renamed into place.
 FULL_DISK = """\
 import errno, os
@@ -242,25 +279,66 @@ os.replace = replace
 """
 
 
-@pytest.fixture
-def full_disk_for_children(tmp_path, monkeypatch):
-    """Processes started from here (and a fork server started from here) find their disk full
-    when they write a record; this process does not."""
+# A planted hang for a process of its own: the kernel's measurement never returns.
+HANG = """\
+import time
+
+import accelbench.measure
+
+
+def sleep_forever_in_the_measurement(exp, settings):
+    while True:
+        time.sleep(1)
+
+
+accelbench.measure.measure_kernel = sleep_forever_in_the_measurement
+"""
+
+
+def plant_in_children(tmp_path, monkeypatch, code: str) -> None:
+    """Processes started from here (and a fork server started from here) run `code` as they
+    start (sitecustomize); this process does not."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(FULL_DISK)
+    (site / "sitecustomize.py").write_text(code)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *sys.path]))
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)  # a job's environment is fixed
 
 
-@pytest.fixture(params=["own interpreter", "fork server"])
-def start_path(request, full_disk_for_children, tmp_path):
-    if request.param == "fork server":
+@pytest.fixture
+def full_disk_for_children(tmp_path, monkeypatch):
+    """Processes started from here find their disk full when they write a record."""
+    plant_in_children(tmp_path, monkeypatch, FULL_DISK)
+
+
+@contextlib.contextmanager
+def started_as(how: str, tmp_path):
+    """A job's measuring process started as a new interpreter, or by a fork server."""
+    if how == "fork server":
         fork_server.start(tmp_path / "fork_server.log")
-        yield request.param
-        fork_server.stop()
+        try:
+            yield how
+        finally:
+            fork_server.stop()
     else:
-        yield request.param
+        yield how
+
+
+START_PATHS = ["own interpreter", "fork server"]
+
+
+@pytest.fixture(params=START_PATHS)
+def start_path(request, full_disk_for_children, tmp_path):
+    with started_as(request.param, tmp_path) as how:
+        yield how
+
+
+@pytest.fixture(params=START_PATHS)
+def hanging_start_path(request, tmp_path, monkeypatch):
+    """The measuring processes started from here hang in the kernel's measurement."""
+    plant_in_children(tmp_path, monkeypatch, HANG)
+    with started_as(request.param, tmp_path) as how:
+        yield how
 
 
 def test_a_full_disk_when_the_record_is_written_keeps_its_cause(tmp_path, start_path):
@@ -306,6 +384,37 @@ def test_the_log_of_a_failed_attempt_is_kept_beside_its_retry(
     assert "No space left on device" in kept.read_text()
     assert "attempt 1 of 2 failed" in kept.read_text()
     assert not out.exists()
+
+
+def test_a_hung_measurement_leaves_every_processs_stacks_in_the_log_and_is_measured_again(
+    tmp_path, hanging_start_path, job_log, caplog, monkeypatch
+):
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # set again for the test's call: a job has none
+    out = tmp_path / "results" / "n8.json"
+    with caplog.at_level(logging.INFO, logger="accelbench.job"):
+        supervisor.run_supervised(
+            KERNEL,
+            {**SETTINGS, "runs": 2},  # each run in a process of its own: two processes hang
+            str(out),
+            attempt=2,
+            max_attempts=2,
+            time_limit=25,
+            log_file=str(job_log),
+        )
+    record = load_record(out)
+    assert record["status"] == "failed"
+    assert record["transient"] is True
+    assert record["reason"].startswith(
+        "exceeded the job's time limit: stopped after 25 s, its processes' stacks are in the "
+        "job's log; a passing fault"
+    )
+    assert results.retry_flag(out).stat().st_mtime > out.stat().st_mtime
+    served = "forked by the fork server" in caplog.text
+    assert served == (hanging_start_path == "fork server")
+    text = job_log.read_text()
+    assert text.count("the Python stacks of process") == 2
+    assert "in sleep_forever_in_the_measurement" in text  # the run
+    assert "in call_in_fork" in text  # the measuring process, waiting for its run
 
 
 # --- the record's mark --------------------------------------------------------------------------

@@ -41,6 +41,7 @@ def _payload(output, settings=SETTINGS, log_file=None):
         "final": True,
         "log_file": log_file,
         "failure_dir": None,
+        "deadline": time.time() + 600,
     }
 
 

@@ -16,8 +16,12 @@ import json
 import os
 import signal
 import socket
+import sys
+import tempfile
 import threading
 import time
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +30,8 @@ import torch.multiprocessing as mp
 from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
-from accelbench.job import measurement, supervisor
+from accelbench.job import measurement, processes, supervisor
+from accelbench.job.outcome import of_error
 from accelbench.results import load_record
 from accelbench.train import cpu_support, distributed, strategies
 from accelbench.train.loop import measure_training, train_process
@@ -258,7 +263,7 @@ def fake_torchrun(monkeypatch, run):
 
 
 def test_failed_rank_is_reported_with_its_error(monkeypatch, tmp_path):
-    def torchrun(command, env, capture_output, text):
+    def torchrun(command, env, capture_output, text, preexec_fn):
         result = command[-1]
         with open(f"{result}.rank1.error", "w") as error:
             message = "CUDA out of memory. Tried to allocate 8 GiB"
@@ -276,7 +281,7 @@ def test_failed_rank_is_reported_with_its_error(monkeypatch, tmp_path):
 
 
 def test_a_rank_that_cannot_run_the_precision_makes_the_record_unavailable(monkeypatch):
-    def torchrun(command, env, capture_output, text):
+    def torchrun(command, env, capture_output, text, preexec_fn):
         with open(f"{command[-1]}.rank0.error", "w") as error:
             json.dump({"type": "Unavailable", "message": "no float16 LSTM here"}, error)
         return type("Done", (), {"returncode": 1, "stdout": "", "stderr": ""})()
@@ -287,7 +292,7 @@ def test_a_rank_that_cannot_run_the_precision_makes_the_record_unavailable(monke
 
 
 def test_torchrun_that_dies_without_a_result_is_a_failure(monkeypatch):
-    def torchrun(command, env, capture_output, text):
+    def torchrun(command, env, capture_output, text, preexec_fn):
         assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
         assert "--nproc-per-node=2" in command and env["OMP_NUM_THREADS"] == "1"
         return type("Done", (), {"returncode": -9, "stdout": "", "stderr": "Killed"})()
@@ -327,6 +332,7 @@ def test_ranks_fork_only_where_the_process_allows_it(monkeypatch):
     launched = []
     monkeypatch.setattr(distributed, "launch_forked", lambda *args: launched.append("fork"))
     monkeypatch.setattr(distributed, "launch_local", lambda *args: launched.append("torchrun"))
+    monkeypatch.setattr(distributed, "os_threads", lambda: 1)
     distributed.launch(None, {}, 2, 1, on_gpus=False)
     with distributed.ranks_may_fork():
         distributed.launch(None, {}, 2, 1, on_gpus=False)
@@ -334,15 +340,157 @@ def test_ranks_fork_only_where_the_process_allows_it(monkeypatch):
     assert launched == ["torchrun", "fork", "torchrun"]
 
 
-def test_a_supervised_ddp_experiment_forks_its_ranks(tmp_path):
-    """The measuring process of a job has started no thread pool: its runs fork their ranks."""
+def _launcher_chosen_here(with_another_thread: bool) -> list[str]:
+    """In a process of its own (one thread, forked): how launch() starts CPU ranks."""
+    chosen = []
+    distributed.launch_forked = lambda *args: chosen.append("fork")
+    distributed.launch_local = lambda *args: chosen.append("torchrun")
+    done = threading.Event()
+    if with_another_thread:
+        threading.Thread(target=done.wait).start()
+    with distributed.ranks_may_fork():
+        distributed.launch(None, {}, 2, 1, on_gpus=False)
+    done.set()
+    return chosen
+
+
+def test_ranks_are_forked_only_from_a_process_that_runs_a_single_thread():
+    assert processes.call_in_fork(_launcher_chosen_here, False) == ["fork"]
+    assert processes.call_in_fork(_launcher_chosen_here, True) == ["torchrun"]
+
+
+def _join_and_tell(rendezvous):
+    """Join the group and leave: gloo's messages only, no torch computation (its OpenMP pool
+    may run in this test process), so forking from here is safe for it."""
+    import torch.distributed as dist
+
+    distributed.init_process_group(rendezvous, "gloo")
+    ranks: list = [None, None]
+    dist.all_gather_object(ranks, rendezvous.rank)
+    dist.destroy_process_group()
+    return {
+        "ranks": ranks,
+        "port": rendezvous.master_port,
+        "store": rendezvous.store_file,
+        "interface": os.environ["GLOO_SOCKET_IFNAME"],
+    }
+
+
+def test_forked_ranks_meet_in_a_file_of_their_own_not_on_a_port(monkeypatch):
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    met = distributed.launch_forked(_join_and_tell, processes=2)
+    assert met["ranks"] == [0, 1]
+    assert met["port"] == 0
+    assert Path(met["store"]).parent.name.startswith("accelbench-ddp-")
+    assert Path(met["store"]).is_relative_to(tempfile.gettempdir())
+    assert not Path(met["store"]).parent.exists()  # gone with the launch
+    assert met["interface"] == "lo"  # one host: loopback, no look-up of the host's name
+
+
+def _rank_1_never_joins(rendezvous):
+    if rendezvous.rank == 1:
+        time.sleep(60)
+    distributed.init_process_group(rendezvous, "gloo")
+    return {}
+
+
+def test_a_rank_that_never_joins_times_out_before_the_deadline_as_a_passing_fault(monkeypatch):
+    monkeypatch.setattr(distributed, "PROCESS_GROUP_FLOOR", timedelta(seconds=2))
+    monkeypatch.setenv(processes.DEADLINE_VARIABLE, str(time.time() + 10))
+    started = time.monotonic()
+    with pytest.raises(
+        distributed.PeersTimedOut,
+        match=r"^rank 0: the rendezvous of 2 processes \(waiting up to 2 s\) timed out: ",
+    ) as raised:
+        distributed.launch_forked(_rank_1_never_joins, processes=2)
+    assert time.monotonic() - started < 20
+    outcome = of_error(raised.value)
+    assert (outcome.status, outcome.transient) == ("failed", True)
+    assert outcome.reason.endswith("a passing fault: the next run measures it again")
+
+
+@pytest.mark.parametrize(
+    ("left", "timeout"),
+    [(None, 600), (3600, 3580), (600, 580), (30, 60), (-5, 60)],
+)
+def test_ranks_wait_for_their_peers_until_shortly_before_the_jobs_deadline(
+    monkeypatch, left, timeout
+):
+    if left is None:  # outside a supervised job
+        monkeypatch.delenv(processes.DEADLINE_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(processes.DEADLINE_VARIABLE, str(time.time() + left))
+    assert distributed.process_group_timeout().total_seconds() == pytest.approx(timeout, abs=1)
+
+
+@pytest.mark.parametrize(
+    ("message", "timed_out"),
+    [
+        ("Wait timeout", True),  # FileStore
+        ("Timed out after 61 seconds waiting for clients. 1/2 clients joined.", True),  # TCPStore
+        (
+            "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+            "3000ms for recv operation to complete",
+            True,
+        ),
+        ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, ...)", True),
+        ("Connection reset by peer", False),
+        ("Expected more than 1 value per channel when training", False),
+    ],
+)
+def test_a_wait_for_peers_that_ran_out_of_time_is_told_from_other_errors(message, timed_out):
+    hung = distributed.peers_timed_out(RuntimeError(message), "a collective of the processes")
+    assert (hung is not None) == timed_out
+    if hung:
+        assert str(hung) == f"a collective of the processes timed out: RuntimeError: {message}"
+
+
+# Every fork in a process started from here, noted with its caller and the threads the
+# process ran at that moment.
+FORKS_NOTED = """\
+import os, sys
+
+_fork = os.fork
+
+
+def fork():
+    with open(os.environ["FORK_NOTES"], "a") as notes:
+        threads = len(os.listdir("/proc/self/task"))
+        notes.write(f"{sys._getframe(1).f_code.co_name} {threads}\\n")
+    return _fork()
+
+
+os.fork = fork
+"""
+
+
+def plant_in_children(tmp_path, monkeypatch, code: str) -> None:
+    """Processes started from here run `code` as they start (sitecustomize); this one does not."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(code)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *sys.path]))
+
+
+def test_a_supervised_ddp_experiment_forks_its_ranks_from_a_single_threaded_process(
+    tmp_path, monkeypatch
+):
+    """The measuring process of a job has started no thread pool, and each run's process
+    runs one thread: the runs fork their ranks."""
+    plant_in_children(tmp_path, monkeypatch, FORKS_NOTED)
+    notes = tmp_path / "forks"
+    monkeypatch.setenv("FORK_NOTES", str(notes))
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output = tmp_path / "ddp.json"
-    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t"}
+    # Measured once, even where other load would have it measured again.
+    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t", "contention": {"retries": 0}}
     supervisor.run_supervised(exp, settings, str(output), attempt=1, max_attempts=1, time_limit=300)
     record = load_record(output)
     assert record["status"] == "ok", record["reason"]
     assert record["params"]["launcher"] == "fork"
+    forks = [line.split() for line in notes.read_text().splitlines()]
+    ranks_forked_with = [int(threads) for caller, threads in forks if caller == "launch_forked"]
+    assert ranks_forked_with == [1] * 4  # 2 runs of 2 ranks, each from a one-thread process
     assert record["metrics"]["processes"]["value"] == 2
     assert record["metrics"]["time_per_batch"]["runs"] == 2
     single = measure_training(
@@ -352,6 +500,44 @@ def test_a_supervised_ddp_experiment_forks_its_ranks(tmp_path):
         torch.tensor(record["series"]["loss"]["values"]),
         torch.tensor(single.series["loss"]["values"]),
     )
+
+
+# A planted hang for a process started from here: rank 1 of a group never joins it.
+RANK_1_NEVER_JOINS = """\
+import time
+
+import accelbench.train.loop as loop
+
+_train_process = loop.train_process
+
+
+def rank_1_never_joins(exp, settings, rendezvous, *args, **kwargs):
+    while rendezvous.rank == 1:
+        time.sleep(1)
+    return _train_process(exp, settings, rendezvous, *args, **kwargs)
+
+
+loop.train_process = rank_1_never_joins
+"""
+
+
+def test_a_ddp_job_whose_rank_never_joins_ends_transient_with_every_processs_stacks(
+    tmp_path, monkeypatch
+):
+    plant_in_children(tmp_path, monkeypatch, RANK_1_NEVER_JOINS)
+    exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
+    output, log_file = tmp_path / "ddp.json", tmp_path / "ddp.log"
+    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t"}
+    supervisor.run_supervised(
+        exp, settings, str(output), attempt=1, max_attempts=1, time_limit=30, log_file=str(log_file)
+    )
+    record = load_record(output)
+    assert (record["status"], record["transient"]) == ("failed", True)
+    assert "exceeded the job's time limit: stopped after 30 s" in record["reason"]
+    log = log_file.read_text()
+    assert log.count("Current thread 0x") == 4  # the measuring process, its run, both ranks
+    assert "in rank_1_never_joins" in log
+    assert "in init_process_group" in log  # rank 0, waiting at the rendezvous
 
 
 # Pipeline ------------------------------------------------------------------------------------

@@ -23,5 +23,5 @@
     results.write_record           the record, written whole or not at all
 
 `outcome` says what a measurement came to and which failures end an attempt;
-`processes` ties every child to its parent and tells how a child ended.
+`processes` ties every child to its parent, tells how it ended, asks a stuck one for its stacks.
 """

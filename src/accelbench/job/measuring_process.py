@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, TextIO
 
 from accelbench import forked_cuda
 from accelbench.families import FAMILIES
@@ -26,18 +27,23 @@ from accelbench.job.outcome import (
     last_words,
     of_error,
 )
+from accelbench.job.processes import (
+    DEADLINE_VARIABLE,
+    STACKS_FILE_VARIABLE,
+    dump_stacks_on_request,
+)
 from accelbench.train.distributed import from_environment, is_primary_process
 
 log = logging.getLogger(__name__)
 
 
-def configure_logging(log_file: str | None) -> None:
+def configure_logging(log_file: str | None) -> TextIO:
     """INFO and up from the measurement into the rule's log (rank 0; other tasks to stderr,
     i.e. the Slurm job's log), warnings included, but only warnings from the libraries:
     Numba-CUDA's driver logs each allocation and free at INFO wherever the root logger
     has a handler (it quiets itself only where none is set), thousands of lines a job.
     Its low-occupancy warning is left out too: small sizes launch small grids on purpose
-    (the launch-bound end of a kernel's sweep)."""
+    (the launch-bound end of a kernel's sweep). Returns the stream the log goes to."""
     to_file = log_file and is_primary_process()
     logging.basicConfig(
         level=logging.INFO,
@@ -47,6 +53,7 @@ def configure_logging(log_file: str | None) -> None:
     logging.captureWarnings(True)
     logging.getLogger("numba").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
+    return logging.getLogger().handlers[0].stream
 
 
 # Whether the fork server has asked the GPU questions of a GPU (True) and a CPU (False) job.
@@ -69,8 +76,14 @@ def main(payload: dict[str, Any]) -> int:
     An error outside the measurement (the record's write on a full disk) cannot go
     into the record: its text goes to the supervisor as the process's last words on
     stderr (UNRECORDED_EXIT_CODE), and the supervisor records it or retries.
+    This process and those it forks or starts (runs, ranks, torchrun's workers) learn the
+    job's deadline from the environment, and write their stacks to the log when asked.
     """
-    configure_logging(payload["log_file"])
+    log_stream = configure_logging(payload["log_file"])
+    dump_stacks_on_request(log_stream)
+    os.environ[DEADLINE_VARIABLE] = str(payload["deadline"])
+    if payload["log_file"]:
+        os.environ[STACKS_FILE_VARIABLE] = payload["log_file"]
     exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
     try:
         measurement.run(

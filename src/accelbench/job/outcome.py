@@ -6,8 +6,9 @@ accelbench.job.processes, to tell how a process that left no outcome ended.
 
 A failure is either the configuration's (it fails the same way next time, and
 its record stays) or a passing fault (a full disk, a process killed from outside
-other than by the OOM killer, a process that died without a word): its record
-says `transient`, and the workflow's next run measures the cell again.
+other than by the OOM killer, a process that died without a word, processes that
+hung waiting for each other): its record says `transient`, and the workflow's next
+run measures the cell again.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class RetryableFailure(RuntimeError):
     """An experiment failed on an attempt that is not the last: no record, the job fails."""
 
 
+class Hung(RuntimeError):
+    """Processes that waited for each other past their time (a peer that never joined the
+    rendezvous, a collective that never completed): a passing fault, measured again."""
+
+
 class RankFailure(RuntimeError):
     """A launched task other than rank 0 failed; it left a note saying why for the supervisor."""
 
@@ -77,8 +83,9 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def is_transient_error(err: BaseException) -> bool:
-    """A file system full for now (ENOSPC, a quota): the same measurement works once freed."""
-    return isinstance(err, OSError) and err.errno in TRANSIENT_ERRNOS
+    """A file system full for now (ENOSPC, a quota): the same measurement works once freed;
+    or processes that hung waiting for each other."""
+    return isinstance(err, Hung) or (isinstance(err, OSError) and err.errno in TRANSIENT_ERRNOS)
 
 
 def of_error(err: BaseException, context: str = "") -> Outcome:

@@ -2,23 +2,29 @@
 
 A leaf module: the fork server, the supervisor, the runs, the forked ranks and
 the GPU checks all tie a child to its parent and describe how a child ended the
-same way.
+same way. A process stopped for running too long first writes its Python stacks
+to the job's log (STACKS_SIGNAL), so that a hang says where it waited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import faulthandler
 import logging
 import os
 import pickle
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 # Signals a process raises against itself when its own code goes wrong (a segfault in a
@@ -38,6 +44,18 @@ CRASH_SIGNALS = frozenset(
 # Where the kernel says which cgroups a process is in, and where their files are.
 PROC_CGROUP = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The signal that asks a process of the job for the Python stacks of all its threads.
+STACKS_SIGNAL = signal.SIGUSR1
+# How long each process is given to write them before the next one is asked, so that the
+# dumps do not interleave in the shared log: faulthandler writes from the signal handler
+# itself, in milliseconds, even while another thread holds the GIL.
+STACKS_PAUSE_S = 0.2
+# The variable that carries the job's deadline (Unix time, seconds) to every process of
+# the job: the time its supervisor stops it (accelbench.job.supervisor).
+DEADLINE_VARIABLE = "ACCELBENCH_DEADLINE"
+# The variable that names the job's log file to the processes the job starts as new
+# interpreters (torchrun's workers), whose output their launcher captures until they end.
+STACKS_FILE_VARIABLE = "ACCELBENCH_STACKS_FILE"
 
 
 def die_with_parent(signum: int = signal.SIGKILL) -> None:
@@ -46,6 +64,70 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
     A child then never outlives a job stopped at its time limit or cancelled.
     """
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signum)
+
+
+def time_left() -> float | None:
+    """Seconds until the job's supervisor stops this job; None outside a supervised job."""
+    deadline = os.environ.get(DEADLINE_VARIABLE)
+    return None if deadline is None else float(deadline) - time.time()
+
+
+def dump_stacks_on_request(stream) -> None:
+    """Have this process, and every process it forks, write the Python stacks of all its
+    threads to `stream` (the job's log) when STACKS_SIGNAL arrives (ask_for_stacks)."""
+    faulthandler.register(STACKS_SIGNAL, file=stream, all_threads=True)
+
+
+def dump_stacks_into_the_job_log() -> None:
+    """dump_stacks_on_request in a process the job started as a new interpreter: into the
+    job's log file (STACKS_FILE_VARIABLE) where there is one, else to stderr."""
+    path = os.environ.get(STACKS_FILE_VARIABLE)
+    # Open for the process's life: faulthandler writes to it whenever asked.
+    dump_stacks_on_request(open(path, "a") if path else sys.stderr)  # noqa: SIM115
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its living descendants, each parent before its children (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    tree, waiting = [], [root]
+    while waiting:
+        pid = waiting.pop(0)
+        tree.append(pid)
+        waiting.extend(sorted(children.get(pid, [])))
+    return tree
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` handles `signum` (its SigCgt mask): only such a process may be sent
+    a signal whose default action would end it (torchrun's agent does not handle SIGUSR1)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def ask_for_stacks(root: int) -> list[int]:
+    """Have `root` and its descendants that handle STACKS_SIGNAL (dump_stacks_on_request) write
+    their stacks, one after the other; the processes asked.
+
+    A launcher in the tree that handles the signal passes it on: srun to its tasks.
+    """
+    asked = []
+    for pid in process_tree(root):
+        if not catches(pid, STACKS_SIGNAL):
+            continue
+        log.warning("the Python stacks of process %d follow (most recent call first)", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, STACKS_SIGNAL)
+            asked.append(pid)
+            time.sleep(STACKS_PAUSE_S)
+    return asked
 
 
 def exit_text(code: int, plural: bool = False) -> str:

@@ -20,6 +20,14 @@ A child that ended without its record is "oom" only where the OOM killer says so
 Memory"); a crash is the configuration's failure; any other kill, a child that
 could not write its record (its last words on stderr say why), or one that died
 without a word is a passing fault, recorded as transient (accelbench.job.outcome).
+
+A child still running at the time limit hung, or the host stalled it (a measurement's
+own budget ends it well within the limit): before it is stopped, every process of its
+tree writes its Python stacks into the job's log (processes.ask_for_stacks), and the
+record is a passing fault too, measured again by the next run. The child and its
+processes know the deadline (processes.DEADLINE_VARIABLE): ranks waiting for each other
+give up shortly before it (accelbench.train.distributed).
+
 The log of an attempt that is retried is kept beside the job's log
 (`n64.attempt1.log`), since Snakemake empties the log before the next attempt.
 """
@@ -37,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +63,7 @@ from accelbench.job.outcome import (
     of_process_end,
     rank_failures,
 )
-from accelbench.job.processes import CRASH_SIGNALS, OomKills
+from accelbench.job.processes import CRASH_SIGNALS, OomKills, ask_for_stacks
 from accelbench.results import attempt_log
 
 log = logging.getLogger(__name__)
@@ -198,6 +207,7 @@ def run_supervised(
         "final": final,
         "log_file": log_file,
         "failure_dir": failure_dir,
+        "deadline": time.time() + time_limit,
     }
     # The OOM killer's count before the child starts: only a rise calls its SIGKILL "oom".
     kills = OomKills.read()
@@ -245,6 +255,8 @@ def run_supervised(
         try:
             code = child.wait(time_limit)
         except subprocess.TimeoutExpired:
+            log.error("%s: the time limit of %.0f s is reached", exp.id, time_limit)
+            ask_for_stacks(child.pid)
             stop_child()
             code = None
         relay.join(timeout=10)
@@ -261,7 +273,11 @@ def run_supervised(
         raise _retry(exp, "the measurement failed", log_file, attempt, max_attempts)
     if code is None:
         outcome = Outcome(
-            "failed", f"exceeded the job's time limit: stopped after {time_limit:.0f} s"
+            "failed",
+            f"exceeded the job's time limit: stopped after {time_limit:.0f} s, its processes' "
+            f"stacks are in the job's log; {MEASURED_AGAIN}",
+            raised=True,
+            transient=True,
         )
     elif launcher:
         outcome = first_failure(notes + words, ends) or of_process_end(

@@ -12,14 +12,19 @@ address of rank 0. Three ways to get there, one code path after:
 - torchrun: its RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT.
 - Neither (a local run, or a Slurm job with one task): the experiment starts
   its own processes on this node. On CPUs, from a process that has started no
-  thread pool yet (each run's own process, see experiment.py), it forks them:
-  each rank is a process of its own without the seconds a new interpreter
-  spends importing torch. Otherwise (GPUs: a forked process cannot use CUDA
-  its parent initialised) it starts them with torchrun (`python -m
-  torch.distributed.run --standalone`), which then takes the path above.
-  Either way one rank that fails stops the others at once.
+  thread pool and runs a single thread (each run's own process, see
+  accelbench.job.measurement), it forks them: each rank is a process of its own
+  without the seconds a new interpreter spends importing torch, and the ranks
+  meet in a file (FileStore), not on a port another process could take first.
+  Otherwise (GPUs: a forked process cannot use CUDA its parent initialised; a
+  process with other threads, one of which could hold a lock at the fork) it
+  starts them with torchrun (`python -m torch.distributed.run --standalone`),
+  which then takes the path above. Either way one rank that fails stops the
+  others at once, after they wrote their stacks into the job's log.
 
-The backend is gloo on CPUs and NCCL on GPUs.
+The backend is gloo on CPUs and NCCL on GPUs. A rank waits for its peers until
+shortly before the job's deadline (process_group_timeout); one that waited that
+long raises PeersTimedOut, a passing fault that the next run measures again.
 """
 
 from __future__ import annotations
@@ -43,18 +48,31 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from accelbench.job.processes import die_with_parent, exit_text
+from accelbench.job.outcome import Hung
+from accelbench.job.processes import ask_for_stacks, die_with_parent, exit_text, time_left
 from accelbench.train.models import Unavailable
 
 log = logging.getLogger(__name__)
 
 SLURM_PORT_BASE = 20000
 SLURM_PORT_RANGE = 20000  # ports 20000-39999: above the well-known, below the ephemeral range
+# How long a rank waits for its peers (at the rendezvous, in a collective) outside a
+# supervised job; a supervised one waits until shortly before the job's deadline.
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
+# The least it waits: the tasks of a Slurm job start on several nodes, each importing torch
+# from a shared file system, and the rendezvous must outwait the slowest.
+PROCESS_GROUP_FLOOR = timedelta(minutes=1)
+# How long before the job's deadline a rank gives up: time to say why, for its peers'
+# stacks and for the record, before the supervisor stops the job.
+DEADLINE_MARGIN = timedelta(seconds=20)
 
 
 class LaunchError(RuntimeError):
     """A distributed run that could not start or whose processes failed; says which and why."""
+
+
+class PeersTimedOut(LaunchError, Hung):
+    """A rank that waited for its peers past the process group's timeout."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,7 @@ class Rendezvous:
     master_addr: str
     master_port: int
     launcher: str  # "slurm", "torchrun", "fork" or "none" (one process)
+    store_file: str | None = None  # where forked ranks meet instead of rank 0's address
 
     @property
     def is_primary(self) -> bool:
@@ -157,17 +176,54 @@ def is_primary_process() -> bool:
     return rendezvous is None or rendezvous.is_primary
 
 
+def process_group_timeout() -> timedelta:
+    """How long a rank waits for its peers: until DEADLINE_MARGIN before the job's deadline,
+    at least PROCESS_GROUP_FLOOR; PROCESS_GROUP_TIMEOUT outside a supervised job."""
+    left = time_left()
+    if left is None:
+        return PROCESS_GROUP_TIMEOUT
+    return max(PROCESS_GROUP_FLOOR, timedelta(seconds=left) - DEADLINE_MARGIN)
+
+
+def peers_timed_out(err: RuntimeError, what: str) -> PeersTimedOut | None:
+    """PeersTimedOut for an error of torch.distributed that says a wait for peers ran out of
+    time (a store's "Wait timeout" or "Timed out after ... waiting for clients", gloo's "Timed
+    out waiting ... for recv", NCCL's watchdog's "collective operation timeout"), else None."""
+    text = str(err).lower()
+    if "timed out" in text or "timeout" in text:
+        return PeersTimedOut(f"{what} timed out: {type(err).__name__}: {err}")
+    return None
+
+
 def init_process_group(rendezvous: Rendezvous, backend: str, device=None) -> None:
+    """Join the group, through the rendezvous's file (forked ranks) or rank 0's address."""
     import torch.distributed as dist
 
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://{rendezvous.master_addr}:{rendezvous.master_port}",
-        rank=rendezvous.rank,
-        world_size=rendezvous.world_size,
-        timeout=PROCESS_GROUP_TIMEOUT,
-        device_id=device if backend == "nccl" else None,
-    )
+    timeout = process_group_timeout()
+    if rendezvous.store_file:
+        store = dist.FileStore(rendezvous.store_file, rendezvous.world_size)
+        store.set_timeout(timeout)
+        meeting = {"store": store}
+    else:
+        meeting = {"init_method": f"tcp://{rendezvous.master_addr}:{rendezvous.master_port}"}
+    try:
+        dist.init_process_group(
+            backend,
+            **meeting,
+            rank=rendezvous.rank,
+            world_size=rendezvous.world_size,
+            timeout=timeout,
+            device_id=device if backend == "nccl" else None,
+        )
+    except RuntimeError as err:
+        waited = (
+            f"the rendezvous of {rendezvous.world_size} processes "
+            f"(waiting up to {timeout.total_seconds():.0f} s)"
+        )
+        hung = peers_timed_out(err, waited)
+        if hung is None:
+            raise
+        raise hung from err
 
 
 def shared_gpus(identities: list[str]) -> str | None:
@@ -233,6 +289,8 @@ def _result(result_path: Path, failed: bool, what_happened: str) -> dict[str, An
         error = json.loads(errors[0].read_text())
         if error["type"] == Unavailable.__name__:
             raise Unavailable(error["message"])
+        if error["type"] == PeersTimedOut.__name__:
+            raise PeersTimedOut(f"rank {rank}: {error['message']}")
         raise LaunchError(f"rank {rank}: {error['type']}: {error['message']}")
     if failed or not result_path.exists():
         raise LaunchError(what_happened)
@@ -240,7 +298,7 @@ def _result(result_path: Path, failed: bool, what_happened: str) -> dict[str, An
 
 
 # Set while this process may fork ranks: it has imported torch but started no thread
-# pool (OpenMP cannot be forked once it runs). experiment.py sets it in each run's own process.
+# pool (OpenMP cannot be forked once it runs). The measurement sets it in each run's own process.
 _forking_is_safe = False
 
 
@@ -264,22 +322,29 @@ def launch(
 ) -> dict[str, Any]:
     """Run the experiment's ranks on this node: forked on CPUs where safe, else under torchrun.
 
+    Safe is a process that started no thread pool (ranks_may_fork) and runs no other
+    thread now: a thread that holds a lock (in malloc, OpenMP, gloo) at the fork leaves
+    it held for good in the ranks, which then hang on it.
     `train(rendezvous)` is one rank's work (forked ranks call it); `request` is the
     same as JSON for accelbench.train.worker (torchrun's ranks).
     """
     if _forking_is_safe and not on_gpus:
-        return launch_forked(train, processes)
+        threads = os_threads()
+        if threads == 1:
+            return launch_forked(train, processes)
+        log.info("%d threads run in this process: its ranks start under torchrun", threads)
     return launch_local(request, processes, threads_per_process)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def os_threads() -> int:
+    """The threads of this process as the kernel counts them, a native library's pool
+    (OpenBLAS, OpenMP, gloo) included, which Python's threading does not list."""
+    return len(os.listdir("/proc/self/task"))
 
 
 def _wait_for_ranks(pids: list[int]) -> dict[int, int]:
-    """Exit codes by rank; once one rank fails, the others are killed (they would wait for it)."""
+    """Exit codes by rank; once one rank fails, the others write their stacks into the log and
+    are killed (they would wait for it)."""
     codes: dict[int, int] = {}
     while len(codes) < len(pids):
         for rank, pid in enumerate(pids):
@@ -291,6 +356,7 @@ def _wait_for_ranks(pids: list[int]) -> dict[int, int]:
         if any(code != 0 for code in codes.values()):
             for rank, pid in enumerate(pids):
                 if rank not in codes:
+                    ask_for_stacks(pid)
                     os.kill(pid, signal.SIGKILL)
                     codes[rank] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         time.sleep(0.01)
@@ -298,15 +364,16 @@ def _wait_for_ranks(pids: list[int]) -> dict[int, int]:
 
 
 def launch_forked(train: Callable[[Rendezvous], dict[str, Any]], processes: int) -> dict[str, Any]:
-    """Run `train` as `processes` ranks forked from this process (gloo over loopback).
+    """Run `train` as `processes` ranks forked from this process (gloo over loopback), which
+    meet in a file of their own.
 
     Each rank pins its own thread count (train_process), as the environment read
     at import time no longer can.
     """
-    port = _free_port()
-    log.info("forking %d ranks (rendezvous 127.0.0.1:%d)", processes, port)
     with tempfile.TemporaryDirectory(prefix="accelbench-ddp-") as folder:
         result_path = Path(folder) / "result.json"
+        store_file = str(Path(folder) / "rendezvous")
+        log.info("forking %d ranks (rendezvous in %s)", processes, store_file)
         sys.stdout.flush()
         sys.stderr.flush()
         pids = []
@@ -316,7 +383,12 @@ def launch_forked(train: Callable[[Rendezvous], dict[str, Any]], processes: int)
                 code = 1
                 try:
                     die_with_parent()
-                    rendezvous = Rendezvous(rank, processes, rank, "127.0.0.1", port, "fork")
+                    # All on this host, gloo needs loopback only; left to itself, every rank
+                    # would resolve the host's name (a DNS query where /etc/hosts lacks it).
+                    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+                    rendezvous = Rendezvous(
+                        rank, processes, rank, "127.0.0.1", 0, "fork", store_file
+                    )
                     code = run_rank(functools.partial(train, rendezvous), rank, result_path)
                 finally:
                     sys.stdout.flush()
@@ -356,7 +428,15 @@ def launch_local(
             str(result_file),
         ]
         log.info("launching %d processes: %s", processes, " ".join(command))
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        # Tied to this process: torchrun would outlive it (a job stopped at its time limit,
+        # or cancelled) with its ranks; on SIGTERM it stops them.
+        done = subprocess.run(
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM),
+        )
         for stream in (done.stdout, done.stderr):
             if stream.strip():
                 log.info("torchrun output:\n%s", stream[-20000:])

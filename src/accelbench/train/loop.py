@@ -308,6 +308,11 @@ def train_process(
                 used = probe.section("step", exp.batch)
             if grouped and used is not None:  # every process of the group takes it or none
                 used = _combine_energy(used, place.device)
+    except RuntimeError as err:
+        hung = grouped and distributed.peers_timed_out(err, "a collective of the processes")
+        if not hung:
+            raise
+        raise hung from err
     finally:
         if grouped:
             dist.destroy_process_group()

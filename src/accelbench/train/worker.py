@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 from accelbench.families.train import TrainExperiment
+from accelbench.job.processes import dump_stacks_into_the_job_log
 from accelbench.train import distributed
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings
 
 
 def main(request_path: str, result_path: str) -> int:
+    dump_stacks_into_the_job_log()
     request = json.loads(Path(request_path).read_text())
     rendezvous = distributed.from_environment()
     if rendezvous is None:
