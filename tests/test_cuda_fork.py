@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -175,6 +176,7 @@ def test_a_gpu_experiment_through_the_fork_server_reaches_its_runs_fork_safe(tmp
         "final": True,
         "log_file": None,
         "failure_dir": None,
+        "deadline": time.time() + 600,
     }
     fork_server.start(tmp_path / "fork_server.log")
     try:

@@ -25,11 +25,11 @@ def test_default_grid_plans_every_cell(workflow_dir):
     done = snakemake(workflow_dir, "-n")
     assert done.returncode == 0, done.stderr
     jobs = planned_jobs(done.stdout + done.stderr)
-    # config/config.yaml: matmul on 2 devices x 4 backends x 2 dtypes x 2 sizes, the other
-    # kernels on a few cells each (see its overrides); roofs for 2 devices x 2 dtypes;
+    # config/config.yaml: matmul on 2 devices x 4 backends x 2 sizes (float32), the other
+    # kernels on a few cells each (see its overrides); roofs for 2 devices in float32;
     # 3 models x (single on cpu1 and cpu2, ddp on cpu2); 9 data science cells on cpu2.
-    assert jobs["kernel_benchmark"] == 32 + 18
-    assert jobs["roof_benchmark"] == 4
+    assert jobs["kernel_benchmark"] == 16 + 18
+    assert jobs["roof_benchmark"] == 2
     assert jobs["train_benchmark"] == 9
     assert jobs["datasci_benchmark"] == 9
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
