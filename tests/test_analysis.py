@@ -350,9 +350,7 @@ def test_kernel_table(frame):
         ["matmul, torch, n=256", "cpu2"],
         ["matmul, torch, n=512", "cpu2"],
     ]
-    assert footnotes == [
-        f"(a) n/a: {NO_GPU}"
-    ]
+    assert footnotes == [f"(a) n/a: {NO_GPU}"]
 
 
 def test_tables_of_nothing_and_of_only_failures(tmp_path):
