@@ -26,7 +26,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 CPUFREQ = Path("/sys/devices/system/cpu")
 # Defaults of the config's `contention` keys (max_host_slowdown: accelbench.host_speed).
-DEFAULTS = {"max_other_cpus": 0.25, "retries": 1, "pause_s": 10, "max_host_slowdown": 1.2}
+DEFAULTS = {"max_other_cpus": 0.25, "retries": 1, "pause_s": 3, "max_host_slowdown": 1.2}
 
 
 def _system_seconds() -> tuple[float, float]:

@@ -114,8 +114,8 @@ def combine_runs(outcomes: list[Outcome], spread: rerun.Spread | None = None) ->
 
 
 def preload(family: str | None = None) -> None:
-    """Import what measuring `family` (None: kernels, roofs and training) needs, before runs
-    are forked.
+    """Import what measuring `family` (None: every family, as the fork server does once)
+    needs, before runs are forked.
 
     Each forked run then starts without paying for the imports. Importing starts
     no thread pool (only the first parallel call does), so forking stays safe.
@@ -133,7 +133,7 @@ def preload(family: str | None = None) -> None:
         import torch._dynamo  # noqa: F401  (imported by the first optimiser built: 2 s)
 
         import accelbench.train.session  # noqa: F401  (the models and their libraries)
-    if family == "datasci":  # not for every job the fork server starts: scikit-learn is slow
+    if family in ("datasci", None):  # once in the fork server; a second in every job else
         datasci_libraries()
     if family not in ("train", "datasci"):
         kernels()
