@@ -7,10 +7,13 @@ of the median: 0.05 is +-5%) and one more run still fits in `budget_s` seconds
 (counted from the end of the first run, which alone pays for compiling and, for a
 roof, for searching its best kernel; the next run assumed as long as the last),
 another independent run is added, as torch.utils.benchmark's
-adaptive_autorange adds blocks and pyperf adds worker processes. A measurement
-that stops short of its goal says so (`Progress.report`): the record keeps the
-precision it reached and why it stopped, and tables, figures and the summary
-mark it. Stopping as soon as the goal is reached costs the interval a little of
+adaptive_autorange adds blocks and pyperf adds worker processes. Where the host has told
+how its runs spread and drift (accelbench.rerun), the runs the goal needs are predicted
+after the least runs, and a measurement the budget or 30 runs cannot bring there stops
+at once instead of spending the budget for nothing. A measurement that stops short of
+its goal, or whose interval spans more than a factor of two, says so
+(`Progress.report`): the record keeps the precision it reached and why it stopped, and
+tables, figures and the summary mark it. Stopping as soon as the goal is reached costs the interval a little of
 its coverage (a run of luck ends the measurement); simulated with a run-to-run
 spread of 2% and one run in ten disturbed, an independent rerun's median still
 lands inside 91% of the time (tests/test_precision.py).

@@ -37,7 +37,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 Z = 1.959963984540054  # the 97.5% quantile of the standard normal
 # Var(median of R standard normal values), R = 1..30 (entry R - 1): 400,000 draws of each
@@ -166,10 +165,3 @@ def spread_for(kind: str, drift: float | None, spreads: HostSpreads) -> Spread |
         return None
     return Spread(typical, typical if drift is None else drift)
 
-
-def describe(found: dict[str, Any]) -> str:
-    """The host's share of an interval in words (a record's conditions)."""
-    return (
-        f"runs spread +-{found['host_run_spread']:.1%} on this host, "
-        f"drift +-{found['host_drift']:.1%} between measurements"
-    )
