@@ -129,3 +129,14 @@ def test_an_interval_wider_than_a_factor_of_two_is_imprecise_whatever_the_target
     report = progress.report()
     assert report["reached_half_width"] < 5.0 and report["imprecise"]
     assert "spans more than a factor of 2" in report["imprecise_reason"]
+
+
+def test_the_host_drift_is_taken_at_least_as_large_as_its_typical_spread(tmp_path):
+    spreads = HostSpreads.load(tmp_path / "spreads.json")
+    for _ in range(5):
+        spreads.add("cpu", [0.0, 0.05, -0.05])
+    typical = spreads.typical("cpu")
+    assert rerun.spread_for("cpu", 0.01, spreads) == Spread(typical, typical)
+    assert rerun.spread_for("cpu", 3 * typical, spreads) == Spread(typical, 3 * typical)
+    assert rerun.spread_for("cpu", None, spreads) == Spread(typical, typical)
+    assert rerun.spread_for("cuda", 0.0, spreads) is None
