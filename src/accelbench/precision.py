@@ -13,10 +13,10 @@ after the least runs, and a measurement the budget or 30 runs cannot bring there
 at once instead of spending the budget for nothing. A measurement that stops short of
 its goal, or whose interval spans more than a factor of two, says so
 (`Progress.report`): the record keeps the precision it reached and why it stopped, and
-tables, figures and the summary mark it. Stopping as soon as the goal is reached costs the interval a little of
-its coverage (a run of luck ends the measurement); simulated with a run-to-run
-spread of 2% and one run in ten disturbed, an independent rerun's median still
-lands inside 91% of the time (tests/test_precision.py).
+tables, figures and the summary mark it. Stopping as soon as the goal is reached costs
+the interval a little of its coverage (a run of luck ends the measurement); simulated
+with a run-to-run spread of 2% and one run in ten disturbed, an independent rerun's
+median still lands inside 91% of the time (tests/test_precision.py).
 """
 
 from __future__ import annotations

@@ -170,4 +170,3 @@ def spread_for(kind: str, drift: float | None, spreads: HostSpreads) -> Spread |
     if typical is None:
         return None
     return Spread(typical, max(typical, drift or 0.0))
-
