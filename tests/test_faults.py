@@ -341,9 +341,17 @@ def hanging_start_path(request, tmp_path, monkeypatch):
         yield how
 
 
-def test_a_full_disk_when_the_record_is_written_keeps_its_cause(tmp_path, start_path):
+def test_a_full_disk_when_the_record_is_written_keeps_its_cause(
+    tmp_path, start_path, monkeypatch, caplog
+):
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # set again for the test's call: a job has none
     out = tmp_path / "results" / "r.json"
-    supervisor.run_supervised(KERNEL, SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300)
+    with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
+        supervisor.run_supervised(
+            KERNEL, SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300
+        )
+    served = "forked by the fork server" in caplog.text
+    assert served is (start_path == "fork server")
     record = load_record(out)
     assert record["status"] == "failed"
     assert record["transient"] is True
