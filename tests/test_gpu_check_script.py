@@ -19,7 +19,7 @@ from conftest import REPO_ROOT, WORKFLOW_PARTS
 
 CHECKOUT_PARTS = (
     *WORKFLOW_PARTS,
-    *("tools", "Makefile", "pyproject.toml", "setup.py", "README.md", "MANIFEST.in"),
+    *("tools", "benchmarks", "Makefile", "pyproject.toml", "setup.py", "README.md", "MANIFEST.in"),
     *("requirements-cuda13.lock", "requirements-cuda12.lock", "requirements-cuda12.txt"),
 )
 
@@ -96,7 +96,8 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
         ["tools/gpu-check/run.sh", str(tmp_path / "no-wheels"), str(out)],
         repo,
         PATH=f"{bin_dir}:{os.environ['PATH']}",
-        GPU_CHECK_BUDGET_S="300",
+        BUDGET_S="400",
+        DDP_STRESS_LAUNCHES="2",
     )
     assert done.returncode != 0, done.stdout
     assert "no reference/<gpu>/ was written" in done.stdout
@@ -104,7 +105,13 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
     with tarfile.open(archive) as packed:
         names = set(packed.getnames())
     logs = "results/gpu-check-logs"
-    assert {f"{logs}/steps.txt", f"{logs}/make.txt", f"{logs}/gpu-check/doctor.txt"} <= names
+    assert {
+        f"{logs}/steps.txt",
+        f"{logs}/make.txt",
+        f"{logs}/gpu-check/doctor.txt",
+        f"{logs}/ddp-stress.txt",
+    } <= names
+    assert "0 hung" in (repo / logs / "ddp-stress.txt").read_text()
     made = (repo / logs / "make.txt").read_text()
     assert made.index("gpu-check: the doctor") < made.index("gpu-check: the GPU tests")
     assert "No NVIDIA GPU" in (repo / logs / "gpu-check" / "doctor.txt").read_text()

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # The GPU acceptance check in one command on a GPU machine that has a PyTorch GPU image
 # and no internet (README, "GPU acceptance"): installs what the image lacks from wheels
-# carried in (tools/gpu-check/wheels.py made them), runs `make gpu-check`, and packs
-# reference/<gpu>/ with the check's logs into one archive.
+# carried in (tools/gpu-check/wheels.py made them), runs `make gpu-check`, launches the
+# local DDP cells over and over beside CPU load on that big host (benchmarks/ddp_stress.py,
+# where a launch once hung), and packs reference/<gpu>/ with the logs into one archive.
 #
 #   tools/gpu-check/run.sh [WHEELS] [ARCHIVE_DIR]
 #
 # WHEELS (default .whl): the carried wheels; without any, the project's own venv (make venv)
 # must be there. ARCHIVE_DIR (default results/gpu-check-archive): where
 # gpu-check-<gpu>.tar.gz goes; unpacked in a checkout (tar -xzf FILE), it restores
-# reference/<gpu>/ and results/gpu-check-logs/. GPU_CHECK_BUDGET_S (default 560) stops the
-# check that runs longer, so that what it made is still packed. Exits with the check's status.
+# reference/<gpu>/ and results/gpu-check-logs/. BUDGET_S (default 570): the seconds it all
+# may take, so that what was made is still packed; the check gets what the install and
+# the stress (DDP_STRESS_S, default 60, DDP_STRESS_LAUNCHES launches, default 60) leave.
+# Exits with the check's status.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 wheels=${1:-.whl}
 archive_dir=${2:-results/gpu-check-archive}
-budget=${GPU_CHECK_BUDGET_S:-560}
+budget=${BUDGET_S:-570}
+stress_s=${DDP_STRESS_S:-60}
 logs=results/gpu-check-logs
 mkdir -p "$archive_dir" "$logs"
 started=$(date +%s)
@@ -28,13 +32,21 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
     [ "${PIPESTATUS[0]}" = 0 ] || { say "installing failed"; exit 1; }
 fi
 
-# 2. The check itself, stopped at the budget (its jobs die with it).
-say "make gpu-check (budget ${budget} s)"
-timeout --signal=TERM --kill-after=20 "$budget" make gpu-check CUDA=13 2>&1 | tee "$logs/make.txt"
+# 2. The check itself, stopped where the budget ends (its jobs die with it).
+left=$((budget - ($(date +%s) - started) - stress_s - 20))
+say "make gpu-check (${left} s left for it)"
+timeout --signal=TERM --kill-after=15 "$left" make gpu-check CUDA=13 2>&1 | tee "$logs/make.txt"
 status=${PIPESTATUS[0]}
 say "make gpu-check ended with status $status"
 
-# 3. One archive: the reference (records, tables, figures, verdict) and the logs.
+# 3. The local DDP cells launched over and over beside CPU load: do they ever hang here?
+load=$(($(nproc) / 2))
+say "DDP stress: ${DDP_STRESS_LAUNCHES:-60} launches beside $load spinning processes"
+timeout --signal=TERM --kill-after=10 "$stress_s" .venv/bin/python benchmarks/ddp_stress.py \
+    --launches "${DDP_STRESS_LAUNCHES:-60}" --load "$load" >"$logs/ddp-stress.txt" 2>&1
+say "DDP stress ended with status $? ($(tail -1 "$logs/ddp-stress.txt"))"
+
+# 4. One archive: the reference (records, tables, figures, verdict) and the logs.
 cp -r results/gpu-check "$logs/" 2>/dev/null
 tar -czf "$logs/job-logs.tar.gz" results/logs .snakemake/log 2>/dev/null
 reference=$(ls -dt reference/*/ 2>/dev/null | head -1)
