@@ -418,15 +418,19 @@ def test_a_run_says_what_it_measures_and_ctrl_c_names_what_it_left_unmeasured(wo
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 600
         # Once the job's supervisor runs: a Ctrl-C that comes before Snakemake has started
         # the job's script reaches only Snakemake, which then waits for the job to end
         # instead of cancelling it.
         while (
             "attempt 1 of" not in (job_log.read_text() if job_log.exists() else "")
             and time.monotonic() < deadline
+            and run.poll() is None
         ):
             time.sleep(0.1)
+        assert run.poll() is None, (
+            "the run ended before its training started: " + (log.read_text()[-2000:])
+        )
         # As Ctrl-C at a terminal: to the whole foreground process group.
         os.killpg(run.pid, signal.SIGINT)
         assert run.wait(timeout=120) != 0
