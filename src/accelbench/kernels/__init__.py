@@ -20,9 +20,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from accelbench import placement
+from accelbench import placement, registry
 from accelbench.devices import Device
-from accelbench.registry import discover
 
 # Every kernel supports these; 16-bit types only where a backend computes in them.
 BASE_DTYPES = ("float64", "float32")
@@ -142,8 +141,8 @@ def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
 
 
 def kernels() -> dict[str, KernelSpec]:
-    """All registered kernels by name."""
-    return discover(__name__)
+    """All registered kernels by name: the package's, the user's (accelbench.registry)."""
+    return registry.specs("kernels")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from accelbench import registry
+
 Options = Mapping[str, Any]
 
 
@@ -135,12 +137,16 @@ class ModelSpec:
     # Real dataset (a name in accelbench.train.datasets.DATASETS) used when present on
     # disk; the module's `real_data` turns it into samples of this model's batch format.
     dataset: str | None = None
-    # The module with its network, when models share one (they differ in options only).
+    # The module with its network, when models share one (they differ in options only);
+    # a dotted name is a module of the user's (accelbench.registry fills it in).
     module: str | None = None
 
     @property
     def module_name(self) -> str:
-        """The module with this model's network: accelbench.train.models.<module or name>."""
+        """The module with this model's network: accelbench.train.models.<module or name>,
+        or the module of the user's that declares it."""
+        if self.module and "." in self.module:
+            return self.module
         return f"{__name__}.{self.module or self.name}"
 
     @property
@@ -456,5 +462,5 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def models() -> dict[str, ModelSpec]:
-    """All models by name."""
-    return MODELS
+    """All models by name: the catalogue above, the user's (accelbench.registry)."""
+    return registry.specs("models")
