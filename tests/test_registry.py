@@ -128,9 +128,7 @@ def test_a_name_two_plugin_folders_declare_is_refused_naming_both_files(tmp_path
 
 
 @pytest.mark.parametrize("name", ["a/b", "two words", "", "-dash", "{x}", "star*", "x" * 65])
-def test_a_name_that_cannot_be_one_part_of_a_result_path_is_refused_naming_the_rule(
-    folder, name
-):
+def test_a_name_that_cannot_be_one_part_of_a_result_path_is_refused_naming_the_rule(folder, name):
     file = plugin_folders.write_unit(
         folder, "kernels", "named", plugin_folders.KERNEL.format(name=name, run="pass", fetch="out")
     )
