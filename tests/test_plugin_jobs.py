@@ -16,6 +16,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import fork_server, supervisor
 from accelbench.results import load_record
+from accelbench.train.loop import measure_training
 
 import plugin_folders
 
@@ -156,3 +157,20 @@ def test_the_tidy_table_holds_the_users_cells_whatever_they_came_to(tmp_path, se
     assert rows.loc["planted", "status"] == "failed"
     assert set(rows["unit_origin"]) == {str(folder)}
     assert rows["unit_digest"].str.fullmatch("[0-9a-f]{16}").all()
+
+
+def test_torchrun_ranks_load_the_users_model_from_the_folder_the_job_has(tmp_path, caplog):
+    """Measured here (a process that may not fork its ranks), ddp starts them under torchrun:
+    new interpreters, which load the catalogue of this process."""
+    plugin_folders.model(tmp_path / "units", "linear")
+    registry.use_plugins([tmp_path / "units"])
+    caplog.set_level(logging.INFO, logger="accelbench.train.distributed")
+    try:
+        outcome = measure_training(
+            TrainExperiment("linear", "cpu2", "fp32", "ddp", 4), TRAIN_SETTINGS
+        )
+    finally:
+        registry.use_plugins([])
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.metrics["processes"]["value"] == 2
+    assert "-m torch.distributed.run" in caplog.text
