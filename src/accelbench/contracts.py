@@ -30,6 +30,13 @@ from accelbench.families import kernel as kernel_family
 from accelbench.families import train as train_family
 from accelbench.timing import TIMERS
 from accelbench.train.datasets import DATASETS
+from accelbench.train.models import (
+    OptionError,
+    call,
+    new_step,
+    resolve_options,
+    supervised_step,
+)
 
 SMALL = 8  # a problem size every kernel accepts
 WORKLOAD_SIZE = 300  # rows, samples or nodes: enough for every workload's check
@@ -258,8 +265,6 @@ def reproducibility_problems(spec) -> Found:
 
 def model_problems(spec) -> Found:
     """What a model breaks of what planning and training assume."""
-    from accelbench.train.models import OptionError, resolve_options
-
     found: Found = []
     lr = spec.options.get("lr")
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
@@ -297,8 +302,6 @@ def batch_problems(spec, options) -> Found:
     for one seed, and one training step on it gives a finite loss; a supervised model's
     output has the sample first too (DataParallel and the pipeline cut and join it there)."""
     import torch
-
-    from accelbench.train.models import call, new_step, supervised_step
 
     found: Found = []
     inputs, targets = spec.make_batch(torch.Generator().manual_seed(3), BATCH, options)
@@ -450,8 +453,6 @@ def run_workload(checked: Checked) -> None:
 
 def run_model(checked: Checked) -> None:
     """One training step on the CPU in its tiny options, and at the smallest image it admits."""
-    from accelbench.train.models import OptionError, resolve_options
-
     spec, unit = checked.unit.spec, checked.unit
     variants = [("tiny_options", spec.tiny_options)]
     if spec.min_image_size:
@@ -475,15 +476,14 @@ RUNS: dict[str, Callable[[Checked], None]] = {
 }
 
 
-def check_unit(kind: str, name: str, runs: bool = True) -> Checked:
-    """The contract of the unit `name` of `kind`, then (`runs`) its verified runs."""
+def check_unit(kind: str, name: str) -> Checked:
+    """The contract of the unit `name` of `kind`, then its verified runs."""
     checked = Checked(kind, registry.units(kind)[name])
     try:
         checked.add(contract_problems(kind, checked.unit))
     except Exception as err:  # a declaration whose functions raise breaks the contract
         checked.add([("SPEC", _raised(err, checked.unit))])
-    if runs:
-        RUNS[kind](checked)
+    RUNS[kind](checked)
     return checked
 
 

@@ -203,7 +203,7 @@ def _builtin(kind: Kind) -> Iterator[Unit]:
             yield builtin_unit(spec, module.__name__)
 
 
-def folder_package(folder: Path) -> str:
+def _folder_package(folder: Path) -> str:
     """The package a plugin folder is imported as (made here): named after the folder and a
     hash of its path."""
     hashed = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
@@ -222,7 +222,7 @@ def _in_folder(kind: Kind, folder: Path) -> Iterator[Unit]:
     holder = folder / kind.name
     if not holder.is_dir():
         return
-    package = f"{folder_package(folder)}.{kind.name}"
+    package = f"{_folder_package(folder)}.{kind.name}"
     _imported(package, str(holder))
     for info in sorted(pkgutil.iter_modules([str(holder)]), key=lambda info: info.name):
         name = f"{package}.{info.name}"
