@@ -78,6 +78,16 @@ def test_a_job_measures_a_kernel_of_the_users_and_records_where_it_came_from(
     assert "plugins" not in record["params"]
 
 
+def test_a_job_started_as_a_new_interpreter_loads_the_users_units_too(tmp_path, served, caplog):
+    """As on Slurm, where each job's measuring process (each srun task's) starts afresh."""
+    served.delenv(fork_server.ADDRESS_VARIABLE)
+    plugin_folders.kernel(tmp_path / "units", "twice")
+    record = job(served, twice("twice"), SETTINGS, tmp_path / "units", tmp_path)
+    assert record["status"] == "ok", record["reason"]
+    assert "forked by the fork server" not in caplog.text
+    assert record["unit"]["origin"] == str(tmp_path / "units")
+
+
 def test_a_built_in_kernels_record_names_the_package_as_its_origin(tmp_path, served):
     exp = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 64)
     record = job(served, exp, SETTINGS, None, tmp_path)
