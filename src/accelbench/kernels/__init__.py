@@ -242,7 +242,9 @@ def cupy_module() -> ArrayModule:
 Prepare = Callable[[Any, Device], Prepared]  # (inputs, device) -> Prepared
 
 
-def array_implementations(array_module: Callable[[ArrayModule, Any], Prepared]) -> dict:
+def array_implementations(
+    array_module: Callable[[ArrayModule, Any], Prepared],
+) -> dict[str, Prepare]:
     """The NumPy and CuPy backends of array code written once against the module it is
     given (`array_module(NUMPY or CuPy, inputs)`); each carries the code's module, which a
     record names as the code that measured it."""

@@ -9,7 +9,8 @@ imported on first use: how to build it, how to make a deterministic,
 learnable synthetic batch, its loss, and where they differ from the defaults,
 its optimiser, training step, parts and layer sequence, and how to read its
 real dataset. So the training loop and the parallel strategies need to know
-nothing about any particular network.
+nothing about any particular network. A model of the user's declares its entry as the
+SPEC of its own module, beside its network (accelbench.registry); models() holds both.
 
 A batch is a pair `(inputs, targets)`; each of the two is a tensor or a tuple
 of tensors whose first dimension is the sample, so every strategy can split a
