@@ -22,9 +22,12 @@ logging.captureWarnings(True)
 
 # The rule's input function (grid.target_check) has parsed and checked these wildcards.
 exp = grid.planned_experiment(snakemake.rule, dict(snakemake.wildcards.items()))
+# The folders of the user's units travel with the job: every process that measures loads
+# the same catalogue (accelbench.registry), absolute as the config's check left them.
 settings = {
     **snakemake.params.settings,
     "config_hash": provenance.config_hash(snakemake.config),
+    "plugins": snakemake.config["plugins"]["paths"],
 }
 launcher = cluster.task_launcher(
     exp.parsed_device,

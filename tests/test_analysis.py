@@ -80,7 +80,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-35:] == [
+    assert columns[-37:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -94,6 +94,8 @@ def test_collect_columns_dtypes_and_units(frame):
         "host_speed_of_best",
         "implementation",
         "timer",
+        "unit_origin",
+        "unit_digest",
         "energy_status",
         "energy_reason",
         "energy_method",

@@ -294,3 +294,18 @@ def test_runs_of_different_grids_compare_on_the_cells_both_have(tmp_path, capsys
     write_records(tmp_path / "new", [slower, new_only])
     assert cli.main(["compare", *runs, "--common"]) == 1
     assert "| regression | train/resnet50/cpu1/fp32/single/bs16 |" in capsys.readouterr().out
+
+
+def test_a_unit_whose_source_differs_between_the_runs_is_named_among_the_changes():
+    old = pd.DataFrame(
+        {
+            "experiment": ["kernel", "kernel", "train"],
+            "kernel": ["axpby", "saxpy", None],
+            "model": [None, None, "mlp"],
+            "unit_digest": ["a" * 16, "b" * 16, "c" * 16],
+        }
+    )
+    new = old.assign(unit_digest=["d" * 16, "b" * 16, "c" * 16])
+    assert compare.source_changes(old, new) == [f"source of kernel axpby: {'a' * 16} -> {'d' * 16}"]
+    assert compare.source_changes(old, old) == []
+    assert compare.source_changes(old.drop(columns="unit_digest"), new) == []

@@ -134,9 +134,9 @@ def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, m
     [
         (
             "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'kernels', 'datasci', "
-            "'train', 'contention', 'energy', 'resources', 'slurm', 'cluster_analysis', "
-            "'report']",
+            "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'plugins', 'kernels', "
+            "'datasci', 'train', 'contention', 'energy', 'resources', 'slurm', "
+            "'cluster_analysis', 'report']",
         ),
         ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
         (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench import __version__, doctor, gpu_check, grid, launch, results, run_status
+from accelbench import __version__, doctor, gpu_check, grid, launch, registry, results, run_status
 from accelbench import config as workflow_config
 from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
@@ -65,6 +65,54 @@ def command_train(args: argparse.Namespace) -> int:
     print(f"{exp.path}: {status}")
     # The record says why either way; a failed experiment must also fail the command.
     return 1 if status == "failed" else 0
+
+
+def command_check(args: argparse.Namespace) -> int:
+    """Check units of your own (or the units named) against their contracts, then run each
+    backend they have that can run here once against the reference; exit 1 on any problem."""
+    from accelbench import contracts
+
+    try:
+        workflow_config.load(args.configfile)
+        wanted, unknown = (
+            contracts.named_units(args.names) if args.names else (contracts.users_units(), [])
+        )
+    except (workflow_config.ConfigError, registry.PluginError) as err:
+        print(f"accelbench: {err}", file=sys.stderr)
+        return 1
+    for name in unknown:
+        print(f"accelbench: no kernel, workload or model is named {name!r}", file=sys.stderr)
+    if not wanted and not unknown:
+        print(
+            "accelbench: nothing to check: no unit of your own (name its folder in plugins.paths "
+            "of a --configfile, or install a package that registers units), and no unit named",
+            file=sys.stderr,
+        )
+        return 1
+    problems = 0
+    for kind, name in wanted:
+        checked = contracts.check_unit(kind, name)
+        problems += len(checked.problems)
+        print("\n".join(checked.report()), flush=True)
+    print(f"{len(wanted)} unit(s) checked, {problems} problem(s)")
+    return 1 if problems or unknown else 0
+
+
+def command_new(args: argparse.Namespace) -> int:
+    """Write a kernel, data science workload or model of your own that runs as it is, a config
+    that measures it beside a built-in on this machine, and its test."""
+    from accelbench import scaffold
+
+    try:
+        module, config, test = scaffold.new(args.what, args.name, args.dir)
+    except scaffold.ScaffoldError as err:
+        print(f"accelbench: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {module} (yours to fill in), {config} and {test}; then:")
+    print(f"  accelbench check {args.name} --configfile {config}")
+    print(f"  accelbench run --cores all --configfile {config}")
+    print(f"  python -m pytest {test}")
+    return 0
 
 
 def command_sacct(args: argparse.Namespace) -> int:
@@ -204,6 +252,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="config merged over config/config.yaml (repeatable)",
     )
     train.set_defaults(handler=command_train)
+
+    contract = commands.add_parser(
+        "check",
+        help="check your units against their contracts and run each backend here once",
+        description=command_check.__doc__,
+    )
+    contract.add_argument(
+        "names", nargs="*", help="kernels, workloads or models (default: every unit of yours)"
+    )
+    add_configfile(contract)
+    contract.set_defaults(handler=command_check)
+    scaffolding = commands.add_parser(
+        "new",
+        help="write a kernel, workload or model of your own, its config and its test",
+        description=command_new.__doc__,
+    )
+    scaffolding.add_argument("what", choices=["kernel", "workload", "model"])
+    scaffolding.add_argument("name", help="its name, one part of its result paths")
+    scaffolding.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("my_benchmarks"),
+        help="the plugin folder to write into (default: my_benchmarks)",
+    )
+    scaffolding.set_defaults(handler=command_new)
 
     query = commands.add_parser("sacct", help=command_sacct.__doc__)
     query.add_argument("--configfile", type=Path, action="append", default=[])

@@ -36,7 +36,7 @@ import yaml
 from snakemake.utils import validate as validate_against_schema
 from snakemake_interface_common.exceptions import WorkflowError
 
-from accelbench import grid
+from accelbench import grid, registry
 
 WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -312,12 +312,38 @@ def validate(
         dotted = ".".join(map(str, keys)) or "(top level)"
         where = setting_file(keys, sources)
         raise ConfigError(f"{where}: config key {dotted}: {problem}") from None
+    use_plugins(config, sources)
     try:
         check_values(config)
     except (grid.GridError, ConfigError) as err:
         named = _NAMED_KEY.match(str(err))
         keys = named[1].split(".") if named else []
         raise ConfigError(f"{setting_file(keys, sources)}: {err}") from None
+    except registry.PluginError as err:  # it names the files at fault
+        raise ConfigError(str(err)) from None
+
+
+def use_plugins(config: dict[str, Any], sources: Sources = ()) -> None:
+    """Hand the folders of plugins.paths to the registry, each made absolute in the config
+    (which the jobs get): a relative one against the folder of the config file that names it,
+    so that a config kept beside its units runs from any directory (the working directory,
+    where no file names it). ConfigError names a path that is no folder of units."""
+    named = [path for path, values in sources if "paths" in _section(values, "plugins")]
+    base = named[-1].resolve().parent if named else Path.cwd()
+    where = f"{named[-1]}: " if named else ""
+    folders = []
+    for given in config["plugins"]["paths"]:
+        folder = (base / Path(given).expanduser()).resolve()
+        if not folder.is_dir():
+            raise ConfigError(f"{where}config key plugins.paths: {given} is no folder ({folder})")
+        if not any((folder / kind).is_dir() for kind in registry.KINDS):
+            raise ConfigError(
+                f"{where}config key plugins.paths: {given} ({folder}) holds none of "
+                f"{', '.join(kind + '/' for kind in registry.KINDS)}: name the folder above them"
+            )
+        folders.append(str(folder))
+    config["plugins"]["paths"] = folders
+    registry.use_plugins(folders)
 
 
 def check_files(paths: Sequence[str | os.PathLike[str]]) -> Sources:

@@ -41,18 +41,28 @@ def check_against_reference(
     error=relative_error,
     measure: str = "normwise relative error",
     reference_name: str = "numpy float64",
+    dtype: np.dtype | None = None,
 ) -> dict[str, Any]:
-    """Poison the output, run once, compare with the reference (a kernel's: float64 NumPy)."""
+    """Poison the output, run once, compare with the reference (a kernel's: float64 NumPy).
+
+    A result in another dtype than `dtype` (where given) fails whatever its error: a
+    kernel asked for float32 that computes in float64 would pass the check and time the
+    wrong arithmetic.
+    """
     prepared.poison()
     prepared.run()
-    found = error(prepared.fetch(), reference)
-    return {
+    result = prepared.fetch()
+    found = error(result, reference)
+    check = {
         "passed": found <= tolerance,
         "relative_error": found,
         "tolerance": tolerance,
         "measure": measure,
         "reference": reference_name,
     }
+    if dtype is not None and np.asarray(result).dtype != dtype:
+        check.update(passed=False, output_dtype=str(np.asarray(result).dtype), dtype=str(dtype))
+    return check
 
 
 def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> timing.Timed:
@@ -153,7 +163,12 @@ def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: 
 
     def recheck():
         return check_against_reference(
-            prepared, reference, tolerance, spec.error, spec.error_measure
+            prepared,
+            reference,
+            tolerance,
+            spec.error,
+            spec.error_measure,
+            dtype=spec.output_dtype(dtype),
         )
 
     started = time.perf_counter()
@@ -344,6 +359,8 @@ def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict
 
 def mismatch(check: dict[str, Any]) -> str:
     """Why a check failed, in one line."""
+    if "output_dtype" in check:
+        return f"result in {check['output_dtype']}, not in {check['dtype']} as asked"
     reference = "float64" if check["reference"] == "numpy float64" else check["reference"]
     return (
         f"result differs from the {reference} reference: {check['measure']} "

@@ -52,6 +52,10 @@ MEASURED_BY_KEY = "measured_by"
 # Optional: the energy of the measured work (accelbench.energy): "ok" with the method, the
 # idle baseline and each window, or "too_short"/"unavailable" with the reason.
 ENERGY_KEY = "energy"
+# Optional: where the measured unit (kernel, workload, model) came from and what its source
+# was (accelbench.registry.Unit): {"origin": "builtin", a plugin folder or an entry point,
+# "files": [...], "digest": ...}.
+UNIT_KEY = "unit"
 # Optional, on a "failed" record only: true where the failure was a passing fault (a full
 # disk, a process killed from outside other than by the OOM killer; accelbench.job.outcome), so
 # the workflow's next run measures the cell again instead of keeping the record.
@@ -212,6 +216,9 @@ def _check_section() -> dict[str, Any]:
         "tolerance": _number(0, nullable=True),
         "measure": _text(),
         "reference": _text(),
+        # A kernel's result in another dtype than asked: the one it came in, and the asked.
+        "output_dtype": _text(),
+        "dtype": _text(),
     }
     roof = _closed(
         ("passed",),
@@ -474,6 +481,12 @@ def record_schema() -> dict[str, Any]:
         conditions=_conditions_section(),
         raw={"type": "object", "additionalProperties": raw},
         measured_by=_closed(("implementation", "timer"), implementation=_text(), timer=_text()),
+        unit=_closed(
+            ("origin", "files", "digest"),
+            origin={"type": "string", "minLength": 1},
+            files={"type": "array", "minItems": 1, "items": _text()},
+            digest={"type": "string", "pattern": "^[0-9a-f]{16}$"},
+        ),
         energy=_energy_section(),
         transient={"const": True},
     )
@@ -542,6 +555,7 @@ def make_record(
     measured_by: dict[str, str] | None = None,
     energy: dict[str, Any] | None = None,
     transient: bool = False,
+    unit: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble a record and validate it, so an invalid one is never written."""
     record = {
@@ -563,6 +577,8 @@ def make_record(
         record[RAW_KEY] = raw
     if measured_by:
         record[MEASURED_BY_KEY] = measured_by
+    if unit:
+        record[UNIT_KEY] = unit
     if energy:
         record[ENERGY_KEY] = energy
     if transient:

@@ -34,6 +34,7 @@ import pandas as pd
 
 from accelbench import results
 from accelbench.analysis import provenance_summary, ratios, tables, tidy
+from accelbench.families import FAMILIES, Family
 
 REGRESSION = "regression"
 BUSY_SLOWER = "slower, busy machine"
@@ -367,7 +368,8 @@ def report_text(
 
 
 def provenance_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    """Provenance fields (GPU, driver, libraries, commit, ...) whose values differ."""
+    """Provenance fields (GPU, driver, libraries, commit, ...) whose values differ, then the
+    units both runs measured whose source differs."""
     fields = [(label, column) for label, column in provenance_summary.FIELDS]
     versions = sorted(
         {c for frame in (old, new) for c in frame.columns if c.endswith(tidy.VERSION_SUFFIX)}
@@ -381,4 +383,32 @@ def provenance_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
             changes.append(
                 f"{label}: {', '.join(before) or 'none'} -> {', '.join(after) or 'none'}"
             )
+    return changes + source_changes(old, new)
+
+
+def source_changes(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The kernels, workloads and models both runs measured from different source (their
+    records' unit digests): a change there may be the code's, not the machine's."""
+    changes = []
+    for family in FAMILIES.values():
+        if family.catalogue is None:
+            continue
+        before, after = (_digests(frame, family) for frame in (old, new))
+        for unit in sorted(before.keys() & after.keys()):
+            if before[unit] != after[unit]:
+                changes.append(
+                    f"source of {family.primary} {unit}: {', '.join(before[unit]) or 'none'} "
+                    f"-> {', '.join(after[unit]) or 'none'}"
+                )
     return changes
+
+
+def _digests(frame: pd.DataFrame, family: Family) -> dict[str, list[str]]:
+    """unit -> the source digests of its records in a tidy table, for one family."""
+    if "unit_digest" not in frame or family.primary not in frame:
+        return {}
+    rows = frame[frame["experiment"] == family.name]
+    return {
+        str(unit): sorted({str(digest) for digest in digests.dropna()})
+        for unit, digests in rows.groupby(family.primary)["unit_digest"]
+    }

@@ -64,6 +64,9 @@ CONDITION_COLUMNS = (
 )
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
+# Where its unit came from (record "unit"): "builtin", a plugin folder or an entry point,
+# and the digest of its source; null for a record of no unit (a roof).
+UNIT_COLUMNS = ("unit_origin", "unit_digest")
 # How its energy was measured (record "energy"): ok, too_short or unavailable, why not,
 # the counters read and the idle baseline; null for a record without energy. The energy
 # itself is in metric columns (energy_per_call_median, energy_per_sample_median, ...).
@@ -178,6 +181,8 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     row.update({column: conditions.get(column) for column in CONDITION_COLUMNS})
     measured_by = record.get("measured_by") or {}
     row.update({column: measured_by.get(column) for column in MEASURED_BY_COLUMNS})
+    unit = record.get("unit") or {}
+    row.update({column: unit.get(column.removeprefix("unit_")) for column in UNIT_COLUMNS})
     energy = record.get("energy") or {}
     row.update({column: energy.get(column.removeprefix("energy_")) for column in ENERGY_COLUMNS})
     row.update(_provenance_columns(record["provenance"]))
@@ -258,6 +263,7 @@ def _column_order(
         *CHECK_COLUMNS,
         *CONDITION_COLUMNS,
         *MEASURED_BY_COLUMNS,
+        *UNIT_COLUMNS,
         *ENERGY_COLUMNS,
         *PROVENANCE_COLUMNS,
         *sorted(versions),

@@ -116,6 +116,9 @@ class Family:
     # The parameter that names its rows in tables and figures, and the ones that join
     # the label where they vary; a family without rows of its own (roofs) has none.
     primary: str | None = None
+    # The catalogue (accelbench.registry) of the units its `primary` parameter names: a
+    # record names where its unit came from and the digest of its source.
+    catalogue: str | None = None
     secondary: tuple[str, ...] = ()
     # The metric an "ok" record cannot lack: its tables and comparisons are built on it.
     time_metric: str | None = None

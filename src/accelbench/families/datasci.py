@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench import registry
 from accelbench.backends import DATASCI_BACKENDS
 from accelbench.families.base import (
     RESULTS_DIR,
@@ -103,8 +104,10 @@ def validate(config: Config) -> None:
 
 
 def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
-    """The settings of every data science experiment (a rule's params: a change reruns them)."""
+    """The settings of every data science experiment (a rule's params: a change reruns them),
+    and, given a workload's wildcards, its source's where it is the user's."""
     section = config.get("datasci") or {}
+    source = {} if wildcards is None else registry.source_digest("datasci", wildcards["workload"])
     return {
         "seed": config["seed"],
         "min_run_time": section.get("min_run_time", 0.3),
@@ -114,6 +117,7 @@ def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, An
         "half_width": section.get("half_width", 0.05),
         "budget_s": section.get("budget_s", 10.0),
         "contention": dict(config.get("contention") or {}),
+        **source,
     }
 
 
@@ -128,6 +132,7 @@ FAMILY = Family(
     settings=settings,
     measure="accelbench.measure:measure_datasci",
     primary="workload",
+    catalogue="datasci",
     # Its library follows from the device kind (pandas on a CPU, cuDF on a GPU), so one
     # row spans CPU and GPU columns.
     secondary=("size",),

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench import registry
 from accelbench.backends import BACKENDS
 from accelbench.families.base import (
     RESULTS_DIR,
@@ -113,8 +114,10 @@ def validate(config: Config) -> None:
 
 
 def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
-    """The settings of every kernel experiment (a rule's params: a change reruns them)."""
+    """The settings of every kernel experiment (a rule's params: a change reruns them), and,
+    given a kernel's wildcards, its source's where it is the user's."""
     section = config["kernels"]
+    source = {} if wildcards is None else registry.source_digest("kernels", wildcards["kernel"])
     return {
         "seed": config["seed"],
         "min_run_time": section["min_run_time"],
@@ -126,6 +129,7 @@ def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, An
         "contention": dict(config.get("contention") or {}),
         "energy": dict(config.get("energy") or {}),
         "naive_size_limit": section.get("naive_size_limit", {}),
+        **source,
     }
 
 
@@ -141,6 +145,7 @@ FAMILY = Family(
     measure="accelbench.measure:measure_kernel",
     prepare="accelbench.measure:prepare_kernel",
     primary="kernel",
+    catalogue="kernels",
     secondary=("backend", "dtype", "size"),
     time_metric="time",
 )

@@ -7,6 +7,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench import registry
 from accelbench.devices import Device
 from accelbench.families.base import (
     RESULTS_DIR,
@@ -134,8 +135,10 @@ def validate(config: Config) -> None:
 
 
 def settings(config: Config, wildcards: Wildcards) -> dict[str, Any]:
-    """The settings of one model's experiments (its own options only, so others do not rerun it)."""
-    return train_settings.for_model(config, wildcards["model"])
+    """The settings of one model's experiments (its own options only, so others do not rerun
+    it), and its source's where it is the user's."""
+    model = wildcards["model"]
+    return {**train_settings.for_model(config, model), **registry.source_digest("models", model)}
 
 
 FAMILY = Family(
@@ -150,6 +153,7 @@ FAMILY = Family(
     measure="accelbench.train.loop:measure_training",
     later_runs="accelbench.train.loop:later_runs",
     primary="model",
+    catalogue="models",
     secondary=("precision", "strategy", "batch"),
     time_metric="time_per_batch",
 )

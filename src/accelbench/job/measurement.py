@@ -26,6 +26,7 @@ from accelbench import (
     host_speed,
     precision,
     provenance,
+    registry,
     rerun,
     timing,
 )
@@ -394,12 +395,16 @@ def _busy_text(
     return ", ".join(parts)
 
 
+# Settings a record keeps elsewhere (provenance, conditions, energy, unit) or not at all.
+NOT_PARAMS = ("config_hash", "contention", "energy", "plugins", "source_digest")
+
+
 def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
     """The experiment's parameters and settings; the naive size limit only where it applies."""
     params = {
         key: value
         for key, value in settings.items()
-        if key not in ("config_hash", "naive_size_limit", "roofs", "contention", "energy")
+        if key not in (*NOT_PARAMS, "naive_size_limit", "roofs")
     }
     runs = int(settings.get("runs", 1))
     params["interval"] = timing.RERUN_INTERVAL if runs > 1 else timing.WITHIN_RUN_INTERVAL
@@ -447,6 +452,20 @@ def run(
     return outcome.status
 
 
+def unit_section(exp: Experiment) -> dict[str, Any] | None:
+    """Where the experiment's unit came from and its source's digest (the record's `unit`);
+    None for a family without units (roofs), or where the catalogue cannot say (a module
+    that fails to import: the record's reason says so)."""
+    family = family_of(exp)
+    if family.catalogue is None:
+        return None
+    try:
+        unit = registry.units(family.catalogue).get(getattr(exp, family.primary))
+    except registry.PluginError:
+        return None
+    return unit.as_record() if unit else None
+
+
 def write_outcome(
     exp: Experiment, settings: dict[str, Any], output: str, outcome: Outcome, started: str
 ) -> None:
@@ -470,6 +489,7 @@ def write_outcome(
             measured_by=outcome.measured_by,
             energy=outcome.energy,
             transient=outcome.transient,
+            unit=unit_section(exp),
             provenance=provenance.collect(
                 seed=settings["seed"], config_digest=settings["config_hash"], started=started
             ),

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-from accelbench import forked_cuda
+from accelbench import forked_cuda, registry
 from accelbench.families import FAMILIES
 from accelbench.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.job import measurement
@@ -85,6 +85,8 @@ def main(payload: dict[str, Any]) -> int:
     if payload["log_file"]:
         os.environ[STACKS_FILE_VARIABLE] = payload["log_file"]
     exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
+    # The user's units the job's catalogue holds (a fork server's process inherits none).
+    registry.use_plugins(payload["settings"].get("plugins", ()))
     try:
         measurement.run(
             exp,

@@ -292,6 +292,8 @@ def run_supervised(
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
     # Only here, when the measuring process could not write the record itself: the
     # measuring code imports Numba and the kernels, a second this light parent saves.
+    from accelbench import registry
     from accelbench.job import measurement
 
+    registry.use_plugins(settings.get("plugins", ()))  # the record names its unit's origin
     measurement.write_outcome(exp, settings, output, outcome, started)

@@ -10,19 +10,19 @@ transfers stay outside `run` and are timed on their own (`upload`, `download`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numba
 import numpy as np
 
-from accelbench import placement
+from accelbench import placement, registry
 from accelbench.devices import Device
-from accelbench.registry import discover
 
 # Every kernel supports these; 16-bit types only where a backend computes in them.
 BASE_DTYPES = ("float64", "float32")
@@ -142,8 +142,8 @@ def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
 
 
 def kernels() -> dict[str, KernelSpec]:
-    """All registered kernels by name."""
-    return discover(__name__)
+    """All registered kernels by name: the package's, the user's (accelbench.registry)."""
+    return registry.specs("kernels")
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,25 @@ NUMPY = ArrayModule(np, placement.copy, np.array, empty=placement.empty)
 NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, cupy_set, cupy_get)
 
 
+# The array module CuPy's code path gets while numpy_playing_cupy holds: `accelbench check`
+# runs a kernel's CuPy code without CuPy.
+_cupy_stand_in: ArrayModule | None = None
+
+
+@contextlib.contextmanager
+def numpy_playing_cupy() -> Iterator[None]:
+    """Within the block, CuPy's code path runs on NUMPY_AS_DEVICE (cupy_module)."""
+    global _cupy_stand_in
+    _cupy_stand_in = NUMPY_AS_DEVICE
+    try:
+        yield
+    finally:
+        _cupy_stand_in = None
+
+
 def cupy_module() -> ArrayModule:
+    if _cupy_stand_in is not None:
+        return _cupy_stand_in
     import cupy
     import cupyx
 
@@ -224,6 +242,23 @@ def cupy_module() -> ArrayModule:
 Prepare = Callable[[Any, Device], Prepared]  # (inputs, device) -> Prepared
 
 
+def array_implementations(
+    array_module: Callable[[ArrayModule, Any], Prepared],
+) -> dict[str, Prepare]:
+    """The NumPy and CuPy backends of array code written once against the module it is
+    given (`array_module(NUMPY or CuPy, inputs)`); each carries the code's module, which a
+    record names as the code that measured it."""
+
+    def on_numpy(inputs, device: Device) -> Prepared:
+        return array_module(NUMPY, inputs)
+
+    def on_cupy(inputs, device: Device) -> Prepared:
+        return array_module(cupy_module(), inputs)
+
+    on_numpy.__module__ = on_cupy.__module__ = array_module.__module__
+    return {"numpy": on_numpy, "cupy": on_cupy}
+
+
 def backend_implementations(
     *,
     python: Prepare,
@@ -235,17 +270,12 @@ def backend_implementations(
 ) -> dict[str, Prepare]:
     """A kernel's seven backends from the code it writes once.
 
-    NumPy and CuPy share the array-module code (`array_module(NUMPY or CuPy,
-    inputs)`, unless `numpy` gives NumPy its own); serial and parallel Numba
-    share one loop (`numba(inputs, parallel)`). Each wrapper carries the
-    kernel's module, which a record names as the code that measured it.
+    NumPy and CuPy share the array-module code (array_implementations, unless `numpy`
+    gives NumPy its own); serial and parallel Numba share one loop (`numba(inputs,
+    parallel)`). Each wrapper carries the kernel's module, which a record names as the
+    code that measured it.
     """
-
-    def on_numpy(inputs, device: Device) -> Prepared:
-        return array_module(NUMPY, inputs)
-
-    def on_cupy(inputs, device: Device) -> Prepared:
-        return array_module(cupy_module(), inputs)
+    arrays = array_implementations(array_module)
 
     def numba_serial(inputs, device: Device) -> Prepared:
         return numba(inputs, False)
@@ -253,20 +283,14 @@ def backend_implementations(
     def numba_parallel(inputs, device: Device) -> Prepared:
         return numba(inputs, True)
 
-    for wrapper, written in (
-        (on_numpy, array_module),
-        (on_cupy, array_module),
-        (numba_serial, numba),
-        (numba_parallel, numba),
-    ):
-        wrapper.__module__ = written.__module__
+    numba_serial.__module__ = numba_parallel.__module__ = numba.__module__
     return {
         "python": python,
-        "numpy": numpy or on_numpy,
+        "numpy": numpy or arrays["numpy"],
         "numba": numba_serial,
         "numba-parallel": numba_parallel,
         "torch": torch,
-        "cupy": on_cupy,
+        "cupy": arrays["cupy"],
         "numba-cuda": numba_cuda,
     }
 

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from accelbench import doctor, energy, precision, timing
+from accelbench import doctor, energy, precision, registry, timing
 from accelbench.devices import (
     Device,
     cpu_threads,
@@ -361,7 +361,12 @@ def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> di
                 f"{exp.device} with {exp.strategy} needs {processes}"
             )
         return train_process(exp, settings, rendezvous)
-    request = {"experiment": asdict(exp), "settings": asdict(settings)}
+    # torchrun's ranks are new interpreters: they load the catalogue this process has.
+    request = {
+        "experiment": asdict(exp),
+        "settings": asdict(settings),
+        "plugins": registry.plugin_folders(),
+    }
     threads = strategies.threads_per_process(exp.strategy, device)
     return distributed.launch(
         functools.partial(train_process, exp, settings),

@@ -14,8 +14,9 @@ from typing import Any
 from accelbench.train.models import models, resolve_options
 
 COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
-# Keys of the settings mapping other than the training settings themselves.
-RUN_KEYS = ("config_hash", "contention")
+# Keys of the settings mapping other than the training settings themselves: the config's
+# hash, the contention guard, the folders of the user's units and the digest of the model's.
+RUN_KEYS = ("config_hash", "contention", "plugins", "source_digest")
 
 
 @dataclass(frozen=True)

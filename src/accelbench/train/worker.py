@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from accelbench import registry
 from accelbench.families.train import TrainExperiment
 from accelbench.job.processes import dump_stacks_into_the_job_log
 from accelbench.train import distributed
@@ -24,6 +25,7 @@ def main(request_path: str, result_path: str) -> int:
     rendezvous = distributed.from_environment()
     if rendezvous is None:
         raise distributed.LaunchError("accelbench.train.worker runs under torchrun or srun")
+    registry.use_plugins(request["plugins"])
     exp = TrainExperiment(**request["experiment"])
     settings = TrainSettings.from_mapping(request["settings"])
     return distributed.run_rank(

@@ -9,7 +9,8 @@ imported on first use: how to build it, how to make a deterministic,
 learnable synthetic batch, its loss, and where they differ from the defaults,
 its optimiser, training step, parts and layer sequence, and how to read its
 real dataset. So the training loop and the parallel strategies need to know
-nothing about any particular network.
+nothing about any particular network. A model of the user's declares its entry as the
+SPEC of its own module, beside its network (accelbench.registry); models() holds both.
 
 A batch is a pair `(inputs, targets)`; each of the two is a tensor or a tuple
 of tensors whose first dimension is the sample, so every strategy can split a
@@ -26,6 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from accelbench import registry
 
 Options = Mapping[str, Any]
 
@@ -135,12 +138,16 @@ class ModelSpec:
     # Real dataset (a name in accelbench.train.datasets.DATASETS) used when present on
     # disk; the module's `real_data` turns it into samples of this model's batch format.
     dataset: str | None = None
-    # The module with its network, when models share one (they differ in options only).
+    # The module with its network, when models share one (they differ in options only);
+    # a dotted name is a module of the user's (accelbench.registry fills it in).
     module: str | None = None
 
     @property
     def module_name(self) -> str:
-        """The module with this model's network: accelbench.train.models.<module or name>."""
+        """The module with this model's network: accelbench.train.models.<module or name>,
+        or the module of the user's that declares it."""
+        if self.module and "." in self.module:
+            return self.module
         return f"{__name__}.{self.module or self.name}"
 
     @property
@@ -456,5 +463,5 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def models() -> dict[str, ModelSpec]:
-    """All models by name."""
-    return MODELS
+    """All models by name: the catalogue above, the user's (accelbench.registry)."""
+    return registry.specs("models")
