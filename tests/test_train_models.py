@@ -104,14 +104,16 @@ def test_the_catalogue_agrees_with_the_model_module(name):
         assert any(other.dataset is not None for other in sharing)
 
 
-def test_planning_the_default_grid_does_not_import_torch():
-    """Parsing the Snakefile (config, grid, exclusions) runs for every Slurm job: no torch."""
+def test_planning_the_default_grid_imports_neither_torch_nor_numba():
+    """Parsing the Snakefile (config, grid, exclusions) runs for every Snakemake process and
+    every Slurm job: no torch, and no Numba (about a second), which only a compile needs."""
+    heavy = ("torch", "torchvision", "numba", "numba.cuda")
     code = (
         "import sys\n"
-        "from accelbench import config, grid\n"
+        "from accelbench import config, grid, stream\n"
         "from accelbench.train import datasets, settings\n"
         "assert grid.expand(config.load()).experiments\n"
-        "print(sorted(name for name in ('torch', 'torchvision') if name in sys.modules))\n"
+        f"print(sorted(name for name in {heavy} if name in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

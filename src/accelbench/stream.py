@@ -23,8 +23,8 @@ only roofs.py measures them.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from accelbench.devices import Device
@@ -35,12 +35,16 @@ from accelbench.kernels import (
     KernelSpec,
     Prepared,
     array_prepared,
+    bind_numba,
     cupy_module,
     host_prepared,
     torch_prepared,
     unit_roundoff,
 )
 from accelbench.kernels.reduction import tolerance as sum_tolerance
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
 
 # op -> (arrays read, arrays written, flops per element)
 OPS = {
@@ -121,6 +125,7 @@ def _torch_code(op: str, alpha: float):
 
 @cache
 def _numba_loop(op: str):
+    bind_numba(globals())
     if op == "copy":
 
         @numba.njit(parallel=True, cache=True)

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from accelbench import placement, registry
@@ -118,6 +117,25 @@ ELEMENTWISE_HALF_DTYPES = {
 }
 
 
+def bind_numba(namespace: dict[str, Any]) -> None:
+    """Make `numba` a global of the kernel module whose `globals()` is given, on its first
+    compile: Numba resolves `numba.prange` in a jitted loop through the loop's globals.
+    Not at import, so that reading the catalogue (every Snakemake process, every job on a
+    cluster) costs no Numba import, about a second of CPU."""
+    import numba
+
+    namespace["numba"] = numba
+
+
+def bind_numba_cuda(namespace: dict[str, Any]) -> None:
+    """`bind_numba`, and `cuda` (numba.cuda) as a global too: the CUDA simulator swaps the
+    module global `cuda` in a kernel's globals for its own, which a local name would miss."""
+    bind_numba(namespace)
+    from numba import cuda
+
+    namespace["cuda"] = cuda
+
+
 def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
     """numba.njit(parallel=..., cache=True) for a loop compiled both serial and parallel.
 
@@ -136,6 +154,8 @@ def jit_loop(parallel: bool, **options) -> Callable[[Callable], Callable]:
             function.__closure__,
         )
         variant.__qualname__ = f"{function.__qualname__}_{'parallel' if parallel else 'serial'}"
+        import numba
+
         return numba.njit(parallel=parallel, cache=True, **options)(variant)
 
     return compile_variant

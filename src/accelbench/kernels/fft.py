@@ -16,10 +16,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -29,6 +28,8 @@ from accelbench.kernels import (
     Prepared,
     array_prepared,
     backend_implementations,
+    bind_numba,
+    bind_numba_cuda,
     grid_2d,
     grid_rows,
     host_prepared,
@@ -38,6 +39,10 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 
 def complex_dtype(dtype: np.dtype) -> np.dtype:
@@ -182,6 +187,7 @@ def make_plan(n: int, dtype: np.dtype) -> Plan:
 def _numba_fft(parallel: bool):
     """A length-n transform of one row; with `parallel` the butterflies of each stage are
     spread over threads (1-D), without it the caller parallelises over rows (2-D)."""
+    bind_numba(globals())
 
     @jit_loop(parallel)
     def radix2(src, dst, permutation, twiddles):
@@ -221,6 +227,7 @@ def _numba_fft(parallel: bool):
 @cache
 def _numba_fft_rows():
     """Transform every row, rows spread over threads (each row serial)."""
+    bind_numba(globals())
     row_transform = _numba_fft(False)
 
     @numba.njit(parallel=True, cache=True)
@@ -233,6 +240,7 @@ def _numba_fft_rows():
 
 @cache
 def _numba_fft_rows_serial():
+    bind_numba(globals())
     row_transform = _numba_fft(False)
 
     @numba.njit(cache=True)
@@ -282,6 +290,7 @@ TILE = 16  # the transpose's blocks are TILE x TILE threads
 def cuda_kernels():
     """Every kernel works on a batch of rows, x along a row and y over the rows, each
     striding over the elements and rows its grid does not cover."""
+    bind_numba_cuda(globals())
 
     @cuda.jit(cache=True)
     def permute(src, dst, permutation):

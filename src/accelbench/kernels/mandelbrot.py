@@ -17,10 +17,9 @@ allows a small fraction of pixels to differ.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -28,6 +27,8 @@ from accelbench.kernels import (
     KernelSpec,
     Prepared,
     array_prepared,
+    bind_numba,
+    bind_numba_cuda,
     host_prepared,
     jit_loop,
     module_implementations,
@@ -35,6 +36,10 @@ from accelbench.kernels import (
     python_prepared,
     torch_prepared,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 MAX_ITER = 100
 REAL_RANGE = (-2.0, 0.5)
@@ -172,6 +177,7 @@ def prepare_python(inputs, device: Device) -> Prepared:
 def _numba_loops(parallel: bool):
     """LANES pixels of a row step together, escaped ones frozen by a select, so the inner
     loop has no branch and LLVM vectorises it; a block stops when all its pixels escaped."""
+    bind_numba(globals())
 
     @jit_loop(parallel)
     def escape_lanes(real, imag, out):
@@ -211,6 +217,7 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 def cuda_kernel(dtype_name: str):
     """One thread per pixel, x along a row (coalesced), striding over the pixels the grid
     does not cover."""
+    bind_numba_cuda(globals())
     element = getattr(numba, dtype_name)
 
     @cuda.jit(cache=True)

@@ -9,10 +9,9 @@ are accumulated in float32 by the libraries, so they add one final rounding.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda  # module level: the CUDA simulator swaps this global in kernels
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -21,6 +20,8 @@ from accelbench.kernels import (
     Prepared,
     accumulation_roundoff,
     array_prepared,
+    bind_numba,
+    bind_numba_cuda,
     host_prepared,
     jit_loop,
     module_implementations,
@@ -29,6 +30,10 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 
 def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
@@ -89,6 +94,7 @@ def prepare_python(inputs, device: Device) -> Prepared:
 @cache
 def _numba_loops(parallel: bool):
     """i-p-j loop order: the inner loop streams rows of B and C, so LLVM vectorises it."""
+    bind_numba(globals())
 
     @jit_loop(parallel)
     def matmul_loops(a, b, out):
@@ -117,6 +123,7 @@ def cuda_tiled_kernel(dtype_name: str):
     """Shared-memory tiled GEMM: each block computes TILE x TILE tiles of C, striding over
     the tiles the grid does not cover (the loops are the same for every thread of a block,
     so all of them reach each barrier)."""
+    bind_numba_cuda(globals())
     element = getattr(numba, dtype_name)
 
     @cuda.jit(cache=True)

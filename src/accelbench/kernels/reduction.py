@@ -10,10 +10,9 @@ in float32 by PyTorch, so it adds one final rounding.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -22,6 +21,8 @@ from accelbench.kernels import (
     Prepared,
     accumulation_roundoff,
     array_prepared,
+    bind_numba,
+    bind_numba_cuda,
     blocks_for,
     host_prepared,
     jit_loop,
@@ -31,6 +32,10 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 THREADS_PER_BLOCK = 128  # a power of two: the tree in shared memory halves it
 MAX_BLOCKS = 1024
@@ -83,6 +88,7 @@ def prepare_python(inputs, device: Device) -> Prepared:
 def _numba_loop(parallel: bool):
     """Reassociation allowed, so LLVM keeps several partial sums in vector lanes (as BLAS
     and NumPy's pairwise sum do); without it the loop waits on one add at a time."""
+    bind_numba(globals())
 
     @jit_loop(parallel, fastmath={"reassoc", "nsz"})
     def sum_loop(x, out):
@@ -101,6 +107,7 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 @cache
 def cuda_partial_sums(dtype_name: str):
     """Each block sums a grid-strided share of x into one partial, by a tree in shared memory."""
+    bind_numba_cuda(globals())
     element = getattr(numba, dtype_name)
 
     @cuda.jit(cache=True)

@@ -9,10 +9,9 @@ within a few units of roundoff of the float64 result, element by element.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -21,6 +20,8 @@ from accelbench.kernels import (
     KernelSpec,
     Prepared,
     array_prepared,
+    bind_numba,
+    bind_numba_cuda,
     grid_1d,
     host_prepared,
     jit_loop,
@@ -30,6 +31,10 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 
 def make_inputs(rng: np.random.Generator, n: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
@@ -84,6 +89,8 @@ def prepare_python(inputs, device: Device) -> Prepared:
 
 @cache
 def _numba_loop(parallel: bool):
+    bind_numba(globals())
+
     @jit_loop(parallel)
     def saxpy_loop(a, x, y, out):
         alpha = a[0]
@@ -101,6 +108,7 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 @cache
 def cuda_kernel():
     """One thread per element, grid-stride so any n fits any grid."""
+    bind_numba_cuda(globals())
 
     @cuda.jit(cache=True)
     def saxpy(a, x, y, out):

@@ -10,10 +10,9 @@ roundoff of the float64 result, whatever order it adds in.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -22,6 +21,8 @@ from accelbench.kernels import (
     KernelSpec,
     Prepared,
     array_prepared,
+    bind_numba,
+    bind_numba_cuda,
     host_prepared,
     jit_loop,
     module_implementations,
@@ -30,6 +31,10 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 TILE = 16
 
@@ -87,19 +92,27 @@ def prepare_python(inputs, device: Device) -> Prepared:
     return python_prepared(inputs, sweep_python, inputs[0].shape, inputs[0].dtype)
 
 
-@numba.njit(cache=True, fastmath={"contract"})
-def _sweep_row(above, row, below, target, quarter):
+@cache
+def _sweep_row():
     """One interior row on 1-D views: unit-stride loads LLVM vectorises, no 2-D indexing."""
-    m = row.size
-    target[0] = row[0]
-    for j in range(1, m - 1):
-        target[j] = quarter * ((above[j] + below[j]) + (row[j - 1] + row[j + 1]))
-    target[m - 1] = row[m - 1]
+    bind_numba(globals())
+
+    @numba.njit(cache=True, fastmath={"contract"})
+    def sweep_row(above, row, below, target, quarter):
+        m = row.size
+        target[0] = row[0]
+        for j in range(1, m - 1):
+            target[j] = quarter * ((above[j] + below[j]) + (row[j - 1] + row[j + 1]))
+        target[m - 1] = row[m - 1]
+
+    return sweep_row
 
 
 @cache
 def _numba_loops(parallel: bool):
     """Rows spread over threads, each swept on 1-D views; the two boundary rows copied."""
+    bind_numba(globals())
+    sweep_row = _sweep_row()
 
     @jit_loop(parallel)
     def sweep_loops(u, out):
@@ -108,7 +121,7 @@ def _numba_loops(parallel: bool):
         out[0, :] = u[0, :]
         out[n - 1, :] = u[n - 1, :]
         for i in numba.prange(1, n - 1):
-            _sweep_row(u[i - 1], u[i], u[i + 1], out[i], quarter)
+            sweep_row(u[i - 1], u[i], u[i + 1], out[i], quarter)
 
     return sweep_loops
 
@@ -121,6 +134,7 @@ def prepare_numba(inputs, parallel: bool) -> Prepared:
 def cuda_kernel(dtype_name: str):
     """One thread per grid point, x along a row (coalesced), striding over the points the
     grid does not cover: interior points average, boundary points copy."""
+    bind_numba_cuda(globals())
     element = getattr(numba, dtype_name)
 
     @cuda.jit(cache=True)

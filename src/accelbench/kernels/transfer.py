@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
-from numba import cuda
 
 from accelbench.devices import Device
 from accelbench.kernels import (
@@ -24,6 +23,8 @@ from accelbench.kernels import (
     Prepared,
     array_prepared,
     backend_implementations,
+    bind_numba,
+    bind_numba_cuda,
     cupy_module,
     grid_1d,
     host_prepared,
@@ -35,6 +36,10 @@ from accelbench.kernels import (
     torch_prepared,
     torch_to_host,
 )
+
+if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
+    import numba
+    from numba import cuda
 
 HOST_LINK_REASON = (
     "a host<->device copy needs a GPU; on a CPU the copy is transfer-d2d (a host memcpy)"
@@ -89,6 +94,8 @@ def prepare_d2d_python(inputs, device: Device) -> Prepared:
 
 @cache
 def _numba_loop(parallel: bool):
+    bind_numba(globals())
+
     @jit_loop(parallel)
     def copy_loop(x, out):
         for i in numba.prange(x.size):
@@ -103,6 +110,8 @@ def prepare_d2d_numba(inputs, parallel: bool) -> Prepared:
 
 @cache
 def cuda_copy_kernel():
+    bind_numba_cuda(globals())
+
     @cuda.jit(cache=True)
     def copy(x, out):
         for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
@@ -191,6 +200,7 @@ def _numba_host(x: np.ndarray, pinned: bool) -> np.ndarray:
 
 
 def prepare_h2d_numba_cuda(inputs, pinned: bool) -> Prepared:
+    bind_numba_cuda(globals())
     (x,) = inputs
     host = _numba_host(x, pinned)
     resident = cuda.device_array(x.shape, dtype=x.dtype)
@@ -203,6 +213,7 @@ def prepare_h2d_numba_cuda(inputs, pinned: bool) -> Prepared:
 
 
 def prepare_d2h_numba_cuda(inputs, pinned: bool) -> Prepared:
+    bind_numba_cuda(globals())
     (x,) = inputs
     resident = cuda.to_device(x)
     host = _numba_host(x, pinned)
