@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	@# The package with pyproject.toml's lists, which the lock must satisfy: --no-index lets
 	@# nothing else in (CUDA 12: only what requirements-cuda12.txt names, and its needs).
 	$(BIN)/python -m pip install --no-build-isolation $(if $(OFF_LOCK),-r $(OFF_LOCK),--no-index) \
-		-e ".[cuda$(CUDA)]" --group test --group build
+		-e ".[cuda$(CUDA)]" --group test --group build --group docs
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
