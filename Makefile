@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 # The CUDA stack the GPU backends use: 13 (default: PyPI's torch; Turing to Blackwell GPUs,
 # NVIDIA driver >= 580) or 12 (GPUs before Turing, or a driver < 580 and >= 525.60.13; torch's
-# CUDA 12.6 build from the PyTorch wheel index). See README, "CUDA stacks"; `accelbench doctor`
+# CUDA 12.6 build from the PyTorch wheel index). See docs/install.md, "CUDA stacks"; `accelbench doctor`
 # names the stack each GPU needs.
 CUDA ?= 13
 ifeq ($(filter $(CUDA),12 13),)
@@ -70,7 +70,7 @@ lint: venv
 	$(BIN)/python tools/lock.py --check
 
 # Both locks anew from pyproject.toml with uv, in a venv of its own; the versions pinned
-# stay unless UPGRADE=1 (README, "Dependencies and locks"). Needs PyPI.
+# stay unless UPGRADE=1 (docs/install.md, "Dependencies and locks"). Needs PyPI.
 LOCK_VENV := .venv-lock
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
@@ -78,8 +78,7 @@ lock:
 	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
 		$(if $(UPGRADE),--upgrade)
 
-# The acceptance check of the GPU half, on a GPU node or in a GPU job (README, "GPU
-# acceptance"): the doctor, the GPU tests, the GPU grid through the workflow (every
+# The acceptance check of the GPU half, on a GPU node or in a GPU job (docs/gpu-acceptance.md): the doctor, the GPU tests, the GPU grid through the workflow (every
 # experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
 # About 8 minutes on one H100; GPU_GRID=config/gpu-full.yaml runs the complete grid
 # (about half an hour). The data science workloads join where RAPIDS is installed;
