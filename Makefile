@@ -60,14 +60,26 @@ test: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
 
-# Style, Snakemake's own best-practice checks, and the locks against pyproject.toml;
-# .ci/run runs it before the tests.
+# Style, Snakemake's own best-practice checks, the locks against pyproject.toml, and the
+# documentation site built strictly (into a folder of its own, thrown away); .ci/run runs it
+# before the tests.
+RUFF_PATHS := src scripts tests tools docs/hooks setup.py
 lint: venv
-	$(BIN)/ruff check src scripts tests tools setup.py
-	$(BIN)/ruff format --check src scripts tests tools setup.py
+	$(BIN)/ruff check $(RUFF_PATHS)
+	$(BIN)/ruff format --check $(RUFF_PATHS)
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/snakemake --lint
 	$(BIN)/python tools/lock.py --check
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(MKDOCS) build --strict --quiet --site-dir "$$tmp"
+
+# The documentation site (mkdocs.yml, docs/) into site/: a broken link or anchor, a page
+# left out of the nav or an included file that moved fails it. The config reference is
+# generated from workflow/schemas/config.schema.yaml as it builds.
+# `.venv/bin/mkdocs serve` serves it while you edit.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: venv
+	$(MKDOCS) build --strict
 
 # Both locks anew from pyproject.toml with uv, in a venv of its own; the versions pinned
 # stay unless UPGRADE=1 (docs/install.md, "Dependencies and locks"). Needs PyPI.
