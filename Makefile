@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 # The CUDA stack the GPU backends use: 13 (default: PyPI's torch; Turing to Blackwell GPUs,
 # NVIDIA driver >= 580) or 12 (GPUs before Turing, or a driver < 580 and >= 525.60.13; torch's
-# CUDA 12.6 build from the PyTorch wheel index). See README, "CUDA stacks"; `accelbench doctor`
+# CUDA 12.6 build from the PyTorch wheel index). See docs/install.md, "CUDA stacks"; `accelbench doctor`
 # names the stack each GPU needs.
 CUDA ?= 13
 ifeq ($(filter $(CUDA),12 13),)
@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	@# The package with pyproject.toml's lists, which the lock must satisfy: --no-index lets
 	@# nothing else in (CUDA 12: only what requirements-cuda12.txt names, and its needs).
 	$(BIN)/python -m pip install --no-build-isolation $(if $(OFF_LOCK),-r $(OFF_LOCK),--no-index) \
-		-e ".[cuda$(CUDA)]" --group test --group build
+		-e ".[cuda$(CUDA)]" --group test --group build --group docs
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
@@ -60,17 +60,29 @@ test: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
 
-# Style, Snakemake's own best-practice checks, and the locks against pyproject.toml;
-# .ci/run runs it before the tests.
+# Style, Snakemake's own best-practice checks, the locks against pyproject.toml, and the
+# documentation site built strictly (into a folder of its own, thrown away); .ci/run runs it
+# before the tests.
+RUFF_PATHS := src scripts tests tools docs/hooks setup.py
 lint: venv
-	$(BIN)/ruff check src scripts tests tools setup.py
-	$(BIN)/ruff format --check src scripts tests tools setup.py
+	$(BIN)/ruff check $(RUFF_PATHS)
+	$(BIN)/ruff format --check $(RUFF_PATHS)
 	$(BIN)/snakefmt --check Snakefile workflow
 	$(BIN)/snakemake --lint
 	$(BIN)/python tools/lock.py --check
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(MKDOCS) build --strict --quiet --site-dir "$$tmp"
+
+# The documentation site (mkdocs.yml, docs/) into site/: a broken link or anchor, a page
+# left out of the nav or an included file that moved fails it. The config reference is
+# generated from workflow/schemas/config.schema.yaml as it builds.
+# `.venv/bin/mkdocs serve` serves it while you edit.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: venv
+	$(MKDOCS) build --strict
 
 # Both locks anew from pyproject.toml with uv, in a venv of its own; the versions pinned
-# stay unless UPGRADE=1 (README, "Dependencies and locks"). Needs PyPI.
+# stay unless UPGRADE=1 (docs/install.md, "Dependencies and locks"). Needs PyPI.
 LOCK_VENV := .venv-lock
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
@@ -78,8 +90,7 @@ lock:
 	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
 		$(if $(UPGRADE),--upgrade)
 
-# The acceptance check of the GPU half, on a GPU node or in a GPU job (README, "GPU
-# acceptance"): the doctor, the GPU tests, the GPU grid through the workflow (every
+# The acceptance check of the GPU half, on a GPU node or in a GPU job (docs/gpu-acceptance.md): the doctor, the GPU tests, the GPU grid through the workflow (every
 # experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
 # About 8 minutes on one H100; GPU_GRID=config/gpu-full.yaml runs the complete grid
 # (about half an hour). The data science workloads join where RAPIDS is installed;

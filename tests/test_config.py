@@ -197,6 +197,10 @@ def test_the_shipped_configs_name_every_default_they_keep():
     assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}
 
 
-def test_the_readme_shows_the_example_site_config_as_shipped():
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"```yaml\n{SITE_EXAMPLE.read_text(encoding='utf-8')}```" in readme
+def test_the_docs_show_the_example_site_config_as_shipped():
+    # docs/slurm.md includes the file as it is (pymdownx.snippets), never a copy of it.
+    page = (REPO_ROOT / "docs" / "slurm.md").read_text(encoding="utf-8")
+    assert f'```yaml\n--8<-- "{SITE_EXAMPLE.relative_to(REPO_ROOT)}"\n```' in page
+    example = SITE_EXAMPLE.read_text(encoding="utf-8").splitlines()[0]
+    for text in (REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")):
+        assert example not in text.read_text(encoding="utf-8"), text

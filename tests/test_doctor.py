@@ -138,7 +138,7 @@ def test_a_gpu_the_stack_has_no_code_for_is_explained_with_the_stack_to_pick():
         "(it carries sm_75 sm_80 sm_86 sm_90 sm_100 sm_120)",
         "  fix: install the CUDA 12 stack, which drives compute capability 7.0 "
         "(`make CUDA=12`, config cuda_stack: 12; NVIDIA driver >= 525.60.13; "
-        "see README, CUDA stacks)",
+        "see docs/install.md, CUDA stacks)",
     ]
     assert lines[gpu + 4].startswith("  bf16 and tf32 experiments are unavailable on it: ")
     assert lines[-1] == "A GPU is present but a backend cannot use it (see the fixes above)."
@@ -247,7 +247,7 @@ def test_a_gpu_the_stack_has_no_code_for_makes_its_experiments_unavailable(gpus,
         "GPU 0 (Tesla V100-SXM2-32GB): torch 2.14.1+cu130 has no code for compute capability 7.0 "
         "(it carries sm_75 sm_80 sm_86 sm_90 sm_100 sm_120); fix: install the CUDA 12 stack, "
         "which drives compute capability 7.0 (`make CUDA=12`, config cuda_stack: 12; "
-        "NVIDIA driver >= 525.60.13; see README, CUDA stacks)"
+        "NVIDIA driver >= 525.60.13; see docs/install.md, CUDA stacks)"
     )
     assert fake.launched() == []  # never "no kernel image": the check comes first
 
@@ -362,5 +362,5 @@ def test_a_rapids_library_that_is_not_installed_says_which_extra_installs_it():
     reason = backends.DATASCI_BACKENDS["cugraph"].unavailable_reason(parse_device("cuda1"))
     assert reason == (
         "cuGraph is not installed (optional extra rapids-cuda13 or rapids-cuda12, as the CUDA "
-        "stack; see README, RAPIDS): No module named 'cugraph'"
+        "stack; see docs/workloads.md, RAPIDS): No module named 'cugraph'"
     )

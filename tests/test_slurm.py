@@ -92,15 +92,17 @@ slurm:
 
 
 def readme_cluster_commands() -> list[list[str]]:
-    """The commands of the README's section "On a Slurm cluster", as a user types them."""
+    """The commands of the README's section "On a Slurm cluster" (which docs/slurm.md
+    shows too), as a user types them."""
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("\n## On a Slurm cluster\n")[1].split("\n## ")[0]
     block = section.split("```bash\n")[1].split("```")[0]
-    return [shlex.split(line) for line in block.splitlines() if line.strip()]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
 
 
-# What the README's commands are, by what the tests below do with each.
-SETUP, ACTIVATE, WHOLE_RUN, RERUN_ONE, STATUS = readme_cluster_commands()
+# What the README's commands are, by what the tests below do with each (the tests write
+# their own tiny grid as config/mysite.yaml instead of copying the example).
+SETUP, ACTIVATE, COPY, WHOLE_RUN, RERUN_ONE, STATUS = readme_cluster_commands()
 # Status checks every few seconds: the tests' jobs take seconds, a cluster's minutes.
 QUICK_CHECKS = ("--slurm-init-seconds-before-status-checks", "3")
 
@@ -108,6 +110,7 @@ QUICK_CHECKS = ("--slurm-init-seconds-before-status-checks", "3")
 def test_the_readme_commands_are_the_ones_tested():
     assert SETUP == ["make", "venv"]
     assert ACTIVATE == ["source", ".venv/bin/activate"]
+    assert COPY == ["cp", "config/site-example.yaml", "config/mysite.yaml"]
     assert WHOLE_RUN == ["snakemake", "--executor", "slurm", "--configfile=config/mysite.yaml"]
     assert RERUN_ONE[:-1] == WHOLE_RUN and RERUN_ONE[-1].startswith("results/kernels/")
     assert STATUS[:2] == ["accelbench", "status"]

@@ -5,7 +5,7 @@
 
 A lock pins, with hashes, everything `pip install --require-hashes -r LOCK` installs
 for Python 3.11 on x86_64 Linux: the package's dependencies, its CUDA extra and its
-dependency groups `test` and `build`. uv keeps the versions an existing lock pins
+dependency groups `test`, `build` and `docs`. uv keeps the versions an existing lock pins
 (pass --upgrade to let them move). The CUDA 12 stack's torch builds come from the
 PyTorch wheel index (requirements-cuda12.txt), which is not PyPI; they are resolved
 and installed where that stack is installed, without hashes, and the lock says so.
@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
-GROUPS = ("test", "build")
+GROUPS = ("test", "build", "docs")
 PYTHON_VERSION = "3.11"
 PLATFORM = "x86_64-manylinux_2_28"
 DIGEST_LINE = "# inputs sha256: "

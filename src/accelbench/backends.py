@@ -94,7 +94,7 @@ def _library_reason(module: str, label: str, extra: str | None = None) -> Callab
     GPUs), so it is imported only after the GPU check, which a child forked from
     a process that has initialised CUDA could not make.
     """
-    install = f" (optional extra {extra}; see README, RAPIDS)" if extra else ""
+    install = f" (optional extra {extra}; see docs/workloads.md, RAPIDS)" if extra else ""
 
     def reason(device: Device, dtype: str | None) -> str | None:
         if importlib.util.find_spec(module) is None:

@@ -41,7 +41,7 @@ from accelbench.job.processes import call_in_fork
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")
 STACK_FIX = (
     "install one CUDA stack: `make CUDA=13` (driver >= 580) or `make CUDA=12` (driver >= 525); "
-    "see README, CUDA stacks"
+    "see docs/install.md, CUDA stacks"
 )
 # The test suite runs Numba-CUDA kernels under Numba's CUDA simulator
 # (NUMBA_ENABLE_CUDASIM=1) and says so with this variable; anywhere else the

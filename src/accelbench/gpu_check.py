@@ -1,6 +1,6 @@
 """`accelbench gpu-check`: judge the records of the GPU grid and keep them as a reference.
 
-The last step of `make gpu-check` (README, "GPU acceptance"): after the doctor, the
+The last step of `make gpu-check` (docs/gpu-acceptance.md): after the doctor, the
 GPU tests and the workflow run of config/gpu.yaml, the grid's records are judged
 (analysis.acceptance) and everything a reader needs to trust or compare them goes to
 `reference/<gpu>/`, to be committed: the records, the tables and figures, the

@@ -31,7 +31,7 @@ NATIVE_FROM: dict[str, Capability] = {"bf16": AMPERE, "bfloat16": AMPERE, "tf32"
 
 @dataclass(frozen=True)
 class Stack:
-    """One of the project's CUDA stacks (README, CUDA stacks)."""
+    """One of the project's CUDA stacks (docs/install.md, CUDA stacks)."""
 
     name: str  # what `make CUDA=...` and the config's cuda_stack take
     driver_cuda: Capability  # the CUDA version the NVIDIA driver must support
@@ -150,11 +150,11 @@ def stack_advice(capabilities: Sequence[Capability], driver_cuda: Capability | N
         return (
             f"the CUDA {stack.name} stack drives compute capability {what} but needs an NVIDIA "
             f"driver {stack.driver}; this driver supports CUDA {capability_text(driver_cuda)}: "
-            "update the driver (see README, CUDA stacks)"
+            "update the driver (see docs/install.md, CUDA stacks)"
         )
     stack = driven[0]
     return (
         f"install the CUDA {stack.name} stack, which drives compute capability {what} "
         f"(`make CUDA={stack.name}`, config cuda_stack: {stack.name}; NVIDIA driver "
-        f"{stack.driver}; see README, CUDA stacks)"
+        f"{stack.driver}; see docs/install.md, CUDA stacks)"
     )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU acceptance check in one command on a GPU machine that has a PyTorch GPU image
-# and no internet (README, "GPU acceptance"): installs what the image lacks from wheels
+# and no internet (docs/gpu-acceptance.md): installs what the image lacks from wheels
 # carried in (tools/gpu-check/wheels.py made them), runs `make gpu-check`, launches the
 # local DDP cells over and over beside CPU load on that big host (benchmarks/ddp_stress.py,
 # where a launch once hung), and packs reference/<gpu>/ with the logs into one archive.
