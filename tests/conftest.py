@@ -195,23 +195,19 @@ def two_nodes(slurm) -> list[str]:
     return usable
 
 
-# The modules with tests on the local Slurm, by the nodes they use. Under pytest-xdist
-# (`make test` runs `-n`) the modules of one group run in one worker, one after another,
-# since they share those nodes and their queue; the two groups use different nodes
-# (localhost; node1 and node2), so they run side by side. They mostly wait for the
-# scheduler, so the other workers' tests overlap them.
+# The modules with tests on the local Slurm, in groups. Under pytest-xdist (`make test`
+# runs `-n`) the modules of one group run in one worker, one after another; the groups
+# run side by side. The multi-node tests have node1 and node2 to themselves. The others
+# share localhost: each test asks only about its own jobs, so two groups of them only
+# queue behind each other's jobs, and the longest chain of waits is halved. They mostly
+# wait for the scheduler, so the other workers' tests overlap them.
 SLURM_MODULES = {
     f"tests/{name}.py": group
     for group, names in (
+        ("slurm-workflow", ("test_slurm",)),
         (
-            "slurm-localhost",
-            (
-                "test_cluster_slurm",
-                "test_env_modules",
-                "test_run_status",
-                "test_slurm",
-                "test_train_slurm",
-            ),
+            "slurm-jobs",
+            ("test_cluster_slurm", "test_env_modules", "test_run_status", "test_train_slurm"),
         ),
         ("slurm-nodes", ("test_multinode_slurm",)),
     )
