@@ -7,8 +7,8 @@ and renamed over the target only once it is complete.
 
 What a record may hold is one JSON Schema (record_schema), built here from the
 declarations below and published as SCHEMA_FILE for other tools; accelbench
-checks every record it writes or reads against the same schema (compiled by
-accelbench.schema), and then against the CROSS_RULES a schema cannot state. A
+checks every record it writes or reads against the same schema (with jsonschema-rs,
+accelbench.json_schema), and then against the CROSS_RULES a schema cannot state. A
 record that breaks either is refused with the file and the key named: it never
 reaches a table as a number it does not hold.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from typing import Any
 from accelbench import energy, grid, provenance
 from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
-from accelbench.schema import SchemaViolation, compile_schema, shown
+from accelbench.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
@@ -623,17 +622,6 @@ def _check_order(metric: dict[str, Any], chain: tuple[str, ...], where: str) -> 
             raise RecordError(f"{where}: {low} {metric[low]!r} is above {high} {metric[high]!r}")
 
 
-def _finite_or_none(obj: Any) -> Any:
-    """JSON has no NaN/Infinity; store them as null so every reader can parse the file."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {key: _finite_or_none(value) for key, value in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite_or_none(value) for value in obj]
-    return obj
-
-
 def _current_umask() -> int:
     """The process umask (reading it means setting it; it is set straight back)."""
     mask = os.umask(0o022)
@@ -646,7 +634,7 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     validate_record(record, str(path))
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite_or_none(record), indent=2, sort_keys=True, allow_nan=False)
+    text = json.dumps(finite_or_none(record), indent=2, sort_keys=True, allow_nan=False)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
