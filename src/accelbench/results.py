@@ -16,6 +16,7 @@ reaches a table as a number it does not hold.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -124,6 +125,8 @@ DISTRIBUTION_REQUIRED = (
 LOCATION_STATISTICS = ("median", "q1", "q3", "ci_low", "ci_high", "min", "max", "mean")
 SPREAD_STATISTICS = ("iqr", "std", "between_run_std")
 ORDERED_STATISTICS = (("min", "q1", "median", "q3", "max"), ("ci_low", "median", "ci_high"))
+# Each statistic and the next of its chain: every distribution holds them all (the schema).
+ORDERED_PAIRS = tuple(pair for chain in ORDERED_STATISTICS for pair in itertools.pairwise(chain))
 
 # Rules a JSON Schema cannot state; validate_record checks them after the schema.
 CROSS_RULES = (
@@ -596,8 +599,12 @@ def validate_record(record: Any, source: str = "record") -> None:
     _check_id_and_params(record, source)
     for name, metric in record["metrics"].items():
         if "median" in metric:
-            for chain in ORDERED_STATISTICS:
-                _check_order(metric, chain, f"{source}: metrics.{name}")
+            for low, high in ORDERED_PAIRS:
+                if metric[low] > metric[high]:
+                    raise RecordError(
+                        f"{source}: metrics.{name}: {low} {metric[low]!r} is above "
+                        f"{high} {metric[high]!r}"
+                    )
 
 
 def _check_id_and_params(record: dict[str, Any], source: str) -> None:
@@ -606,20 +613,19 @@ def _check_id_and_params(record: dict[str, Any], source: str) -> None:
     except grid.GridError as err:
         raise RecordError(f"{source}: id: {err}") from None
     params = record["params"]
-    for field in fields(exp):
-        said = getattr(exp, field.name)
-        if params[field.name] != said:
+    for name in _parameter_names(type(exp)):
+        said = getattr(exp, name)
+        if params[name] != said:
             raise RecordError(
-                f"{source}: params.{field.name}: {shown(params[field.name])}, "
+                f"{source}: params.{name}: {shown(params[name])}, "
                 f"but the id {record['id']!r} says {shown(said)}"
             )
 
 
-def _check_order(metric: dict[str, Any], chain: tuple[str, ...], where: str) -> None:
-    present = [name for name in chain if name in metric]
-    for low, high in zip(present, present[1:], strict=False):
-        if metric[low] > metric[high]:
-            raise RecordError(f"{where}: {low} {metric[low]!r} is above {high} {metric[high]!r}")
+@functools.cache
+def _parameter_names(kind: type) -> tuple[str, ...]:
+    """The parameters an id names: the fields of its experiment type."""
+    return tuple(field.name for field in fields(kind))
 
 
 def _current_umask() -> int:
@@ -656,8 +662,11 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate one record; RecordError names the file and what is wrong."""
     try:
-        with open(path, "rb") as handle:  # bytes: json decodes UTF-8 itself, and faster
-            record = json.loads(handle.read(), parse_constant=_not_json)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        # As json.loads reads bytes, with one decoder for all records (json.loads with an
+        # option makes a decoder a call).
+        record = _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, _not_json's
         raise RecordError(f"{path}: not valid JSON ({err})") from err
     validate_record(record, str(path))
@@ -676,6 +685,9 @@ def _flag_transient(path: Path) -> None:
 def _not_json(constant: str) -> None:
     """Python's json reads NaN, Infinity and -Infinity; JSON has no such numbers."""
     raise ValueError(f"{constant} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)
 
 
 # Below results/: previous versions of records that were measured again, one folder per run.
