@@ -69,7 +69,7 @@ def test_records_of_every_family_and_status_meet_the_published_schema(published)
 
 
 def test_the_published_schema_says_where_accelbench_reads_it_more_strictly(published):
-    # accelbench.schema: numbers are finite, integers have no fraction; and the rules across
+    # accelbench.json_schema: numbers are finite, integers have no fraction; and the rules across
     # keys that a JSON Schema cannot state.
     assert "Numbers are finite and integers have no fraction." in published["description"]
     for rule in results.CROSS_RULES:

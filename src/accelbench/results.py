@@ -7,8 +7,8 @@ and renamed over the target only once it is complete.
 
 What a record may hold is one JSON Schema (record_schema), built here from the
 declarations below and published as SCHEMA_FILE for other tools; accelbench
-checks every record it writes or reads against the same schema (compiled by
-accelbench.schema), and then against the CROSS_RULES a schema cannot state. A
+checks every record it writes or reads against the same schema (with jsonschema-rs,
+accelbench.json_schema), and then against the CROSS_RULES a schema cannot state. A
 record that breaks either is refused with the file and the key named: it never
 reaches a table as a number it does not hold.
 """
@@ -16,8 +16,8 @@ reaches a table as a number it does not hold.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
-import math
 import os
 import re
 import shutil
@@ -32,7 +32,7 @@ from typing import Any
 from accelbench import energy, grid, provenance
 from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
-from accelbench.schema import SchemaViolation, compile_schema, shown
+from accelbench.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
@@ -125,6 +125,8 @@ DISTRIBUTION_REQUIRED = (
 LOCATION_STATISTICS = ("median", "q1", "q3", "ci_low", "ci_high", "min", "max", "mean")
 SPREAD_STATISTICS = ("iqr", "std", "between_run_std")
 ORDERED_STATISTICS = (("min", "q1", "median", "q3", "max"), ("ci_low", "median", "ci_high"))
+# Each statistic and the next of its chain: every distribution holds them all (the schema).
+ORDERED_PAIRS = tuple(pair for chain in ORDERED_STATISTICS for pair in itertools.pairwise(chain))
 
 # Rules a JSON Schema cannot state; validate_record checks them after the schema.
 CROSS_RULES = (
@@ -597,8 +599,12 @@ def validate_record(record: Any, source: str = "record") -> None:
     _check_id_and_params(record, source)
     for name, metric in record["metrics"].items():
         if "median" in metric:
-            for chain in ORDERED_STATISTICS:
-                _check_order(metric, chain, f"{source}: metrics.{name}")
+            for low, high in ORDERED_PAIRS:
+                if metric[low] > metric[high]:
+                    raise RecordError(
+                        f"{source}: metrics.{name}: {low} {metric[low]!r} is above "
+                        f"{high} {metric[high]!r}"
+                    )
 
 
 def _check_id_and_params(record: dict[str, Any], source: str) -> None:
@@ -607,31 +613,19 @@ def _check_id_and_params(record: dict[str, Any], source: str) -> None:
     except grid.GridError as err:
         raise RecordError(f"{source}: id: {err}") from None
     params = record["params"]
-    for field in fields(exp):
-        said = getattr(exp, field.name)
-        if params[field.name] != said:
+    for name in _parameter_names(type(exp)):
+        said = getattr(exp, name)
+        if params[name] != said:
             raise RecordError(
-                f"{source}: params.{field.name}: {shown(params[field.name])}, "
+                f"{source}: params.{name}: {shown(params[name])}, "
                 f"but the id {record['id']!r} says {shown(said)}"
             )
 
 
-def _check_order(metric: dict[str, Any], chain: tuple[str, ...], where: str) -> None:
-    present = [name for name in chain if name in metric]
-    for low, high in zip(present, present[1:], strict=False):
-        if metric[low] > metric[high]:
-            raise RecordError(f"{where}: {low} {metric[low]!r} is above {high} {metric[high]!r}")
-
-
-def _finite_or_none(obj: Any) -> Any:
-    """JSON has no NaN/Infinity; store them as null so every reader can parse the file."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {key: _finite_or_none(value) for key, value in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite_or_none(value) for value in obj]
-    return obj
+@functools.cache
+def _parameter_names(kind: type) -> tuple[str, ...]:
+    """The parameters an id names: the fields of its experiment type."""
+    return tuple(field.name for field in fields(kind))
 
 
 def _current_umask() -> int:
@@ -646,7 +640,7 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     validate_record(record, str(path))
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite_or_none(record), indent=2, sort_keys=True, allow_nan=False)
+    text = json.dumps(finite_or_none(record), indent=2, sort_keys=True, allow_nan=False)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -668,8 +662,11 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate one record; RecordError names the file and what is wrong."""
     try:
-        with open(path, "rb") as handle:  # bytes: json decodes UTF-8 itself, and faster
-            record = json.loads(handle.read(), parse_constant=_not_json)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        # As json.loads reads bytes, with one decoder for all records (json.loads with an
+        # option makes a decoder a call).
+        record = _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, _not_json's
         raise RecordError(f"{path}: not valid JSON ({err})") from err
     validate_record(record, str(path))
@@ -688,6 +685,9 @@ def _flag_transient(path: Path) -> None:
 def _not_json(constant: str) -> None:
     """Python's json reads NaN, Infinity and -Infinity; JSON has no such numbers."""
     raise ValueError(f"{constant} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)
 
 
 # Below results/: previous versions of records that were measured again, one folder per run.

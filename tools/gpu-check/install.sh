@@ -21,6 +21,6 @@ echo "import site; list(map(site.addsitedir, $site_dirs))" > "$purelib/zz-image-
 .venv/bin/python -m pip install --quiet --no-index --no-deps --no-build-isolation -e .
 # make's venv target is then up to date: it would otherwise reinstall from PyPI.
 touch .venv/.installed-cuda13
-.venv/bin/python -c 'import accelbench, jsonschema, numpy, snakemake, torch
+.venv/bin/python -c 'import accelbench, jsonschema, jsonschema_rs, numpy, snakemake, torch
 print("accelbench", accelbench.__version__, "| numpy", numpy.__version__, "| snakemake",
       snakemake.__version__, "| torch", torch.__version__)'

@@ -2,11 +2,11 @@
 that has no index to install from (tools/gpu-check/install.sh installs them there).
 
 Resolved with pip for the image's Python (`--python-version`, default 3.12) against the
-CUDA 13 lock's versions: Snakemake with its Slurm executor, jsonschema, and the lock's
-NumPy (Numba 0.68 breaks on NumPy 2.5, which such images have), with everything they need
-except what the image has (IMAGE_HAS) and PuLP, which only Snakemake's MILP scheduler
-imports (profiles/default chooses the greedy one). A package PyPI has only as source is
-built here into a wheel first. About 28 MB.
+CUDA 13 lock's versions: Snakemake with its Slurm executor, jsonschema, jsonschema-rs and
+the lock's NumPy (Numba 0.68 breaks on NumPy 2.5, which such images have), with everything
+they need except what the image has (IMAGE_HAS) and PuLP, which only Snakemake's MILP
+scheduler imports (profiles/default chooses the greedy one). A package PyPI has only as source is
+built here into a wheel first. About 34 MB.
 
     python tools/gpu-check/wheels.py [--out .whl] [--python-version 3.12]
 """
@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WANTED = ("snakemake", "snakemake-executor-plugin-slurm", "jsonschema", "numpy")
+WANTED = ("snakemake", "snakemake-executor-plugin-slurm", "jsonschema", "jsonschema-rs", "numpy")
 # In the PyTorch GPU image lent so far (Python 3.12, torch 2.11+cu130), checked there.
 IMAGE_HAS = {
     "attrs", "jinja2", "markupsafe", "packaging", "pandas", "psutil", "python-dateutil",

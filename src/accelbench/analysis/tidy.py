@@ -124,16 +124,18 @@ def flagged(value: Any) -> bool:
 
 
 @functools.cache
-def _metric_names(name: str, distribution: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(column names, columns that carry the unit) of one metric; cached because every
-    record repeats the same few metrics."""
+def _metric_names(
+    name: str, distribution: bool
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(column names, the metric's fields they hold, columns that carry the unit) of one
+    metric; cached because every record repeats the same few metrics."""
     if not distribution:
-        return (name,), (name,)
+        return (name,), ("value",), (name,)
     columns = tuple(f"{name}_{field}" for field in DISTRIBUTION_FIELDS)
     with_unit = tuple(
         f"{name}_{field}" for field in DISTRIBUTION_FIELDS if field not in UNITLESS_FIELDS
     )
-    return columns, with_unit
+    return columns, DISTRIBUTION_FIELDS, with_unit
 
 
 def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
@@ -169,43 +171,53 @@ class _Flat:
     measured: dict[str, Any]  # metric columns
     metrics: dict[str, tuple[str, ...]]  # metric name -> its column names
     units: dict[str, str]  # metric column -> unit
+    shape: tuple[str, ...]  # the names of row, params and measured, in order
+
+
+# The columns of the record's optional sections: (section, ((column, key in it), ...)).
+SECTION_COLUMNS = (
+    ("check", (("check_passed", "passed"), ("check_relative_error", "relative_error"))),
+    ("conditions", tuple(zip(CONDITION_COLUMNS, CONDITION_COLUMNS, strict=True))),
+    ("measured_by", tuple(zip(MEASURED_BY_COLUMNS, MEASURED_BY_COLUMNS, strict=True))),
+    ("unit", tuple((column, column.removeprefix("unit_")) for column in UNIT_COLUMNS)),
+    ("energy", tuple((column, column.removeprefix("energy_")) for column in ENERGY_COLUMNS)),
+)
 
 
 def _flatten(record: dict[str, Any]) -> _Flat:
     """One record as record/check/provenance columns, params, metric columns and units."""
     row = {key: record[key] for key in RECORD_COLUMNS}
-    check = record["check"] or {}
-    row["check_passed"] = check.get("passed")
-    row["check_relative_error"] = check.get("relative_error")
-    conditions = record.get("conditions") or {}
-    row.update({column: conditions.get(column) for column in CONDITION_COLUMNS})
-    measured_by = record.get("measured_by") or {}
-    row.update({column: measured_by.get(column) for column in MEASURED_BY_COLUMNS})
-    unit = record.get("unit") or {}
-    row.update({column: unit.get(column.removeprefix("unit_")) for column in UNIT_COLUMNS})
-    energy = record.get("energy") or {}
-    row.update({column: energy.get(column.removeprefix("energy_")) for column in ENERGY_COLUMNS})
+    for section, columns in SECTION_COLUMNS:
+        found = record.get(section) or {}
+        for column, key in columns:
+            row[column] = found.get(key)
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
-        row[f"{library}{VERSION_SUFFIX}"] = version
+        row[library + VERSION_SUFFIX] = version
     measured: dict[str, Any] = {}
     metrics: dict[str, tuple[str, ...]] = {}
     units: dict[str, str] = {}
     for name, metric in record["metrics"].items():
-        distribution = "median" in metric
-        columns, with_unit = _metric_names(name, distribution)
-        fields = DISTRIBUTION_FIELDS if distribution else ("value",)
-        measured.update(zip(columns, map(metric.get, fields), strict=True))
+        columns, held, with_unit = _metric_names(name, "median" in metric)
+        for column, field in zip(columns, held, strict=True):
+            measured[column] = metric.get(field)
         metrics[name] = columns
-        units.update(dict.fromkeys(with_unit, metric["unit"]))
-    return _Flat(row, dict(record["params"]), measured, metrics, units)
+        unit = metric["unit"]
+        for column in with_unit:
+            units[column] = unit
+    params = record["params"]
+    return _Flat(row, dict(params), measured, metrics, units, (*row, *params, *measured))
 
 
 def _id_matches_path(record_id: str, path: str) -> bool:
     """A record's id is its path below the results folder, without .json: a record
     copied to another cell's path would otherwise fill that cell with foreign numbers."""
-    stem = Path(path).as_posix().removesuffix(".json")
-    return stem == record_id or stem.endswith(f"/{record_id}")
+
+    def names(text: str) -> bool:
+        stem = text.removesuffix(".json")
+        return stem == record_id or stem.endswith(f"/{record_id}")
+
+    return names(path) or names(Path(path).as_posix())  # pathlib only where needed
 
 
 def _load(path: str) -> _Flat | str:
@@ -223,9 +235,7 @@ def _load(path: str) -> _Flat | str:
 def _coerce(name: str, values: list[Any]) -> pd.Series:
     """Pick a dtype from the values: nullable ints and booleans, floats, timestamps, text."""
     if name in TIMESTAMP_COLUMNS:
-        return pd.to_datetime(
-            pd.Series(values, dtype="str"), utc=True, format="ISO8601", errors="coerce"
-        )
+        return pd.to_datetime(_text(values), utc=True, format="ISO8601", errors="coerce")
     kinds = set(map(type, values)) - {type(None)}
     if kinds == {bool} or (not kinds and name in FLAG_COLUMNS):
         return pd.Series(values, dtype="boolean")
@@ -234,14 +244,13 @@ def _coerce(name: str, values: list[Any]) -> pd.Series:
     if kinds and kinds <= {int, float}:
         return pd.Series(values, dtype="float64")  # None becomes NaN
     if kinds <= {str}:
-        return pd.Series(values, dtype="str")
-    return pd.Series(
-        [
-            value if value is None or isinstance(value, str) else json.dumps(value)
-            for value in values
-        ],
-        dtype="str",
-    )
+        return _text(values)
+    return _text([v if v is None or isinstance(v, str) else json.dumps(v) for v in values])
+
+
+def _text(values: list[str | None]) -> pd.Series:
+    """A text column, through Arrow: a third of the time pandas takes from a list."""
+    return pd.Series(pa.array(values, type=pa.large_string()), dtype="str")
 
 
 def _column_order(
@@ -312,10 +321,9 @@ class _Collection:
 
     def problem(self, path: str, flat: _Flat) -> str | None:
         """Why the record at `path` cannot join the others, or None."""
-        shape = (*flat.row, *flat.params, *flat.measured)
-        clash = self.clashes.get(shape)
+        clash = self.clashes.get(flat.shape)
         if clash is None:
-            clash = self.clashes[shape] = _clash(flat)
+            clash = self.clashes[flat.shape] = _clash(flat)
         conflicts = []
         if not flat.units.items() <= self.units.items():
             conflicts = [
@@ -333,17 +341,16 @@ class _Collection:
         return None
 
     def accept(self, path: str, flat: _Flat) -> None:
-        shape = (*flat.row, *flat.params, *flat.measured)
         self.seen[flat.row["id"]] = path
         self.units.update(flat.units)
-        if shape not in self.accepted:
-            self.accepted.add(shape)
+        if flat.shape not in self.accepted:
+            self.accepted.add(flat.shape)
             self.param_names.update(dict.fromkeys(flat.params))
             self.versions.update(name for name in flat.row if name.endswith(VERSION_SUFFIX))
             for name, columns in flat.metrics.items():
                 self.metric_columns.setdefault(name, {}).update(dict.fromkeys(columns))
         self.gathered.add(
-            shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
+            flat.shape, (*flat.row.values(), *flat.params.values(), *flat.measured.values())
         )
 
     def frame(self) -> pd.DataFrame:
