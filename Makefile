@@ -117,10 +117,10 @@ gpu-check: venv
 	$(BIN)/accelbench gpu-check $(addprefix --configfile ,$(GPU_CONFIGS))
 	$(STEP) done
 
-# The result record's JSON Schema, generated from src/accelbench/results.py (a test checks
+# The result record's JSON Schema, generated from src/accelbench/records/record.py (a test checks
 # that the committed file is what the code checks).
 record-schema: venv
-	$(BIN)/python -c 'from accelbench import results; results.write_schema()'
+	$(BIN)/python -c 'from accelbench.records import record; record.write_schema()'
 
 slurm-up:
 	tools/slurm-local/start.sh

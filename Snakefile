@@ -10,7 +10,7 @@ import sys
 
 from snakemake.utils import min_version
 
-from accelbench import run_config
+from accelbench.run import config as run_config
 from accelbench.config import check_configfile_options, check_configfiles, check_loaded
 
 min_version("9.0")

@@ -1,5 +1,5 @@
 """Energy counter: how often does this machine's energy counter change, and so how long must
-an energy window be (accelbench.energy: at least MIN_PERIODS updates)?
+an energy window be (accelbench.measuring.energy: at least MIN_PERIODS updates)?
 
 Reads the meter a measurement would open (NVML over GPU 0 with `--gpu`, else RAPL) every
 `--every` seconds for `--seconds`, with nothing running, and prints the intervals between
@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from accelbench import energy
+from accelbench.measuring import energy
 
 
 def changes(meter: energy.Meter, seconds: float, every: float) -> tuple[list[float], float]:

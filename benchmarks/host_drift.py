@@ -1,5 +1,5 @@
 """Host drift: does the host slow this machine's CPUs in stretches the guest cannot see, and
-does the host-speed probe (accelbench.host_speed) see them when a kernel does?
+does the host-speed probe (accelbench.measuring.host_speed) see them when a kernel does?
 
 For `--seconds`, a fresh process is forked every `--every` seconds, as each run of a
 measurement is; it times the probe, then a single-thread float32 GEMM (n = 512, the
@@ -23,8 +23,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from accelbench import host_speed
 from accelbench.job.processes import call_in_fork
+from accelbench.measuring import host_speed
 
 
 def gemm_median(size: int = 512, calls: int = 40) -> float:

@@ -2,7 +2,7 @@
 
 Each experiment job logs what it did before its runs (imports, the GPU questions, the
 idle energy baseline, the cell's inputs and reference) and each kernel run its phases
-(context, check, timing, transfers, energy, recheck); accelbench.phases. This reads the
+(context, check, timing, transfers, energy, recheck); accelbench.measuring.phases. This reads the
 job logs below `--results` and prints, per kind of job (family, device kind, and for
 kernels whether the cell is large), how many there were, the median job, its phases and
 their share; then every phase summed over all jobs, and the jobs' total. With

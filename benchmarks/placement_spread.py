@@ -1,5 +1,5 @@
 """Benchmark: how far apart the runs of one kernel fall when each run places its arrays
-afresh (accelbench.placement), against runs that all inherit their parent's placement.
+afresh (accelbench.measuring.placement), against runs that all inherit their parent's placement.
 
 For each of several parent processes, forks `--runs` runs of one kernel cell the way a
 measurement does (after measurement.preload, inputs checked against the reference),
@@ -26,10 +26,11 @@ import time
 
 import numpy as np
 
-from accelbench import measure, placement
-from accelbench.devices import cpu_threads, parse_device
+from accelbench import measure
 from accelbench.job import measurement
 from accelbench.kernels import host_dtype, kernels
+from accelbench.measuring import placement
+from accelbench.platform.devices import cpu_threads, parse_device
 
 
 def run_median(cell: str) -> float:

@@ -44,10 +44,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from accelbench import timing
 from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
-from accelbench.results import load_record
+from accelbench.measuring import timing
+from accelbench.records.record import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")

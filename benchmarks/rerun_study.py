@@ -32,10 +32,11 @@ import time
 from pathlib import Path
 
 from accelbench import config as workflow_config
-from accelbench import grid, provenance
+from accelbench import grid
 from accelbench.families import FAMILIES
 from accelbench.job import supervisor
-from accelbench.results import load_record
+from accelbench.platform import provenance
+from accelbench.records.record import load_record
 
 CELLS = (
     "results/kernels/matmul/cpu1/numpy/float64/n512.json",

@@ -3,8 +3,9 @@
 import logging
 from pathlib import Path
 
-from accelbench.analysis import queue_wait, sacct, style
+from accelbench.analysis import queue_wait, style
 from accelbench.job.processes import die_with_parent
+from accelbench.slurm import sacct
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -4,10 +4,12 @@ import logging
 import signal
 import sys
 
-from accelbench import cluster, grid, provenance
+from accelbench import grid
 from accelbench.job import supervisor
 from accelbench.job.outcome import RetryableFailure
 from accelbench.job.processes import die_with_parent
+from accelbench.platform import provenance
+from accelbench.slurm import resources as cluster
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 # SIGTERM: the supervisor stops its measuring process before it ends.

@@ -2,8 +2,8 @@
 
 import logging
 
-from accelbench.analysis import sacct
 from accelbench.job.processes import die_with_parent
+from accelbench.slurm import sacct
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -78,7 +78,7 @@ def measure_once_however_busy(monkeypatch):
     """Experiments measured in a test never wait for a quiet machine (the suite runs tests
     side by side): a busy measurement is flagged, not repeated after a pause. The tests of
     the retry set contention.retries themselves."""
-    from accelbench import contention
+    from accelbench.measuring import contention
 
     monkeypatch.setitem(contention.DEFAULTS, "retries", 0)
 
@@ -96,7 +96,7 @@ def host_files_of_its_own(tmp_path_factory, monkeypatch):
 def no_gpu_answers_kept():
     """Each test asks the GPUs afresh: a process keeps what its GPU checks found (doctor.inspected),
     and tests stand in for different GPUs."""
-    from accelbench import doctor
+    from accelbench.platform import doctor
 
     doctor.inspected.cache_clear()
     yield
@@ -154,7 +154,7 @@ def slurm():
     Without it the test skips, except in CI (CI=true), where a missing Slurm is
     a failure: the integration path must really run there.
     """
-    from accelbench import cluster
+    from accelbench.slurm import resources as cluster
 
     partitions = cluster.slurm_partitions() or []
     if not {"medium", "gpu"} <= set(partitions):

@@ -17,14 +17,14 @@ from accelbench import config as accelbench_config
 from accelbench import grid
 from accelbench.analysis import shi2016_paper
 from accelbench.datasci import workloads
-from accelbench.devices import parse_device
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
-from accelbench.results import make_record, write_record
-from accelbench.timing import rate_from_time, summarize, value
+from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.platform.devices import parse_device
+from accelbench.records.record import make_record, write_record
 
 from records import device_record, scaled, train_record, with_energy
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 
-from accelbench import energy
-from accelbench.devices import parse_device
-from accelbench.results import GPU_ROOF_METRICS, make_record, validate_record, write_record
-from accelbench.timing import rate_from_time, summarize, value
+from accelbench.measuring import energy
+from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.platform.devices import parse_device
+from accelbench.records.record import GPU_ROOF_METRICS, make_record, validate_record, write_record
 
 NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
 FAILED = "RuntimeError: 100% of threads_busy"

@@ -16,7 +16,8 @@ import pytest
 
 from accelbench import cli
 from accelbench import config as workflow_config
-from accelbench.analysis import advisor, sacct
+from accelbench.analysis import advisor
+from accelbench.slurm import sacct
 
 from conftest import REPO_ROOT
 

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from accelbench import timing
 from accelbench.analysis import figures, provenance_summary, ratios, style, summary, tables, tidy
-from accelbench.results import write_record
+from accelbench.measuring import timing
+from accelbench.records.record import write_record
 
 from records import (
     FAILED,

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from accelbench import contracts, registry
-from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import workloads
 from accelbench.kernels import kernels
+from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.train.models import models, resolve_options
 
 

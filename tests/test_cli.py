@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from accelbench import cli, grid, roof_check
+from accelbench import cli, grid
 from accelbench.job import measurement
-from accelbench.results import load_record, make_record, write_record
+from accelbench.records.record import load_record, make_record, write_record
+from accelbench.roofs import check as roof_check
 
 from conftest import REPO_ROOT
 

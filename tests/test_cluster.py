@@ -9,13 +9,15 @@ import sys
 import pytest
 import yaml
 
-from accelbench import cluster, grid, provenance
-from accelbench.devices import parse_device, slurm_gpu_shortfall
+from accelbench import grid
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import supervisor
 from accelbench.job.outcome import RetryableFailure
-from accelbench.results import load_record
+from accelbench.platform import provenance
+from accelbench.platform.devices import parse_device, slurm_gpu_shortfall
+from accelbench.records.record import load_record
+from accelbench.slurm import resources as cluster
 
 from conftest import REPO_ROOT
 

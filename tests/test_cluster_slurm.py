@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 import pytest
 import yaml
 
-from accelbench import cli, cluster, grid
-from accelbench.analysis import sacct
+from accelbench import cli, grid
+from accelbench.slurm import resources as cluster
+from accelbench.slurm import sacct
 
 from conftest import REPO_ROOT, snakemake
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from accelbench import cluster
+from accelbench.slurm import resources as cluster
 
 from conftest import REPO_ROOT, snakemake
 

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from accelbench import contention, timing
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.measuring import contention, timing
+from accelbench.records.record import load_record
 
 # Every test here reads the machine's load: `make test` runs them alone (marker quiet).
 pytestmark = pytest.mark.quiet
@@ -209,7 +209,7 @@ def test_the_workflow_that_started_the_measurement_is_counted_apart():
     script = textwrap.dedent(
         """
         import json, time
-        from accelbench import contention
+        from accelbench.measuring import contention
         watch = contention.Watch()
         time.sleep(1.0)
         print(json.dumps(watch.stop().as_record()))

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import forked_cuda
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import fork_server
-from accelbench.results import load_record
+from accelbench.platform import forked_cuda
+from accelbench.records.record import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What every GPU node has after `module load cuda`: torch then asks the driver on import
@@ -70,7 +70,7 @@ DOCTOR_AFTER_A_PRELOAD = textwrap.dedent(
     """
     import json, os, sys
     import torch
-    from accelbench import doctor
+    from accelbench.platform import doctor
 
     def preload():
         os.environ["PRELOADED"] = "yes"
@@ -113,7 +113,7 @@ LAUNCHER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from fake_torch_cuda import T4, FakeTorch
-    from accelbench import doctor
+    from accelbench.platform import doctor
     from accelbench.families.train import TrainExperiment
     from accelbench.train import loop
 

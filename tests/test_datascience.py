@@ -15,7 +15,6 @@ import pytest
 
 from accelbench import config, grid
 from accelbench.analysis import figures, offload, roofline, tables, tidy
-from accelbench.backends import DATASCI_BACKENDS
 from accelbench.datasci import (
     Library,
     library_prepared,
@@ -28,6 +27,7 @@ from accelbench.families import FAMILIES
 from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.measure import check_against_reference, measure_datasci
+from accelbench.platform.backends import DATASCI_BACKENDS
 
 from conftest import snakemake
 from records import datasci_records, with_energy, write_records

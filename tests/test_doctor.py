@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from accelbench import backends, doctor
-from accelbench.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
-from accelbench.gpu_support import VisibleGpu
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.platform import backends, doctor
+from accelbench.platform.devices import parse_device
+from accelbench.platform.gpu_support import VisibleGpu
+from accelbench.records.record import load_record
 from accelbench.train import loop
 
 from fake_torch_cuda import A100, CUDA13_ARCHS, T4, V100, FakeTorch
@@ -209,7 +209,7 @@ def test_the_installed_stack_loads_one_cuda_major_in_any_import_order(order):
         "import importlib, json\n"
         f"for name in {list(order)!r}: importlib.import_module(name)\n"
         "from cupy_backends.cuda.libs import nvrtc\n"
-        "from accelbench import doctor\n"
+        "from accelbench.platform import doctor\n"
         "print(json.dumps([nvrtc.getVersion()[0], doctor.loaded_cuda_libraries()]))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -305,12 +305,12 @@ def test_a_launched_rank_checks_its_own_gpu_not_gpu_0(gpus, monkeypatch):
 
 SIMULATOR_REFUSED = """
 import json
-from accelbench import doctor
+from accelbench.platform import doctor
 from accelbench.job import measurement
-from accelbench.backends import BACKENDS
-from accelbench.devices import parse_device
+from accelbench.platform.backends import BACKENDS
+from accelbench.platform.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 exp = KernelExperiment("saxpy", "cuda1", "numba-cuda", "float32", 64)
 settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
 measurement.run(exp, settings, "r.json")

@@ -9,14 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench import energy
 from accelbench.analysis import tables, tidy
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
-from accelbench.results import RecordError, load_record, make_record
-from accelbench.timing import summarize
+from accelbench.measuring import energy
+from accelbench.measuring.timing import summarize
+from accelbench.records.record import RecordError, load_record, make_record
 
 from records import KERNELS, TRAIN, with_energy, write_records
 

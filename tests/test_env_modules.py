@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_slurm import SLURM_ARGS
 
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 
 from conftest import snakemake
 

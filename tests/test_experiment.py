@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench import results, roofs, stream, timing
-from accelbench.backends import BACKENDS
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
@@ -23,7 +21,12 @@ from accelbench.job import measurement
 from accelbench.job.outcome import Outcome, is_out_of_memory
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.measure import measure_kernel
-from accelbench.results import load_record, make_record, write_record
+from accelbench.measuring import timing
+from accelbench.platform.backends import BACKENDS
+from accelbench.records import record as results
+from accelbench.records.record import load_record, make_record, write_record
+from accelbench.roofs import measure as roofs
+from accelbench.roofs import stream
 
 HAS_GPU = torch.cuda.is_available()
 SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 5, "config_hash": "test"}
@@ -603,7 +606,7 @@ def test_cpu_roof_record(dtype, tmp_path):
         assert len(record["raw"][f"{name}_time"]["runs"][0]) == SETTINGS["samples"]
     implementation = record["measured_by"]["implementation"]
     assert implementation.startswith("peak_gflops=accelbench.kernels.matmul:")
-    assert "; memory_bandwidth=accelbench.stream:" in implementation
+    assert "; memory_bandwidth=accelbench.roofs.stream:" in implementation
     assert record["measured_by"]["timer"] == timing.TIMERS["torch"]
     # GEMM: the libraries over n and n/2.
     assert set(roofs["peak_gflops"]["candidates"]) == {

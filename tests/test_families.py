@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from accelbench import grid, progress, results, run_start, timing
+from accelbench import grid
 from accelbench.analysis import tidy
 from accelbench.families import FAMILIES
 from accelbench.families.base import (
@@ -28,6 +28,10 @@ from accelbench.families.base import (
 )
 from accelbench.job import measurement
 from accelbench.job.outcome import Outcome
+from accelbench.measuring import timing
+from accelbench.records import record as results
+from accelbench.run import progress
+from accelbench.run import start as run_start
 
 from conftest import REPO_ROOT
 

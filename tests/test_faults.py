@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import results
 from accelbench.families.kernel import KernelExperiment
 from accelbench.grid import experiment_of_id
 from accelbench.job import fork_server, measurement, processes, supervisor
 from accelbench.job.outcome import RetryableFailure
-from accelbench.results import RecordError, load_record, make_record
-from accelbench.timing import summarize
+from accelbench.measuring.timing import summarize
+from accelbench.records import record as results
+from accelbench.records.record import RecordError, load_record, make_record
 
 from conftest import planned_jobs, snakemake
 

@@ -12,7 +12,7 @@ import pytest
 
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import fork_server, supervisor
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
 SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}

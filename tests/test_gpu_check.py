@@ -12,18 +12,19 @@ from dataclasses import asdict
 
 import pytest
 
-from accelbench import cli, gpu_check, grid
+from accelbench import cli, grid
 from accelbench import config as workflow_config
 from accelbench.analysis import acceptance, gpu_datasheets, tables
 from accelbench.analysis.tables import markdown_escape
-from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import workloads
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
-from accelbench.results import make_record, write_record
-from accelbench.timing import summarize, value
+from accelbench.measuring.timing import summarize, value
+from accelbench.platform import gpu_check
+from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
+from accelbench.records.record import make_record, write_record
 
 from conftest import REPO_ROOT, copy_workflow, snakemake
 from records import provenance as base_provenance

@@ -8,8 +8,8 @@ import pytest
 import torch
 import yaml
 
-from accelbench import gpu_support
-from accelbench.gpu_support import arch_problem, precision_problem, runs_on, stack_advice
+from accelbench.platform import gpu_support
+from accelbench.platform.gpu_support import arch_problem, precision_problem, runs_on, stack_advice
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CUDA13_TORCH = gpu_support.STACKS[0].torch_archs

@@ -9,9 +9,8 @@ from dataclasses import asdict
 import pytest
 import yaml
 
-from accelbench import cluster, grid
 from accelbench import config as accelbench_config
-from accelbench.devices import DeviceError, parse_device
+from accelbench import grid
 from accelbench.families import FAMILIES
 from accelbench.families import kernel as kernel_family
 from accelbench.families import roof as roof_family
@@ -20,6 +19,8 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
+from accelbench.platform.devices import DeviceError, parse_device
+from accelbench.slurm import resources as cluster
 
 from conftest import REPO_ROOT
 

@@ -1,6 +1,7 @@
 """The host's CPU layout read from sysfs (planted trees stand for big hosts, virtual machines
 and containers), the CPUs a cpuN measurement is pinned to, and the pinning itself, in this
-process and in a run forked for a measurement (accelbench.host_cpus, devices.cpu_threads)."""
+process and in a run forked for a measurement (accelbench.platform.host_cpus,
+devices.cpu_threads)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import devices, host_cpus, host_speed, timing
-from accelbench.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.measuring import host_speed, timing
+from accelbench.platform import devices, host_cpus
+from accelbench.platform.devices import parse_device
+from accelbench.records.record import load_record
 
 
 def plant(root, sockets, *, nodes=None, smt_active=None, online=None):

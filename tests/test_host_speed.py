@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from accelbench import config as workflow_config
-from accelbench import host_speed, timing
 from accelbench.analysis import tidy
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.measuring import host_speed, timing
+from accelbench.records.record import load_record
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
 SETTINGS = {"seed": 0, "config_hash": "t", "runs": 4, "half_width": 0.5, "budget_s": 0}

@@ -8,7 +8,7 @@ import math
 import jsonschema
 import pytest
 
-from accelbench.json_schema import SchemaViolation, compile_schema
+from accelbench.records.json_schema import SchemaViolation, compile_schema
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench.backends import BACKENDS
-from accelbench.devices import parse_device
 from accelbench.kernels import (
     HALF_DTYPES,
     NUMPY_AS_DEVICE,
@@ -33,6 +31,8 @@ from accelbench.kernels import (
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
 from accelbench.measure import check_against_reference, implementation_name
+from accelbench.platform.backends import BACKENDS
+from accelbench.platform.devices import parse_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HAS_GPU = torch.cuda.is_available()
@@ -460,9 +460,9 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     import json
     import numpy as np
     from numba import config
-    from accelbench import timing
-    from accelbench.backends import BACKENDS
-    from accelbench.devices import parse_device
+    from accelbench.measuring import timing
+    from accelbench.platform.backends import BACKENDS
+    from accelbench.platform.devices import parse_device
     from accelbench.kernels import kernels
 
     device = parse_device("cuda1")
@@ -557,7 +557,7 @@ CAPPED_GRID_SCRIPT = textwrap.dedent(
     import accelbench.kernels
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
     from numba.cuda.simulator.kernel import BlockThread, FakeCUDAKernel
-    from accelbench.devices import parse_device
+    from accelbench.platform.devices import parse_device
     from accelbench.kernels import kernels
 
     # One block per grid dimension: a kernel that does not stride leaves output poisoned.

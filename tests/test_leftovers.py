@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import results
 from accelbench.job import fork_server
+from accelbench.records import record as results
 
 RECORD = Path("kernels/saxpy/cpu1/numpy/float64/n8.json")
 

@@ -22,7 +22,7 @@ from test_train_slurm import CONFIG as ONE_NODE_CONFIG
 from test_train_slurm import FCN, SLURM_ARGS
 
 from accelbench.families.train import TrainExperiment
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options
 from accelbench.train.settings import TrainSettings

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import accelbench
-from accelbench import cli, launch
+from accelbench import cli
 from accelbench import config as workflow_config
+from accelbench.run import launch
 
 from conftest import REPO_ROOT, TINY_CONFIG, WORKFLOW_PARTS
 

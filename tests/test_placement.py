@@ -1,14 +1,14 @@
 """Each run places its host arrays afresh: runs forked from one parent do not share one
-placement (accelbench.placement)."""
+placement (accelbench.measuring.placement)."""
 
 import numpy as np
 import pytest
 
-from accelbench import placement
-from accelbench.devices import parse_device
 from accelbench.job.processes import call_in_fork
 from accelbench.kernels import host_dtype, kernels
 from accelbench.measure import check_kernel
+from accelbench.measuring import placement
+from accelbench.platform.devices import parse_device
 
 
 @pytest.mark.parametrize(

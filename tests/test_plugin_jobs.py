@@ -15,7 +15,7 @@ from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import fork_server, supervisor
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training
 
 import plugin_folders

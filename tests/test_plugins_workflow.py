@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 
 from conftest import REPO_ROOT, planned_jobs, snakemake
 

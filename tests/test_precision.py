@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from accelbench import contention, precision, timing
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.measuring import contention, precision, timing
+from accelbench.records.record import load_record
 
 
 class Clock:

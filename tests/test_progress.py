@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelbench import config as workflow_config
-from accelbench import grid, progress
+from accelbench import grid
+from accelbench.run import progress
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import subprocess
 
 import torch
 
-from accelbench import provenance
+from accelbench.platform import provenance
 
 
 class FakeUuid:

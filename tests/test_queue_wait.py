@@ -12,7 +12,8 @@ import math
 import pandas as pd
 import pytest
 
-from accelbench.analysis import queue_wait, sacct
+from accelbench.analysis import queue_wait
+from accelbench.slurm import sacct
 
 from conftest import REPO_ROOT
 

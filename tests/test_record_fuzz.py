@@ -25,7 +25,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from accelbench import results
 from accelbench.analysis import (
     compare,
     figures,
@@ -39,6 +38,7 @@ from accelbench.analysis import (
 )
 from accelbench.families import FAMILIES
 from accelbench.families.base import POSITIVE_INT
+from accelbench.records import record as results
 
 from records import (
     KERNELS,

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from accelbench import results
+from accelbench.records import record as results
 
 from records import (
     GPU_TRAIN,
@@ -69,8 +69,8 @@ def test_records_of_every_family_and_status_meet_the_published_schema(published)
 
 
 def test_the_published_schema_says_where_accelbench_reads_it_more_strictly(published):
-    # accelbench.json_schema: numbers are finite, integers have no fraction; and the rules across
-    # keys that a JSON Schema cannot state.
+    # accelbench.records.json_schema: numbers are finite, integers have no fraction; and the
+    # rules across keys that a JSON Schema cannot state.
     assert "Numbers are finite and integers have no fraction." in published["description"]
     for rule in results.CROSS_RULES:
         assert rule in published["description"]

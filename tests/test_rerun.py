@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_precision import Clock, kernel_goal, run_metrics
 
-from accelbench import precision, rerun
-from accelbench.rerun import HostSpreads, Spread
+from accelbench.measuring import precision, rerun
+from accelbench.measuring.rerun import HostSpreads, Spread
 
 
 def test_the_median_variances_and_madn_factors_are_what_a_simulation_gives():

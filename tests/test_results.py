@@ -9,7 +9,8 @@ import stat
 
 import pytest
 
-from accelbench import results, timing
+from accelbench.measuring import timing
+from accelbench.records import record as results
 
 from records import datasci_record, kernel_record, roof_record, steps, train_record
 

@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from test_figure_layout import layout_problems
 
 from accelbench.analysis import roofline, style, tidy
-from accelbench.results import make_record, write_record
-from accelbench.timing import rate_from_time, summarize, value
+from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.records.record import make_record, write_record
 
 SAMPLES = 5
 

@@ -1,6 +1,6 @@
 """What a run without profiles/default lacks, and how it is said."""
 
-from accelbench import run_profile
+from accelbench.run import profile as run_profile
 
 PROFILE = {
     "resources": ["benchmark_slots", "_cores", "_nodes"],

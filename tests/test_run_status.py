@@ -29,7 +29,9 @@ from pathlib import Path
 import pytest
 
 from accelbench import config as workflow_config
-from accelbench import grid, run_config, run_status
+from accelbench import grid
+from accelbench.run import config as run_config
+from accelbench.slurm import run_status
 
 SQUEUE = """\
 189|CANCELLED|accelbench-sitecheck-probe|(null)|0:00|/tmp|JobHeldUser|/dev/null|

@@ -19,8 +19,8 @@ import subprocess
 
 import pytest
 
-from accelbench import cluster
-from accelbench.analysis import sacct
+from accelbench.slurm import resources as cluster
+from accelbench.slurm import sacct
 
 from conftest import REPO_ROOT
 

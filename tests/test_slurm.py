@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 
 from conftest import REPO_ROOT, copy_workflow, snakemake
 

@@ -11,10 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from accelbench import stream
-from accelbench.devices import parse_device
 from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, host_dtype, relative_error
 from accelbench.measure import check_kernel
+from accelbench.platform.devices import parse_device
+from accelbench.roofs import stream
 
 CPU_CASES = [
     (name, backend, dtype)

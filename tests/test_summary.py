@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from accelbench.analysis import figures, fillable, roofline, summary, tables, tidy, titles
-from accelbench.results import make_record
+from accelbench.records.record import make_record
 
 from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from accelbench import timing
+from accelbench.measuring import timing
 
 
 def test_median_ci_uses_order_statistics_with_true_level():

@@ -13,11 +13,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from accelbench import devices, timing
 from accelbench.families.train import PRECISIONS, TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement
-from accelbench.results import load_record
+from accelbench.measuring import timing
+from accelbench.platform import devices
+from accelbench.records.record import load_record
 from accelbench.train import loop
 from accelbench.train.loop import later_runs as train_later_runs
 from accelbench.train.loop import measure_training, run_steps, train_process

@@ -27,12 +27,12 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from accelbench.devices import Device, DeviceError, parse_device
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement, processes, supervisor
 from accelbench.job.outcome import of_error
-from accelbench.results import load_record
+from accelbench.platform.devices import Device, DeviceError, parse_device
+from accelbench.records.record import load_record
 from accelbench.train import cpu_support, distributed, strategies
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from accelbench.families.train import TrainExperiment
-from accelbench.results import load_record
+from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training
 
 from conftest import snakemake

@@ -13,10 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench import __version__, doctor, gpu_check, grid, launch, registry, results, run_status
+from accelbench import __version__, grid, registry
 from accelbench import config as workflow_config
-from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait, sacct
+from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
+from accelbench.platform import doctor, gpu_check
+from accelbench.records import record as results
+from accelbench.run import launch
+from accelbench.slurm import run_status, sacct
 
 
 def command_grid(args: argparse.Namespace) -> int:
@@ -41,8 +45,8 @@ def command_train(args: argparse.Namespace) -> int:
     job (rank 0 writes the record); also a way to rerun one experiment by hand.
     A record already there is kept in results/replaced/ first, as the workflow does.
     """
-    from accelbench import provenance
     from accelbench.job import measurement
+    from accelbench.platform import provenance
     from accelbench.train import settings
     from accelbench.train.distributed import is_primary_process
 
@@ -211,8 +215,8 @@ def command_gpu_check(args: argparse.Namespace) -> int:
 
 def command_benchmark(args: argparse.Namespace) -> int:
     """Measure this machine's kernels against its measured roofs and print a table."""
-    from accelbench import roof_check
-    from accelbench.devices import usable_cpus
+    from accelbench.platform.devices import usable_cpus
+    from accelbench.roofs import check as roof_check
 
     config = workflow_config.load(args.configfile)
     for kernel in roof_check.unsized(config):

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accelbench import grid, registry
-from accelbench.backends import BACKENDS, DATASCI_BACKENDS
-from accelbench.devices import DeviceError, parse_device
 from accelbench.families import datasci as datasci_family
 from accelbench.families import kernel as kernel_family
 from accelbench.families import train as train_family
-from accelbench.timing import TIMERS
+from accelbench.measuring.timing import TIMERS
+from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
+from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.train.datasets import DATASETS
 from accelbench.train.models import (
     OptionError,

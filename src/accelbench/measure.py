@@ -21,15 +21,15 @@ import joblib
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from accelbench import energy, placement, timing
-from accelbench.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.devices import Device, cpu_threads
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
-from accelbench.phases import Phases
+from accelbench.measuring import energy, placement, timing
+from accelbench.measuring.phases import Phases
+from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
+from accelbench.platform.devices import Device, cpu_threads
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def prepare_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> None:
 
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
     """Take the cell's inputs (cell_data), on the host placed afresh for this run
-    (accelbench.placement), prepare the backend, run once against the reference: Checked
+    (accelbench.measuring.placement), prepare the backend, run once against the reference: Checked
     or Outcome."""
     made = cell_data(spec, size, dtype, seed)
     # Host arrays are placed afresh; a GPU backend copies them to the device as they are.
@@ -184,7 +184,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
 
     GPU backends are also timed copying their inputs in and their output out
     (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
-    After the timing, the kernel runs again in an energy window (accelbench.energy).
+    After the timing, the kernel runs again in an energy window (accelbench.measuring.energy).
     """
     spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], exp.parsed_device
     reason = backend.unavailable_reason(device, exp.dtype)
@@ -250,7 +250,7 @@ def _energy_window(
     prepared: Prepared, timer: str, device: Device, settings: dict[str, Any], samples: list[float]
 ) -> dict[str, Any]:
     """The energy section of one call: after the timing, the call repeated in a window
-    (accelbench.energy) as long as the settings ask."""
+    (accelbench.measuring.energy) as long as the settings ask."""
     with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
         sync = timing.synchronizer(timer, device.is_gpu)
         probe.window(prepared.run, float(np.median(samples)), sync)
@@ -265,7 +265,7 @@ def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome
     also timed moving its inputs in and its result out (`transfer_time`) and
     doing both around the call (`end_to_end_time`). The throughput counts the
     workload's items (rows, samples or nodes) per second. After the timing, the
-    call runs again in an energy window (accelbench.energy).
+    call runs again in an energy window (accelbench.measuring.energy).
     """
     spec, backend = workloads()[exp.workload], DATASCI_BACKENDS[exp.backend]
     device = exp.parsed_device

@@ -278,8 +278,8 @@ def identifier(name: str) -> str:
 
 def devices_here() -> tuple[str, bool]:
     """The CPU device of every CPU this process may use, and whether a GPU is visible."""
-    from accelbench import doctor
-    from accelbench.devices import usable_cpus
+    from accelbench.platform import doctor
+    from accelbench.platform.devices import usable_cpus
 
     return f"cpu{usable_cpus()}", bool(doctor.visible_gpus())
 

@@ -4,7 +4,7 @@
 # The queue-wait part needs Slurm or a sacct dump: it joins the default target
 # only with cluster_analysis.queue_wait; otherwise name its outputs as targets.
 
-from accelbench.analysis import sacct
+from accelbench.slurm import sacct
 
 CLUSTER = config["cluster_analysis"]
 SACCT_DUMP = CLUSTER["sacct_dump"] or "results/cluster/sacct.txt"

@@ -8,20 +8,12 @@ from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
 
-from accelbench import (
-    cluster,
-    grid,
-    group_errors,
-    interrupts,
-    progress,
-    run_config,
-    run_profile,
-    run_start,
-    targets,
-)
+from accelbench import grid
+from accelbench.slurm import resources as cluster, group_errors, interrupts
+from accelbench.run import progress, config as run_config, profile as run_profile, start as run_start, targets
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
-from accelbench.devices import parse_device
+from accelbench.platform.devices import parse_device
 from accelbench.families import FAMILIES
 from accelbench.job import fork_server
 from accelbench.train import datasets

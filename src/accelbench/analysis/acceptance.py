@@ -40,11 +40,12 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench import energy, grid
+from accelbench import grid
 from accelbench.analysis import gpu_datasheets, plain_tables, roofline, tidy
 from accelbench.analysis.gpu_datasheets import DataSheet
-from accelbench.devices import names_a_gpu, parse_device
-from accelbench.results import load_record
+from accelbench.measuring import energy
+from accelbench.platform.devices import names_a_gpu, parse_device
+from accelbench.records.record import load_record
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",

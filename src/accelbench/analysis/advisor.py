@@ -31,9 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench import cluster
-from accelbench.analysis import queue_wait, sacct
-from accelbench.devices import parse_device
+from accelbench.analysis import queue_wait
+from accelbench.platform.devices import parse_device
+from accelbench.slurm import resources as cluster
+from accelbench.slurm import sacct
 
 # The measured time of one unit of work per experiment family, best first.
 RUN_TIME_METRICS = {

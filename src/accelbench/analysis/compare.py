@@ -12,7 +12,7 @@ other cells in one run only are listed, not judged. Runs of two different grids
 are compared on the cells both have (`common`, `--common`): the others are
 counted, not judged. A slowdown beyond the
 threshold in a cell that either run measured on a busy machine (its record is
-flagged busy: accelbench.contention) is listed as "slower, busy machine", not
+flagged busy: accelbench.measuring.contention) is listed as "slower, busy machine", not
 as a regression: the machine, not the code, may have slowed it. An invalid
 record is never "unchanged": where the old record did not run it is listed as
 "invalid record". A metric that both records ran but only the old one holds is
@@ -32,9 +32,9 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench import results
 from accelbench.analysis import provenance_summary, ratios, tables, tidy
 from accelbench.families import FAMILIES, Family
+from accelbench.records import record as results
 
 REGRESSION = "regression"
 BUSY_SLOWER = "slower, busy machine"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from accelbench.analysis import shi2016_paper
-from accelbench.devices import Device, parse_device
 from accelbench.grid import Grid
+from accelbench.platform.devices import Device, parse_device
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from accelbench.analysis import plain_tables, style
-from accelbench.devices import names_a_gpu
+from accelbench.platform.devices import names_a_gpu
 
 ASSUMPTIONS = (
     "Model: t_CPU = F/P_CPU; t_GPU = L + B/W + F/P_GPU; offload pays when t_GPU < t_CPU.",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from accelbench.analysis import tidy
-from accelbench.results import STATUSES
+from accelbench.records.record import STATUSES
 
 # (label, tidy column) of the fields listed, in this order; library versions follow.
 FIELDS = (

@@ -32,9 +32,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from accelbench import timing
 from accelbench.analysis import plain_tables, style
-from accelbench.analysis.sacct import ParsedDump
+from accelbench.measuring import timing
+from accelbench.slurm.sacct import ParsedDump
 
 DIMENSIONS = {"cpu_hours": "Requested CPU-hours", "gb_hours": "Requested GB-hours"}
 STAT_COLUMNS = ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s", "ci_level")

@@ -23,8 +23,8 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import tidy
-from accelbench.devices import Device, DeviceError, parse_device
-from accelbench.timing import CI_LEVEL
+from accelbench.measuring.timing import CI_LEVEL
+from accelbench.platform.devices import Device, DeviceError, parse_device
 
 NO_BASELINE = "no_baseline"
 # The level two 95% intervals guarantee for their ratio (see the module docstring).

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from accelbench.analysis import style, tidy
 from accelbench.analysis.figures import flagged_handle, flagged_rows
 from accelbench.analysis.tidy import natural_devices
-from accelbench.devices import names_a_gpu
+from accelbench.platform.devices import names_a_gpu
 
 ROOF_METRICS = ("peak_gflops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
 # Kernels without arithmetic, and the bandwidth roof of the path each copy takes.

@@ -53,7 +53,7 @@ from accelbench.analysis.tables import (
     format_with_ci,
 )
 from accelbench.analysis.tidy import STATUS_TEXT, device_key, flagged
-from accelbench.devices import DeviceError, parse_device
+from accelbench.platform.devices import DeviceError, parse_device
 
 DID_NOT_RUN = "did not run"
 NONE_RAN = "none ran"

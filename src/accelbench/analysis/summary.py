@@ -20,7 +20,7 @@ from statistics import median
 import pandas as pd
 
 from accelbench.analysis import roofline, tables, tidy
-from accelbench.devices import names_a_gpu
+from accelbench.platform.devices import names_a_gpu
 
 # Below this fraction of its best speed, the host's speed is stated in the summary.
 SLOW_HOST = 0.9
@@ -279,7 +279,7 @@ def host_speed_text(frame: pd.DataFrame) -> str | None:
         return None
     return (
         f"The host ran this machine's CPUs at about {fractions.median():.0%} of the speed it "
-        "showed at its best (the probe of accelbench.host_speed, median over the CPU "
+        "showed at its best (the probe of accelbench.measuring.host_speed, median over the CPU "
         "records): CPU numbers are this machine's at that speed; only cells measured in a "
         "stretch slower than around them are marked busy."
     )

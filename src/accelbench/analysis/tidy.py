@@ -22,12 +22,13 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from accelbench import grid, host_cpus
-from accelbench.devices import DeviceError, parse_device
+from accelbench import grid
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
-from accelbench.results import RecordError, load_record
-from accelbench.timing import CI_LEVEL
+from accelbench.measuring.timing import CI_LEVEL
+from accelbench.platform import host_cpus
+from accelbench.platform.devices import DeviceError, parse_device
+from accelbench.records.record import RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
 # Grid parameters first, in the order of the result paths; other params follow sorted.
@@ -48,9 +49,9 @@ UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
 # What else the machine did and how precise the measurement ended (record "conditions"):
 # busy is true where it stayed above the contention limit after the retries or the host
-# slowed at least half its runs (accelbench.host_speed), imprecise
-# where its interval stayed wider than asked (accelbench.precision), with the reason and the
-# half-width reached (a fraction of the median); null for a record measured without them.
+# slowed at least half its runs (accelbench.measuring.host_speed), imprecise where its
+# interval stayed wider than asked (accelbench.measuring.precision), with the reason and
+# the half-width reached (a fraction of the median); null for a record measured without them.
 CONDITION_COLUMNS = (
     "busy",
     "imprecise",

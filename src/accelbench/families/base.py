@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from accelbench.devices import Device, DeviceError, parse_device
+from accelbench.platform.devices import Device, DeviceError, parse_device
 
 RESULTS_DIR = "results"
 # One path segment per wildcard; the values are checked by each family's parse, so
@@ -123,7 +123,7 @@ class Family:
     # The metric an "ok" record cannot lack: its tables and comparisons are built on it.
     time_metric: str | None = None
     # The metrics whose rerun intervals decide when a measurement is precise enough
-    # (accelbench.precision): what its tables show. By default its time.
+    # (accelbench.measuring.precision): what its tables show. By default its time.
     figures_of_merit: tuple[str, ...] = ()
 
     @property

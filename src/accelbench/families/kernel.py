@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench import registry
-from accelbench.backends import BACKENDS
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -24,6 +23,7 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
+from accelbench.platform.backends import BACKENDS
 
 PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
 DTYPES = ("float64", "float32", "float16", "bfloat16")

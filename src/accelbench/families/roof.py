@@ -1,4 +1,4 @@
-"""The roof family: the measured ceilings of one device in one dtype (accelbench.roofs).
+"""The roof family: the measured ceilings of one device in one dtype (accelbench.roofs.measure).
 
 Roofs bound kernels, so the grid has one for each device and dtype its kernels run in.
 """
@@ -82,8 +82,8 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
-    measure="accelbench.roofs:measure_roof",
-    later_runs="accelbench.roofs:later_runs",
+    measure="accelbench.roofs.measure:measure_roof",
+    later_runs="accelbench.roofs.measure:later_runs",
     measures_energy=False,
     figures_of_merit=("peak_gflops", "memory_bandwidth"),
 )

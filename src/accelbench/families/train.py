@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench import registry
-from accelbench.devices import Device
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -24,6 +23,7 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
+from accelbench.platform.devices import Device
 from accelbench.train import settings as train_settings
 from accelbench.train import strategies
 from accelbench.train.models import batch_norm_values, models, resolve_options

@@ -14,7 +14,7 @@
           |
           v
     measurement.run                runs until the interval is tight
-          |                        (accelbench.precision), under the contention
+          |                        (accelbench.measuring.precision), under the contention
           |                        watch, each run forked afresh
           v
     the family's measuring function (accelbench.families: measure.measure_kernel,

@@ -18,21 +18,8 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import (
-    contention,
-    doctor,
-    energy,
-    forked_cuda,
-    host_speed,
-    precision,
-    provenance,
-    registry,
-    rerun,
-    timing,
-)
-from accelbench.backends import BACKENDS
+from accelbench import registry
 from accelbench.datasci import workloads
-from accelbench.devices import cpus_used, slurm_gpu_shortfall
 from accelbench.families import family_of
 from accelbench.families.base import Experiment
 from accelbench.families.kernel import KernelExperiment
@@ -48,9 +35,13 @@ from accelbench.job.outcome import (
 from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.kernels import kernels
 from accelbench.measure import naive_size_limit
-from accelbench.phases import Phases
-from accelbench.results import make_record, write_record
-from accelbench.roofs import roof_sizes
+from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
+from accelbench.measuring.phases import Phases
+from accelbench.platform import doctor, forked_cuda, provenance
+from accelbench.platform.backends import BACKENDS
+from accelbench.platform.devices import cpus_used, slurm_gpu_shortfall
+from accelbench.records.record import make_record, write_record
+from accelbench.roofs.measure import roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
 
 log = logging.getLogger(__name__)
@@ -126,7 +117,7 @@ def preload(family: str | None = None) -> None:
     wherever CUDA_HOME, nvcc or /usr/local/cuda exists); its slow dependency,
     setuptools, is imported here, leaving the run 20 ms of the import.
     """
-    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.timing: a second)
+    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.measuring.timing: a second)
     import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
     import torch  # noqa: F401  (seconds to import)
 
@@ -206,7 +197,7 @@ def datasci_libraries() -> None:
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
     """The experiment measured in independent runs until it is precise, combined.
 
-    Runs are added (accelbench.precision) until the figure of merit's rerun interval
+    Runs are added (accelbench.measuring.precision) until the figure of merit's rerun interval
     is as narrow as asked or the time budget is spent, after at least
     settings["runs"]; the outcome's conditions say how precise it ended.
     Where allowed, each run is a process of its own. Otherwise kernels and
@@ -293,7 +284,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
 
 def _host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:
     """The host's recent probes, against which a CPU experiment's runs are held
-    (accelbench.host_speed), where the config asks for the probe; none on a GPU, whose
+    (accelbench.measuring.host_speed), where the config asks for the probe; none on a GPU, whose
     times the host's CPUs do not set."""
     limit = contention.guard_settings(settings)["max_host_slowdown"]
     if not limit or exp.parsed_device.is_gpu:
@@ -305,7 +296,7 @@ def _host_spread(
     exp: Experiment, host: host_speed.HostHistory | None, spreads: rerun.HostSpreads
 ) -> rerun.Spread | None:
     """What the host's recent cells of the experiment's device kind and its probes say of
-    the runs (accelbench.rerun): a GPU's runs do not drift with the host's CPUs."""
+    the runs (accelbench.measuring.rerun): a GPU's runs do not drift with the host's CPUs."""
     drift = 0.0 if exp.parsed_device.is_gpu else (host.drift() if host else None)
     return rerun.spread_for(exp.parsed_device.kind, drift, spreads)
 
@@ -329,11 +320,11 @@ def measure_watched(
     plus steal) makes the whole measurement run again after `pause_s`, up to
     `retries` times; if the machine stays busy the last outcome is kept, flagged
     busy. A measurement at least half of whose runs the host slowed
-    (accelbench.host_speed) is flagged busy too, without a repeat: the host's
+    (accelbench.measuring.host_speed) is flagged busy too, without a repeat: the host's
     stretches last minutes. A launched rank never retries alone (its peers would wait
     for it).
     The record's conditions hold the machine's state and how precise the
-    measurement ended (accelbench.precision); a repeat, and a record that ends
+    measurement ended (accelbench.measuring.precision); a repeat, and a record that ends
     busy or imprecise, are told on the console.
     """
     guard = contention.guard_settings(settings)

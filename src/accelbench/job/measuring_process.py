@@ -14,9 +14,8 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-from accelbench import forked_cuda, registry
+from accelbench import registry
 from accelbench.families import FAMILIES
-from accelbench.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.job import measurement
 from accelbench.job.outcome import (
     RANK_FAILED_EXIT_CODE,
@@ -32,6 +31,8 @@ from accelbench.job.processes import (
     STACKS_FILE_VARIABLE,
     dump_stacks_on_request,
 )
+from accelbench.platform import forked_cuda
+from accelbench.platform.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.train.distributed import from_environment, is_primary_process
 
 log = logging.getLogger(__name__)

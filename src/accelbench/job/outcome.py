@@ -50,7 +50,7 @@ class Outcome:
     raw: dict[str, Any] | None = None
     # What measured it: {"implementation": "module:variant", "timer": ...}.
     measured_by: dict[str, str] | None = None
-    # The energy of the measured work, the record's `energy` section (accelbench.energy).
+    # The energy of the measured work, the record's `energy` section (accelbench.measuring.energy).
     energy: dict[str, Any] | None = None
     # A passing fault, not the configuration's: the next run measures the cell again.
     transient: bool = False

@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench import provenance
 from accelbench.families.base import Experiment
 from accelbench.job import fork_server
 from accelbench.job.outcome import (
@@ -64,7 +63,8 @@ from accelbench.job.outcome import (
     rank_failures,
 )
 from accelbench.job.processes import CRASH_SIGNALS, OomKills, ask_for_stacks
-from accelbench.results import attempt_log
+from accelbench.platform import provenance
+from accelbench.records.record import attempt_log
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from accelbench import placement, registry
-from accelbench.devices import Device
+from accelbench import registry
+from accelbench.measuring import placement
+from accelbench.platform.devices import Device
 
 # Every kernel supports these; 16-bit types only where a backend computes in them.
 BASE_DTYPES = ("float64", "float32")
@@ -220,7 +221,7 @@ def cupy_get(host: Any, device: np.ndarray) -> np.ndarray:
     return host
 
 
-# On the host, each run places its arrays afresh (accelbench.placement).
+# On the host, each run places its arrays afresh (accelbench.measuring.placement).
 NUMPY = ArrayModule(np, placement.copy, np.array, empty=placement.empty)
 # NumPy playing CuPy, so the transfer path of GPU array code runs in tests: its copies
 # in and out refuse what CuPy's refuse.
@@ -409,7 +410,7 @@ def torch_to_host(t) -> np.ndarray:
 def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
     """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0. On the CPU
     the tensors share the inputs as placed for this run (measure.check_kernel) and an
-    output placed here (accelbench.placement)."""
+    output placed here (accelbench.measuring.placement)."""
     import torch
 
     host = tuple(torch_from_host(np.ascontiguousarray(x)) for x in host_inputs)

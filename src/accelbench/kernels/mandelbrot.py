@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.devices import Device
 from accelbench.kernels import (
     ArrayModule,
     KernelSpec,
@@ -36,6 +35,7 @@ from accelbench.kernels import (
     python_prepared,
     torch_prepared,
 )
+from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
     import numba

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.devices import Device
 from accelbench.kernels import (
     ArrayModule,
     KernelSpec,
@@ -30,6 +29,7 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
     import numba

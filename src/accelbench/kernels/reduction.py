@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.devices import Device
 from accelbench.kernels import (
     ArrayModule,
     KernelSpec,
@@ -32,6 +31,7 @@ from accelbench.kernels import (
     torch_prepared,
     unit_roundoff,
 )
+from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
     import numba

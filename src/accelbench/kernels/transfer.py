@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.devices import Device
 from accelbench.kernels import (
     ArrayModule,
     KernelSpec,
@@ -36,6 +35,7 @@ from accelbench.kernels import (
     torch_prepared,
     torch_to_host,
 )
+from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
     import numba

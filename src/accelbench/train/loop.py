@@ -10,7 +10,7 @@ the step time stops falling (timing.stopped_falling) or `warmup_s` is spent.
 The measured steps follow: at least `steps`, and at least `min_run_time`
 seconds of them, so a small model is not judged on a tenth of a second. An
 experiment trains in independent runs, each with its own model, optimiser and
-data, until its time per mini-batch is precise (accelbench.precision). In a
+data, until its time per mini-batch is precise (accelbench.measuring.precision). In a
 multi-process run all processes start each step together (a barrier outside
 the timed intervals), a step takes as long as its slowest process, and every
 process decides on the same combined step times, so all run the same steps.
@@ -30,15 +30,17 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from accelbench import doctor, energy, precision, registry, timing
-from accelbench.devices import (
+from accelbench import registry
+from accelbench.families.train import TrainExperiment
+from accelbench.job.outcome import Outcome
+from accelbench.measuring import energy, precision, timing
+from accelbench.platform import doctor
+from accelbench.platform.devices import (
     Device,
     cpu_threads,
     cuda_unavailable_reason,
     visible_gpu_count,
 )
-from accelbench.families.train import TrainExperiment
-from accelbench.job.outcome import Outcome
 from accelbench.train import distributed, strategies
 from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TrainSettings
@@ -281,7 +283,7 @@ def train_process(
         with cpu_threads(device, threads), _tensor_cores(exp.precision == "tf32"):
             runs, peaks = [], []
             # Independent runs, each building its model, optimiser and data afresh, until
-            # the time per mini-batch is precise (accelbench.precision).
+            # the time per mini-batch is precise (accelbench.measuring.precision).
             progress = precision.Progress(precision.Goal.of("train", asdict(settings)))
             with energy_probe(device, place, settings) as probe:
                 while _another_run(progress, grouped, place.device):

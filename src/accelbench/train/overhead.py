@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from accelbench import timing
-from accelbench.devices import cpu_threads
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
+from accelbench.measuring import timing
+from accelbench.platform.devices import cpu_threads
 from accelbench.train import strategies
 from accelbench.train.loop import run_steps
 from accelbench.train.models import models

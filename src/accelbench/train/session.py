@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from accelbench.devices import Device
 from accelbench.families.train import TrainExperiment
+from accelbench.platform.devices import Device
 from accelbench.train import cpu_support, data, datasets, strategies
 from accelbench.train.flops import flops_per_sample
 from accelbench.train.models import (

@@ -30,7 +30,7 @@ class TrainSettings:
     warmup_s: float = 0.0
     runs: int = 1  # independent runs, at least: the interval covers reruns (timing.across_runs)
     # Runs are added until the rerun interval is within +-half_width of the median, or the
-    # measurement has taken budget_s seconds (accelbench.precision; 0: exactly `runs`).
+    # measurement has taken budget_s seconds (accelbench.measuring.precision; 0: exactly `runs`).
     half_width: float = 0.05
     budget_s: float = 0.0
     image_size: int | None = None  # ImageNet-type models; None: the model's default

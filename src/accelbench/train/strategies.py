@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.devices import Device
+from accelbench.platform.devices import Device
 
 STRATEGY_NAMES = ("single", "dp", "ddp", "fsdp", "pipeline")
 DISTRIBUTED = ("ddp", "fsdp")

@@ -14,8 +14,8 @@ import pandas as pd
 from accelbench.analysis import ratios, tidy
 from accelbench.analysis.tables.model import build_table, cell_grid
 from accelbench.analysis.tables.numbers import readable_unit
-from accelbench.devices import DeviceError, parse_device
-from accelbench.timing import CI_LEVEL, RERUN_INTERVAL
+from accelbench.measuring.timing import CI_LEVEL, RERUN_INTERVAL
+from accelbench.platform.devices import DeviceError, parse_device
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from accelbench.rerun import Spread
+    from accelbench.measuring.rerun import Spread
 
 CI_LEVEL = 0.95
 # The 95% quantile of |median(X) - median(Y)| / MADn(X) for X, Y two independent samples
@@ -43,13 +43,14 @@ MAX_RUNS = len(RERUN_QUANTILES) + 1
 RERUN_INTERVAL = (
     "95% prediction interval for the median an independent rerun of R runs reports: "
     "median of the R run medians times exp(+-q(R) * MADn(log run medians)), q(R) the 95% "
-    "quantile of that pivot for normal log run medians (accelbench.timing.RERUN_QUANTILES)"
+    "quantile of that pivot for normal log run medians "
+    "(accelbench.measuring.timing.RERUN_QUANTILES)"
 )
 HOST_RERUN_INTERVAL = (
     "95% prediction interval for the median an independent rerun of R runs reports, minutes "
     "later: median of the R run medians times exp(+-1.96 sqrt(2 V(R) s^2 + 2 d^2)), s the "
     "larger of the runs' own spread and that of the host's recent cells, d the host's drift "
-    "between measurements (conditions host_run_spread, host_drift; accelbench.rerun)"
+    "between measurements (conditions host_run_spread, host_drift; accelbench.measuring.rerun)"
 )
 WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not cover reruns)"
 # What each backend's timer (backends.Backend.timer) is, as a record names it.
@@ -163,7 +164,7 @@ def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) ->
     statistic, where it would inflate a standard deviation without bound (a cold
     run 6 times slower than the others made a t interval 50 times wider). It is wide
     at few runs (17 MADn at three): where the host has told how its runs spread and
-    drift (`spread`, accelbench.rerun), the interval is built from that instead.
+    drift (`spread`, accelbench.measuring.rerun), the interval is built from that instead.
     Times and rates vary by factors, hence the log scale: the interval stays
     positive, and a time's interval maps exactly onto its rate's. A metric with a
     median at or below zero gets the same interval on its own scale.

@@ -21,7 +21,7 @@ temporary directory (HostHistory), and they serve three ends:
   once in the summary;
 - the spread of the probe's medians from one job to the next beyond its spread within a
   job is the host's drift over minutes (`drift`), which the rerun interval adds
-  (accelbench.rerun): runs taken within seconds of each other cannot see it;
+  (accelbench.measuring.rerun): runs taken within seconds of each other cannot see it;
 - the probe says the host was not at full speed, not how much a given kernel slowed
   (correlation 0.4 to 0.6 with a GEMM's times): it marks and widens, it never corrects.
 """

@@ -36,9 +36,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from accelbench import config as workflow_config
-from accelbench import grid, progress, run_config
+from accelbench import grid
 from accelbench.arguments import add_configfile, positive_seconds
 from accelbench.families import FAMILIES
+from accelbench.run import config as run_config
+from accelbench.run import progress
 
 SQUEUE_FIELDS = ("JobID", "State", "Name", "Comment", "TimeUsed", "WorkDir", "Reason", "STDOUT")
 SACCT_FIELDS = ("JobID", "JobName", "State", "Elapsed", "WorkDir", "Comment", "SubmitLine")

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from accelbench import doctor, host_cpus
-from accelbench.devices import usable_cpus
+from accelbench.platform import doctor, host_cpus
+from accelbench.platform.devices import usable_cpus
 
 LIBRARIES = (
     "numpy",

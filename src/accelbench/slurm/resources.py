@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.devices import Device, parse_device
-from accelbench.gpu_support import STACKS
+from accelbench.platform.devices import Device, parse_device
+from accelbench.platform.gpu_support import STACKS
 from accelbench.train.strategies import process_count
 
 

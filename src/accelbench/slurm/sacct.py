@@ -46,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench import cluster
+from accelbench.slurm import resources as cluster
 
 # Fixed field list of the query; free-text fields (JobName, Comment) are left
 # out because they may contain the "|" separator.

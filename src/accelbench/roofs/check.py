@@ -19,14 +19,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.backends import BACKENDS
-from accelbench.devices import Device, usable_cpus
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.kernel import exclusion as kernel_exclusion
 from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import host_dtype
 from accelbench.measure import measure_kernel
-from accelbench.roofs import MIB, measure_roof
+from accelbench.platform.backends import BACKENDS
+from accelbench.platform.devices import Device, usable_cpus
+from accelbench.roofs.measure import MIB, measure_roof
 
 GEMM_TARGET = 80.0  # percent of the GEMM roof
 MEMORY_TARGET = 70.0  # percent of the STREAM memory roof

@@ -20,9 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from accelbench import stream, timing
-from accelbench.backends import BACKENDS
-from accelbench.devices import Device, cpu_threads
 from accelbench.families.roof import RoofExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
@@ -33,7 +30,11 @@ from accelbench.measure import (
     mismatch,
     time_function,
 )
-from accelbench.results import GPU_ROOF_METRICS
+from accelbench.measuring import timing
+from accelbench.platform.backends import BACKENDS
+from accelbench.platform.devices import Device, cpu_threads
+from accelbench.records.record import GPU_ROOF_METRICS
+from accelbench.roofs import stream
 
 MIB = 1 << 20
 # metric -> (kernels measured, candidate backends, what its rate counts)

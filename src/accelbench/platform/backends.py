@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from accelbench import doctor
-from accelbench.devices import Device, cuda_unavailable_reason
+from accelbench.platform import doctor
+from accelbench.platform.devices import Device, cuda_unavailable_reason
 
 
 def _numba_reason(device: Device, dtype: str | None) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from accelbench.provenance import config_hash
+from accelbench.platform.provenance import config_hash
 
 RUN_CONFIG = Path("results") / "logs" / "run_config.yaml"
 

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from accelbench import progress, results
 from accelbench.families import FAMILIES
 from accelbench.grid import Grid
+from accelbench.records import record as results
+from accelbench.run import progress
 
 
 def experiment_files(jobs: Iterable[Any]) -> list[str]:

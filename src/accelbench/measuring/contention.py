@@ -25,7 +25,7 @@ from typing import Any
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 CPUFREQ = Path("/sys/devices/system/cpu")
-# Defaults of the config's `contention` keys (max_host_slowdown: accelbench.host_speed).
+# Defaults of the config's `contention` keys (max_host_slowdown: accelbench.measuring.host_speed).
 DEFAULTS = {"max_other_cpus": 0.25, "retries": 1, "pause_s": 3, "max_host_slowdown": 1.2}
 
 

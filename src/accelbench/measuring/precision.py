@@ -8,7 +8,7 @@ of the median: 0.05 is +-5%) and one more run still fits in `budget_s` seconds
 roof, for searching its best kernel; the next run assumed as long as the last),
 another independent run is added, as torch.utils.benchmark's
 adaptive_autorange adds blocks and pyperf adds worker processes. Where the host has told
-how its runs spread and drift (accelbench.rerun), the runs the goal needs are predicted
+how its runs spread and drift (accelbench.measuring.rerun), the runs the goal needs are predicted
 after the least runs, and a measurement the budget or 30 runs cannot bring there stops
 at once instead of spending the budget for nothing. A measurement that stops short of
 its goal, or whose interval spans more than a factor of two, says so
@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench import timing
 from accelbench.families import FAMILIES
-from accelbench.rerun import MOST_SPAN, Spread
+from accelbench.measuring import timing
+from accelbench.measuring.rerun import MOST_SPAN, Spread
 
 
 def _span(half_width: float) -> float:
@@ -67,7 +67,7 @@ class Goal:
 @dataclass
 class Progress:
     """The runs of one measurement so far, and whether another one is due: with what the
-    host says of its runs (`spread`, accelbench.rerun), how many the goal needs."""
+    host says of its runs (`spread`, accelbench.measuring.rerun), how many the goal needs."""
 
     goal: Goal
     clock: Callable[[], float] = time.perf_counter

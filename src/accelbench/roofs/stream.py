@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from accelbench.devices import Device
 from accelbench.kernels import (
     ELEMENTWISE_HALF_DTYPES,
     NUMPY,
@@ -42,6 +41,7 @@ from accelbench.kernels import (
     unit_roundoff,
 )
 from accelbench.kernels.reduction import tolerance as sum_tolerance
+from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # bound on the first compile: kernels.bind_numba
     import numba

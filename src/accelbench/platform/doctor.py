@@ -15,7 +15,7 @@ It checks each backend the way the experiments use it: after the measuring
 process's imports (measurement.preload), in a forked child. So it fails where
 those imports have initialised CUDA and no forked run could use it. The
 workflow asks the same check once per process before any GPU experiment
-(`backend_problem`), also in a forked child (accelbench.forked_cuda), so a
+(`backend_problem`), also in a forked child (accelbench.platform.forked_cuda), so a
 broken stack or an unsupported GPU or precision becomes an "unavailable" record
 naming the cause, and the asking process never holds a CUDA context.
 """
@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelbench import forked_cuda, gpu_support
-from accelbench.gpu_support import Capability, VisibleGpu, capability_text
 from accelbench.job.processes import call_in_fork
+from accelbench.platform import forked_cuda, gpu_support
+from accelbench.platform.gpu_support import Capability, VisibleGpu, capability_text
 
 # The CUDA libraries worth naming: runtime, compiler (NVRTC, NVVM), BLAS, FFT, driver.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench import timing
+from accelbench.measuring import timing
 
 NVML_METHOD = "nvml total-energy counter"
 RAPL_METHOD = "rapl powercap"

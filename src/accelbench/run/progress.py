@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from accelbench import cluster, grid
+from accelbench import grid
+from accelbench.slurm import resources as cluster
 
 EXCLUDED_CSV = "results/excluded.csv"
 # Paths listed per kind in the message of an unfinished run; the rest are counted.

@@ -8,7 +8,7 @@ and renamed over the target only once it is complete.
 What a record may hold is one JSON Schema (record_schema), built here from the
 declarations below and published as SCHEMA_FILE for other tools; accelbench
 checks every record it writes or reads against the same schema (with jsonschema-rs,
-accelbench.json_schema), and then against the CROSS_RULES a schema cannot state. A
+accelbench.records.json_schema), and then against the CROSS_RULES a schema cannot state. A
 record that breaks either is refused with the file and the key named: it never
 reaches a table as a number it does not hold.
 """
@@ -29,10 +29,12 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from accelbench import energy, grid, provenance
+from accelbench import grid
 from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
-from accelbench.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
+from accelbench.measuring import energy
+from accelbench.platform import provenance
+from accelbench.records.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
@@ -40,16 +42,16 @@ STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
 # Optional: per-step values, name -> {"unit": str, "values": [number or null, ...]}
 # (e.g. the loss of every training step); metrics hold the summaries.
 SERIES_KEY = "series"
-# Optional: what else the machine did during the measurement (accelbench.contention),
+# Optional: what else the machine did during the measurement (accelbench.measuring.contention),
 # with "busy": true where it stayed above the limit after the retries, or where the host
-# slowed at least half of its runs (accelbench.host_speed).
+# slowed at least half of its runs (accelbench.measuring.host_speed).
 CONDITIONS_KEY = "conditions"
 # Optional: the raw samples behind the distribution metrics, run by run,
 # name -> {"unit": str, "runs": [[number or null, ...], ...]}.
 RAW_KEY = "raw"
 # Optional: what measured it, {"implementation": "module:variant", "timer": str}.
 MEASURED_BY_KEY = "measured_by"
-# Optional: the energy of the measured work (accelbench.energy): "ok" with the method, the
+# Optional: the energy of the measured work (accelbench.measuring.energy): "ok" with the method, the
 # idle baseline and each window, or "too_short"/"unavailable" with the reason.
 ENERGY_KEY = "energy"
 # Optional: where the measured unit (kernel, workload, model) came from and what its source
@@ -514,7 +516,7 @@ def record_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "accelbench result record",
         "description": (
-            "One experiment's result, written by accelbench (src/accelbench/results.py, "
+            "One experiment's result, written by accelbench (src/accelbench/records/record.py, "
             "which generates this file). Numbers are finite and integers have no fraction. "
             "Also checked, beyond this schema: " + "; ".join(CROSS_RULES) + "."
         ),

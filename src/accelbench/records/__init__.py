@@ -1,0 +1,1 @@
+"""The record: its schema, how it is made, validated, written and read."""

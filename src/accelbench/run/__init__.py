@@ -1,0 +1,2 @@
+"""Starting a run: its config as run, its profile, the targets asked for, its progress, and
+the `accelbench run` launcher."""
