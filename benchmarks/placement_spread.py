@@ -26,9 +26,8 @@ import time
 
 import numpy as np
 
-from accelbench import measure
 from accelbench.job import measurement
-from accelbench.kernels import host_dtype, kernels
+from accelbench.kernels import host_dtype, kernels, measure
 from accelbench.measuring import placement
 from accelbench.platform.devices import cpu_threads, parse_device
 

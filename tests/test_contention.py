@@ -103,7 +103,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
         calls.append(time.perf_counter())
         return quick_measure(exp, settings)
 
-    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
     burner(seconds=10.0)
     settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
     outcome = measurement.measure_watched(SAXPY, settings)
@@ -116,7 +116,7 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 
 
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
-    monkeypatch.setattr("accelbench.measure.measure_kernel", quick_measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", quick_measure)
     # A generous limit: the test machine itself may run daemons.
     outcome = measurement.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
     assert outcome.conditions["busy"] is False
@@ -196,7 +196,7 @@ def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
         ]
     )
     monkeypatch.setattr(
-        "accelbench.measure.measure_kernel",
+        "accelbench.kernels.measure.measure_kernel",
         lambda e, s: next(outcomes),
     )
     outcome = measurement._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)

@@ -23,10 +23,11 @@ from accelbench.datasci import (
     sklearn_library,
     workloads,
 )
+from accelbench.datasci.measure import measure_datasci
 from accelbench.families import FAMILIES
 from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment
-from accelbench.measure import check_against_reference, measure_datasci
+from accelbench.kernels.measure import check_against_reference
 from accelbench.platform.backends import DATASCI_BACKENDS
 
 from conftest import snakemake

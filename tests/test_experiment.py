@@ -20,7 +20,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
 from accelbench.job.outcome import Outcome, is_out_of_memory
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
-from accelbench.measure import measure_kernel
+from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timing
 from accelbench.platform.backends import BACKENDS
 from accelbench.records import record as results

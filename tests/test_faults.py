@@ -37,7 +37,7 @@ SLOW = {**SETTINGS, "min_run_time": 120.0}
 
 
 def measuring_with(monkeypatch, measure) -> None:
-    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
 
 
 # --- errors inside the measurement -------------------------------------------------------------
@@ -283,7 +283,7 @@ os.replace = replace
 HANG = """\
 import time
 
-import accelbench.measure
+import accelbench.kernels.measure
 
 
 def sleep_forever_in_the_measurement(exp, settings):
@@ -291,7 +291,7 @@ def sleep_forever_in_the_measurement(exp, settings):
         time.sleep(1)
 
 
-accelbench.measure.measure_kernel = sleep_forever_in_the_measurement
+accelbench.kernels.measure.measure_kernel = sleep_forever_in_the_measurement
 """
 
 

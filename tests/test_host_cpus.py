@@ -284,7 +284,7 @@ def test_a_record_names_the_cpus_its_runs_ran_on_and_the_probe_times_them(monkey
         )
 
     probed = []
-    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
     monkeypatch.setattr(host_speed, "history_file", lambda: tmp_path / "host-speed.json")
     monkeypatch.setattr(host_speed, "probe", lambda cpus=None: probed.append(cpus) or 1e-3)
     settings = {"seed": 0, "config_hash": "t", "runs": 2, "half_width": 0.5, "budget_s": 0}

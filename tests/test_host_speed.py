@@ -42,7 +42,7 @@ def steady_kernel(monkeypatch):
             "ok", metrics={"time": timing.summarize([0.99e-3, 1e-3, 1.01e-3], "s")}
         )
 
-    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
 
 
 def scripted_probes(monkeypatch, *pairs):

@@ -30,7 +30,7 @@ from accelbench.kernels import (
     torch_to_host,
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
-from accelbench.measure import check_against_reference, implementation_name
+from accelbench.kernels.measure import check_against_reference, implementation_name
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import parse_device
 

@@ -6,7 +6,7 @@ import pytest
 
 from accelbench.job.processes import call_in_fork
 from accelbench.kernels import host_dtype, kernels
-from accelbench.measure import check_kernel
+from accelbench.kernels.measure import check_kernel
 from accelbench.measuring import placement
 from accelbench.platform.devices import parse_device
 

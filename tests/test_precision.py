@@ -185,7 +185,7 @@ def kernel_family(monkeypatch, medians) -> list:
             series=timing.warmup_series([0.01], [True]),
         )
 
-    monkeypatch.setattr("accelbench.measure.measure_kernel", measure)
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
     return given
 
 
@@ -273,7 +273,7 @@ def test_a_run_added_for_precision_that_fails_fails_the_experiment_naming_it(mon
         ]
     )
     monkeypatch.setattr(
-        "accelbench.measure.measure_kernel",
+        "accelbench.kernels.measure.measure_kernel",
         lambda exp, settings: next(outcomes),
     )
     outcome = measurement._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)

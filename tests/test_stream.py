@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, host_dtype, relative_error
-from accelbench.measure import check_kernel
+from accelbench.kernels.measure import check_kernel
 from accelbench.platform.devices import parse_device
 from accelbench.roofs import stream
 

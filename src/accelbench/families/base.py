@@ -93,8 +93,13 @@ class Family:
     registered before it kept: a roof follows its kernels without planning them
     again); `validate` checks the names in its config section the schema cannot
     know; `settings` are the rule's params (a change re-measures the family's
-    records). `measure`, `later_runs` and `prepare` are "module:function" names,
-    imported where a run measures.
+    records). `measure`, `later_runs`, `prepare`, `preload` and `record_params` are
+    "module:function" names, imported where a run measures: the job chain
+    (accelbench.job) asks the declaration, and imports no family's code itself.
+
+    Building a declaration registers it under its name (family_of): the module that
+    declares an experiment type declares its family, so a process that holds an
+    experiment finds its family without importing every declaration.
     """
 
     name: str  # the record's `experiment`
@@ -125,6 +130,35 @@ class Family:
     # The metrics whose rerun intervals decide when a measurement is precise enough
     # (accelbench.measuring.precision): what its tables show. By default its time.
     figures_of_merit: tuple[str, ...] = ()
+    # The metrics an "ok" record of a family without a time (roofs) holds, each in its
+    # metrics or named with its reason in its check's `unmeasured`; and those an ok
+    # record of a GPU holds besides.
+    ceilings: tuple[str, ...] = ()
+    gpu_ceilings: tuple[str, ...] = ()
+    # What a job imports before it forks its runs, so that each run starts without the
+    # imports' cost (the fork server imports every family's once): no arguments; it must
+    # ask the CUDA driver nothing.
+    preload: str | None = None
+    # The record's parameters that come from the settings beyond the settings themselves:
+    # (exp, settings) -> dict (a naive kernel's size limit, a roof's sizes).
+    record_params: str | None = None
+    # Settings the record's parameters leave out (its record_params says what counts).
+    unrecorded_settings: tuple[str, ...] = ()
+    # Whether its measuring function repeats its runs itself (training, inside the
+    # processes it launched: a launched rank cannot fork alone, its peers would wait
+    # for it). Forked, each run's process then measures one run; launched, or where
+    # runs may not fork, the one call measures them all.
+    repeats_runs_itself: bool = False
+    # Whether its experiments on one device share Slurm submissions (batches of
+    # experiments run one after another); else each is a job of its own.
+    batched: bool = True
+    # The config key whose names are its units (its grid's rows: "kernels.sizes"), and
+    # what they are called in a warning ("kernels"); None for a family without units.
+    units_key: str | None = None
+    units_called: str | None = None
+
+    def __post_init__(self) -> None:
+        _DECLARED[self.name] = self
 
     @property
     def precise_metrics(self) -> tuple[str, ...]:
@@ -142,6 +176,35 @@ class Family:
 
     def prepare_function(self) -> Callable[..., Any] | None:
         return _imported(self.prepare) if self.prepare else None
+
+    def preload_function(self) -> Callable[[], None] | None:
+        return _imported(self.preload) if self.preload else None
+
+    def params_of(self, exp: Experiment, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """What `record_params` adds to the record's parameters (nothing without one)."""
+        return _imported(self.record_params)(exp, settings) if self.record_params else {}
+
+
+# Every declaration built, by its name (the last built of a name counts).
+_DECLARED: dict[str, Family] = {}
+
+
+def family_of(exp: Experiment) -> Family:
+    """The declaration of `exp`'s family: its type's module built it on import."""
+    return _DECLARED[exp.family]
+
+
+def experiment_type_name(exp: Experiment) -> str:
+    """Where `exp`'s type is declared, "module:name": what a process told of an experiment
+    imports to build it again (experiment_from)."""
+    kind = type(exp)
+    return f"{kind.__module__}:{kind.__qualname__}"
+
+
+def experiment_from(type_name: str, parameters: Mapping[str, Any]) -> Experiment:
+    """The experiment of the type named "module:name" with these parameters; importing the
+    type's module registers its family."""
+    return _imported(type_name)(**parameters)
 
 
 def _imported(name: str) -> Callable[..., Any]:

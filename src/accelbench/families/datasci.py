@@ -130,7 +130,7 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
-    measure="accelbench.measure:measure_datasci",
+    measure="accelbench.datasci.measure:measure_datasci",
     primary="workload",
     catalogue="datasci",
     # Its library follows from the device kind (pandas on a CPU, cuDF on a GPU), so one

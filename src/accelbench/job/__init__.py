@@ -17,7 +17,7 @@
           |                        (accelbench.measuring.precision), under the contention
           |                        watch, each run forked afresh
           v
-    the family's measuring function (accelbench.families: measure.measure_kernel,
+    the family's measuring function (accelbench.families: kernels.measure.measure_kernel,
           |                        roofs.measure_roof, train.loop.measure_training, ...)
           v                        -> an outcome.Outcome per run, combined
     results.write_record           the record, written whole or not at all

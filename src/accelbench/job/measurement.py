@@ -34,7 +34,7 @@ from accelbench.job.outcome import (
 )
 from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.kernels import kernels
-from accelbench.measure import naive_size_limit
+from accelbench.kernels.measure import naive_size_limit
 from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
 from accelbench.measuring.phases import Phases
 from accelbench.platform import doctor, forked_cuda, provenance

@@ -361,7 +361,7 @@ def array_prepared(
 
 def host_prepared(host_inputs, run_into, out_shape, out_dtype) -> Prepared:
     """Prepared for code that runs on host arrays (naive Python, Numba on the CPU): the
-    inputs as placed for this run (measure.check_kernel), the output placed here."""
+    inputs as placed for this run (kernels.measure.check_kernel), the output placed here."""
     inputs = tuple(np.ascontiguousarray(x) for x in host_inputs)
     out = placement.empty(out_shape, out_dtype)
     return Prepared(
@@ -409,7 +409,7 @@ def torch_to_host(t) -> np.ndarray:
 
 def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
     """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0. On the CPU
-    the tensors share the inputs as placed for this run (measure.check_kernel) and an
+    the tensors share the inputs as placed for this run (kernels.measure.check_kernel) and an
     output placed here (accelbench.measuring.placement)."""
     import torch
 

@@ -23,7 +23,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.kernel import exclusion as kernel_exclusion
 from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import host_dtype
-from accelbench.measure import measure_kernel
+from accelbench.kernels.measure import measure_kernel
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, usable_cpus
 from accelbench.roofs.measure import MIB, measure_roof

@@ -23,7 +23,7 @@ import numpy as np
 from accelbench.families.roof import RoofExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
-from accelbench.measure import (
+from accelbench.kernels.measure import (
     cell_data,
     check_kernel,
     implementation_name,

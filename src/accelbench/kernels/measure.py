@@ -1,15 +1,17 @@
-"""One run of a kernel or a data science workload: check it against its reference, then time it.
+"""One run of a kernel: check it against its reference, then time it.
 
-The measuring functions of the kernel and data science families
-(accelbench.families). The timing is the backend's library timer
+The kernel family's measuring function (accelbench.families.kernel) and what a job
+does for it before its runs fork. The timing is the backend's library timer
 (torch.utils.benchmark on the CPU, cupyx.profiler.benchmark or CUDA events on
 the GPU); the check runs before and again after timing, so the timed code is
-known to compute the right thing. The roofs measure their ceilings with the same
-functions.
+known to compute the right thing. The data science workloads
+(accelbench.datasci.measure) and the roofs (accelbench.roofs.measure) measure with
+the same functions.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
@@ -17,18 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import joblib
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.families.datasci import DatasciExperiment
-from accelbench.families.kernel import KernelExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.measuring import energy, placement, timing
 from accelbench.measuring.phases import Phases
-from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
+from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
 
 log = logging.getLogger(__name__)
@@ -140,7 +138,7 @@ def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellDa
     return _MADE[key]
 
 
-def prepare_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> None:
+def prepare_kernel(exp, settings: dict[str, Any]) -> None:
     """Make the cell's inputs and reference in the job's process, before its runs fork."""
     spec, backend = kernels()[exp.kernel], BACKENDS[exp.backend]
     if backend.unavailable_reason(exp.parsed_device, exp.dtype):
@@ -179,7 +177,7 @@ def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: 
     return Checked(prepared, check, first_call, recheck)
 
 
-def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
+def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
     """Check the kernel against its float64 reference, then time it with the backend's timer.
 
     GPU backends are also timed copying their inputs in and their output out
@@ -211,9 +209,9 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
         timed = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         samples = timed.samples
         phases.lap("timing")
-        transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
+        transfers = time_transfers(prepared, backend.timer, threads, settings, exp.id)
         phases.lap("transfers")
-        used = _energy_window(prepared, backend.timer, device, settings, samples)
+        used = energy_window(prepared, backend.timer, device, settings, samples)
         phases.lap("energy")
         check = checked.recheck()  # the timed code must still be right
         phases.lap("recheck")
@@ -232,7 +230,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     metrics["first_call_time"] = timing.value(checked.first_call, "s")
     metrics["threads"] = timing.value(threads, "threads")
     if transfers:
-        end_to_end = _add_transfers(metrics, raw, transfers)
+        end_to_end = add_transfers(metrics, raw, transfers)
         if flops:
             metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
     return Outcome(
@@ -246,7 +244,7 @@ def measure_kernel(exp: KernelExperiment, settings: dict[str, Any]) -> Outcome:
     )
 
 
-def _energy_window(
+def energy_window(
     prepared: Prepared, timer: str, device: Device, settings: dict[str, Any], samples: list[float]
 ) -> dict[str, Any]:
     """The energy section of one call: after the timing, the call repeated in a window
@@ -257,77 +255,7 @@ def _energy_window(
     return probe.section("call")
 
 
-def measure_datasci(exp: DatasciExperiment, settings: dict[str, Any]) -> Outcome:
-    """Check a data science workload against its CPU library's result, then time it.
-
-    As for kernels: the check runs before and after the timing, the backend's
-    library timer times the call with its inputs resident, and a GPU library is
-    also timed moving its inputs in and its result out (`transfer_time`) and
-    doing both around the call (`end_to_end_time`). The throughput counts the
-    workload's items (rows, samples or nodes) per second. After the timing, the
-    call runs again in an energy window (accelbench.measuring.energy).
-    """
-    spec, backend = workloads()[exp.workload], DATASCI_BACKENDS[exp.backend]
-    device = exp.parsed_device
-    reason = backend.unavailable_reason(device)
-    if reason:
-        return Outcome("unavailable", reason)
-    measured_by = {
-        "implementation": f"{spec.implementations[exp.backend].__module__}:{exp.backend}",
-        "timer": timing.TIMERS[backend.timer],
-    }
-    # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
-    with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
-        inputs = spec.make_inputs(np.random.default_rng(settings["seed"]), exp.size)
-        reference = spec.reference(*inputs)
-        tolerance = spec.tolerance(exp.size)
-        prepared = spec.implementations[exp.backend](inputs, device)
-
-        def recheck():
-            return check_against_reference(
-                prepared, reference, tolerance, spec.error, spec.error_measure, spec.reference_name
-            )
-
-        started = time.perf_counter()
-        check = recheck()
-        first_call = time.perf_counter() - started
-        timed = check["passed"]
-        if timed:
-            timing_run = time_function(prepared.run, backend.timer, threads, settings, exp.id)
-            samples = timing_run.samples
-            transfers = _time_transfers(prepared, backend.timer, threads, settings, exp.id)
-            used = _energy_window(prepared, backend.timer, device, settings, samples)
-            check = recheck()  # the timed code must still be right
-    if not check["passed"]:
-        reason = ("after timing: " if timed else "") + mismatch(check)
-        return Outcome("failed", reason, check=check, measured_by=measured_by)
-    time_stats = timing.summarize(samples, "s")
-    work = spec.work(exp.size)
-    metrics = {
-        "time": time_stats,
-        "item_throughput": timing.rate_from_time(time_stats, work, THROUGHPUT_UNIT),
-        "first_call_time": timing.value(first_call, "s"),
-        "threads": timing.value(threads, "threads"),
-    }
-    raw = {"time": timing.raw_samples("s", [samples])}
-    if transfers:
-        end_to_end = _add_transfers(metrics, raw, transfers)
-        metrics["end_to_end_item_throughput"] = timing.rate_from_time(
-            end_to_end, work, THROUGHPUT_UNIT
-        )
-    return Outcome(
-        "ok",
-        metrics=metrics,
-        check=check,
-        raw=raw,
-        measured_by=measured_by,
-        params={"item": spec.item},
-        energy=used,
-        series=timing.warmup_series([timing_run.warmup.seconds], [timing_run.warmup.steady]),
-    )
-
-
-def _add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
+def add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
     """Add transfer_time and end_to_end_time (statistics and raw samples); returns the
     end-to-end statistics."""
     metrics["transfer_time"] = timing.summarize(transfers[0], "s")
@@ -337,7 +265,7 @@ def _add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> d
     return end_to_end
 
 
-def _time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
+def time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
     """(transfer samples, end-to-end samples), or None where inputs live on the host."""
     if prepared.upload is None or prepared.download is None:
         return None
@@ -366,3 +294,31 @@ def mismatch(check: dict[str, Any]) -> str:
         f"result differs from the {reference} reference: {check['measure']} "
         f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
     )
+
+
+def preload() -> None:
+    """Import what a kernel's (or a roof's) runs need before the job forks them: the
+    kernels, Numba's CPU target and CuPy where it is installed (importing asks the
+    driver nothing)."""
+    kernels()
+    numba_compiler()
+    if importlib.util.find_spec("cupy"):
+        import cupy  # noqa: F401  (0.2 s a run)
+        import cupyx.profiler  # noqa: F401
+
+
+def numba_compiler() -> None:
+    """Have Numba load its CPU target (its typing and lowering registries import NumPy's
+    linear algebra and SciPy: half a second at the first compile or cache load of a
+    process) by compiling a trivial function; compiling starts no thread pool."""
+    import numba
+
+    numba.njit(lambda value: value + 1)(1)
+
+
+def record_params(exp, settings: dict[str, Any]) -> dict[str, Any]:
+    """What a kernel's record adds to its parameters: the naive size limit, only for a
+    naive backend (where it applies)."""
+    if not BACKENDS[exp.backend].naive:
+        return {}
+    return {"naive_size_limit": naive_size_limit(kernels()[exp.kernel], settings)}
