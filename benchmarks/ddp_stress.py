@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 
+from accelbench.families import FAMILIES
 from accelbench.grid import experiment_of_id
 from accelbench.job import measurement
 from accelbench.job.processes import (
@@ -138,7 +139,7 @@ def main() -> int:
     dump_stacks_on_request(sys.stderr)  # inherited by every launch and its ranks
     experiments = [experiment_of_id(cell) for cell in args.cells]
     settings = {"steps": args.steps, "warmup_steps": 1, "model_options": {}}
-    measurement.preload("train")  # as the fork server does: imports only, no thread pool
+    measurement.preload(FAMILIES["train"])  # as the fork server does: imports only, no thread pool
     load = start_load(args.load)
     ended: dict[str, list[tuple[str, float]]] = {exp.id: [] for exp in experiments}
     started = time.perf_counter()

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from accelbench.families import FAMILIES
 from accelbench.job import measurement
 from accelbench.kernels import host_dtype, kernels, measure
 from accelbench.measuring import placement
@@ -116,7 +117,7 @@ def main() -> int:
     parser.add_argument("--parents", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    measurement.preload("kernel")
+    measurement.preload(FAMILIES["kernel"])
     print(f"{args.cell}: run medians in us, {args.runs} runs per parent process")
     for mode in ("inherited", "per-run"):
         every, within = [], []

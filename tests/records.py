@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 
+from accelbench.families.roof import GPU_CEILINGS
 from accelbench.measuring import energy
 from accelbench.measuring.timing import rate_from_time, summarize, value
 from accelbench.platform.devices import parse_device
-from accelbench.records.record import GPU_ROOF_METRICS, make_record, validate_record, write_record
+from accelbench.records.record import make_record, validate_record, write_record
 
 NO_GPU = "no CUDA device available to PyTorch on this host (CUDA_VISIBLE_DEVICES='')"
 FAILED = "RuntimeError: 100% of threads_busy"
@@ -358,6 +359,6 @@ def roof_record(device, dtype="float32", peak=100.0, copy=20.0, host_copy=None, 
             metrics["h2d_bandwidth"] = rate_from_time(time, host_copy, "GB/s")
             metrics["d2h_bandwidth"] = rate_from_time(time, host_copy / 2, "GB/s")
         elif device.startswith("cuda"):
-            check["unmeasured"] = dict.fromkeys(GPU_ROOF_METRICS, "no pinned copies")
+            check["unmeasured"] = dict.fromkeys(GPU_CEILINGS, "no pinned copies")
     reason = None if status == "ok" else NO_GPU
     return device_record("roof", exp_id, status, params, metrics, check, reason)

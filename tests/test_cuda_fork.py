@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.families.base import experiment_type_name
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import fork_server
 from accelbench.platform import forked_cuda
@@ -34,13 +35,14 @@ PRELOAD_THEN_RUN = textwrap.dedent(
     import json, sys
     import torch
     from accelbench.job import measurement
+    from accelbench.families import FAMILIES
     from accelbench.families.kernel import KernelExperiment
     from accelbench.job.outcome import Outcome
 
     def measure(exp, settings):
         return Outcome("ok", params={"bad_fork": torch.cuda._is_in_bad_fork()})
 
-    measurement.preload(None if sys.argv[1] == "all" else sys.argv[1])
+    measurement.preload(*(FAMILIES.values() if sys.argv[1] == "all" else [FAMILIES[sys.argv[1]]]))
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
     print("RESULT " + json.dumps(measurement._in_fresh_process(measure, exp, {}).params))
     """
@@ -143,6 +145,7 @@ FORKED_FROM_A_CUDA_PROCESS = textwrap.dedent(
     import json
     import torch
     from accelbench.job import measurement
+    from accelbench.families import FAMILIES
     from accelbench.families.kernel import KernelExperiment
 
     torch.cuda.is_available()  # this process has asked the driver: its children cannot use CUDA
@@ -170,6 +173,7 @@ def test_a_gpu_experiment_through_the_fork_server_reaches_its_runs_fork_safe(tmp
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}
     payload = {
         "family": exp.family,
+        "experiment_type": experiment_type_name(exp),
         "experiment": asdict(exp),
         "settings": settings,
         "output": str(tmp_path / "r.json"),

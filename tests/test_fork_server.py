@@ -10,6 +10,7 @@ from dataclasses import asdict
 
 import pytest
 
+from accelbench.families.base import experiment_type_name
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import fork_server, supervisor
 from accelbench.records.record import load_record
@@ -35,6 +36,7 @@ def server(tmp_path_factory):
 def _payload(output, settings=SETTINGS, log_file=None):
     return {
         "family": KERNEL.family,
+        "experiment_type": experiment_type_name(KERNEL),
         "experiment": asdict(KERNEL),
         "settings": settings,
         "output": str(output),

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from accelbench.families import FAMILIES
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
 from accelbench.measuring import contention, precision, timing
@@ -55,7 +56,9 @@ def measure(goal: precision.Goal, medians, run_s: float = 1.0) -> precision.Prog
 
 
 def kernel_goal(**settings) -> precision.Goal:
-    return precision.Goal.of("kernel", {"runs": 3, "half_width": 0.05, **settings})
+    return precision.Goal.of(
+        FAMILIES["kernel"].precise_metrics, {"runs": 3, "half_width": 0.05, **settings}
+    )
 
 
 def test_a_measurement_stops_as_soon_as_it_is_precise():
@@ -109,7 +112,7 @@ def test_run_medians_that_tie_do_not_make_a_zero_width_interval():
 
 
 def test_a_roof_is_precise_only_when_all_its_roofs_are():
-    goal = precision.Goal.of("roof", {"runs": 4, "budget_s": 0.0})
+    goal = precision.Goal.of(FAMILIES["roof"].precise_metrics, {"runs": 4, "budget_s": 0.0})
     progress = precision.Progress(goal)
     for gemm, stream in ((100.0, 10.0), (101.0, 14.0), (99.0, 7.0), (100.5, 12.0)):
         progress.add(

@@ -37,6 +37,7 @@ from snakemake.utils import validate as validate_against_schema
 from snakemake_interface_common.exceptions import WorkflowError
 
 from accelbench import grid, registry
+from accelbench.families import FAMILIES
 
 WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -370,13 +371,15 @@ def check_loaded(
     return sources
 
 
-# Where a config names the kernels, data science workloads and models of its grid, and
-# what each experiment calls the name.
-GRID_NAMES = (
-    ("kernels.sizes", "kernel", "kernels"),
-    ("datasci.sizes", "workload", "workloads"),
-    ("train.batch_sizes", "model", "models"),
-)
+def grid_names() -> list[tuple[str, str, str]]:
+    """Where a config names the units of its grid (kernels, data science workloads, models),
+    what each experiment calls the name and what the names are called: (config key,
+    parameter, plural), as each family declares them (its `units_key`)."""
+    return [
+        (family.units_key, family.primary, family.units_called or family.units_key)
+        for family in FAMILIES.values()
+        if family.units_key and family.primary
+    ]
 
 
 def _section(values: dict[str, Any], dotted: str) -> dict[str, Any]:
@@ -396,7 +399,7 @@ def kept_defaults(sources: Sources, expanded: grid.Grid) -> dict[str, list[str]]
         return {}
     (_, default), *site = sources
     kept = {}
-    for key, part, _ in GRID_NAMES:
+    for key, part, _ in grid_names():
         named = set().union(*(_section(values, key) for _, values in site))
         measured = {getattr(exp, part) for exp in expanded.experiments if hasattr(exp, part)}
         left = [name for name in _section(default, key) if name not in named and name in measured]
@@ -410,7 +413,7 @@ def kept_defaults_warning(sources: Sources, expanded: grid.Grid) -> str | None:
     kept = kept_defaults(sources, expanded)
     if not kept:
         return None
-    plural = {key: what for key, _, what in GRID_NAMES}
+    plural = {key: what for key, _, what in grid_names()}
     listed = "; ".join(f"{plural[key]} {', '.join(names)} ({key})" for key, names in kept.items())
     files = " ".join(str(path) for path, _ in sources[1:])
     return (

@@ -131,6 +131,9 @@ FAMILY = Family(
     validate=validate,
     settings=settings,
     measure="accelbench.datasci.measure:measure_datasci",
+    preload="accelbench.datasci.measure:preload",
+    units_key="datasci.sizes",
+    units_called="workloads",
     primary="workload",
     catalogue="datasci",
     # Its library follows from the device kind (pandas on a CPU, cuDF on a GPU), so one

@@ -22,6 +22,9 @@ from accelbench.families.base import (
 )
 
 PATTERN = RESULTS_DIR + "/roofs/{device}/{dtype}.json"
+# What an ok roof record holds: its ceilings, and a GPU's transfer ceilings besides.
+CEILINGS = ("peak_gflops", "memory_bandwidth")
+GPU_CEILINGS = ("h2d_bandwidth", "d2h_bandwidth")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ FAMILY = Family(
     settings=settings,
     measure="accelbench.roofs.measure:measure_roof",
     later_runs="accelbench.roofs.measure:later_runs",
+    # The kernels' imports: a roof measures with their code.
+    preload="accelbench.kernels.measure:preload",
+    record_params="accelbench.roofs.measure:roof_sizes",
+    unrecorded_settings=("roofs",),
     measures_energy=False,
-    figures_of_merit=("peak_gflops", "memory_bandwidth"),
+    figures_of_merit=CEILINGS,
+    ceilings=CEILINGS,
+    gpu_ceilings=GPU_CEILINGS,
 )

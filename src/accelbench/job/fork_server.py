@@ -127,9 +127,10 @@ def _preload() -> tuple[Callable[[Payload], int], Callable[[Payload], None]]:
     Imported in the server only: the clients (every job's supervisor, the
     Snakefile) import this module and must stay light.
     """
+    from accelbench.families import FAMILIES
     from accelbench.job import measurement, measuring_process
 
-    measurement.preload()
+    measurement.preload(*FAMILIES.values())
     return measuring_process.main, measuring_process.before_fork
 
 

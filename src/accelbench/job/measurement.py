@@ -8,7 +8,6 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import math
 import statistics
@@ -19,11 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from accelbench import registry
-from accelbench.datasci import workloads
-from accelbench.families import family_of
-from accelbench.families.base import Experiment
-from accelbench.families.kernel import KernelExperiment
-from accelbench.families.roof import RoofExperiment
+from accelbench.families.base import Experiment, Family, family_of
 from accelbench.job.outcome import (
     Outcome,
     RankFailure,
@@ -33,15 +28,11 @@ from accelbench.job.outcome import (
     of_process_end,
 )
 from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
-from accelbench.kernels import kernels
-from accelbench.kernels.measure import naive_size_limit
 from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
 from accelbench.measuring.phases import Phases
 from accelbench.platform import doctor, forked_cuda, provenance
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import cpus_used, slurm_gpu_shortfall
 from accelbench.records.record import make_record, write_record
-from accelbench.roofs.measure import roof_sizes
 from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
 
 log = logging.getLogger(__name__)
@@ -105,9 +96,10 @@ def combine_runs(outcomes: list[Outcome], spread: rerun.Spread | None = None) ->
     )
 
 
-def preload(family: str | None = None) -> None:
-    """Import what measuring `family` (None: every family, as the fork server does once)
-    needs, before runs are forked.
+def preload(*families: Family) -> None:
+    """Import what measuring `families` needs (the fork server: every registered family,
+    once), before runs are forked: what every run imports, then each family's own
+    (its declaration's `preload`).
 
     Each forked run then starts without paying for the imports. Importing starts
     no thread pool (only the first parallel call does), so forking stays safe.
@@ -121,18 +113,11 @@ def preload(family: str | None = None) -> None:
     import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
     import torch  # noqa: F401  (seconds to import)
 
-    if family in ("train", None):
-        import torch._dynamo  # noqa: F401  (imported by the first optimiser built: 2 s)
-
-        import accelbench.train.session  # noqa: F401  (the models and their libraries)
-    if family in ("datasci", None):  # once in the fork server; a second in every job else
-        datasci_libraries()
-    if family not in ("train", "datasci"):
-        kernels()
-        numba_compiler()
-        if importlib.util.find_spec("cupy"):
-            import cupy  # noqa: F401  (0.2 s a run; importing asks the driver nothing)
-            import cupyx.profiler  # noqa: F401
+    done = set()
+    for family in families:
+        if family.preload and family.preload not in done:
+            done.add(family.preload)
+            family.preload_function()()
 
 
 def before_runs(exp: Experiment, settings: dict[str, Any]) -> None:
@@ -140,7 +125,7 @@ def before_runs(exp: Experiment, settings: dict[str, Any]) -> None:
     runs fork (each inherits it): the imports, the answers about the GPUs, the idle
     energy baseline and what the family prepares (a kernel's inputs and reference)."""
     phases = Phases()
-    preload(exp.family)
+    preload(family_of(exp))
     phases.lap("imports")
     if not forked_cuda.children_can_use_cuda():
         # This process initialised CUDA: each run must find out that it cannot use it and
@@ -173,43 +158,23 @@ def know_the_gpus(exp: Experiment) -> None:
             doctor.inspected(name, 0)
 
 
-def numba_compiler() -> None:
-    """Have Numba load its CPU target (its typing and lowering registries import NumPy's
-    linear algebra and SciPy: half a second at the first compile or cache load of a
-    process) by compiling a trivial function; compiling starts no thread pool."""
-    import numba
-
-    numba.njit(lambda value: value + 1)(1)
-
-
-def datasci_libraries() -> None:
-    """Import the CPU libraries of the data science workloads (the workloads import them
-    only when they run, so that reading the grid stays fast)."""
-    import networkx  # noqa: F401
-    import sklearn.cluster  # noqa: F401
-    import sklearn.decomposition  # noqa: F401
-    import sklearn.linear_model  # noqa: F401
-    import sklearn.neighbors  # noqa: F401
-
-    workloads()
-
-
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
     """The experiment measured in independent runs until it is precise, combined.
 
     Runs are added (accelbench.measuring.precision) until the figure of merit's rerun interval
     is as narrow as asked or the time budget is spent, after at least
     settings["runs"]; the outcome's conditions say how precise it ended.
-    Where allowed, each run is a process of its own. Otherwise kernels and
-    roofs run one after the other in this process, and training repeats its
-    runs itself (train/loop.py), inside the processes it launched: a launched
-    rank (an srun task) cannot fork alone, its peers would wait for it.
+    Where allowed, each run is a process of its own. Otherwise the runs follow
+    one another in this process, or, for a family that repeats its runs itself
+    (its declaration's `repeats_runs_itself`: training, inside the processes it
+    launched), its one call measures them all: a launched rank (an srun task)
+    cannot fork alone, its peers would wait for it.
     """
     family = family_of(exp)
     measure = family.measuring_function()
     later_runs = family.later_runs_function()
-    goal = precision.Goal.of(exp.family, settings)
-    if exp.family == "train":
+    goal = precision.Goal.of(family.precise_metrics, settings)
+    if family.repeats_runs_itself:
         if not fresh_processes or from_environment():
             return _guarded(measure, exp, settings)
         # Each forked process trains one run; this process decides how many.
@@ -391,18 +356,17 @@ NOT_PARAMS = ("config_hash", "contention", "energy", "plugins", "source_digest")
 
 
 def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
-    """The experiment's parameters and settings; the naive size limit only where it applies."""
+    """The experiment's parameters and settings, less those its family leaves out, with what
+    its family adds (its declaration's `record_params`: a naive kernel's size limit)."""
+    family = family_of(exp)
     params = {
         key: value
         for key, value in settings.items()
-        if key not in (*NOT_PARAMS, "naive_size_limit", "roofs")
+        if key not in (*NOT_PARAMS, *family.unrecorded_settings)
     }
     runs = int(settings.get("runs", 1))
     params["interval"] = timing.RERUN_INTERVAL if runs > 1 else timing.WITHIN_RUN_INTERVAL
-    if isinstance(exp, KernelExperiment) and BACKENDS[exp.backend].naive:
-        params["naive_size_limit"] = naive_size_limit(kernels()[exp.kernel], settings)
-    if isinstance(exp, RoofExperiment):
-        params.update(roof_sizes(exp, settings))
+    params.update(family.params_of(exp, settings))
     return {**asdict(exp), **params}
 
 
@@ -423,8 +387,8 @@ def run(
     In a group of launched processes (srun tasks) every rank measures and rank 0
     writes; a rank other than 0 that fails notes why in `failure_dir` and raises
     RankFailure, so that its non-zero exit ends the group at once.
-    `fresh_processes` runs each repetition of a kernel or roof in a forked
-    process; only a process that has not measured anything yet may ask for it.
+    `fresh_processes` runs each repetition in a forked process; only a process that
+    has not measured anything yet may ask for it.
     """
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.

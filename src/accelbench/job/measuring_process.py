@@ -15,7 +15,7 @@ import warnings
 from typing import Any, TextIO
 
 from accelbench import registry
-from accelbench.families import FAMILIES
+from accelbench.families.base import experiment_from
 from accelbench.job import measurement
 from accelbench.job.outcome import (
     RANK_FAILED_EXIT_CODE,
@@ -64,7 +64,7 @@ _ASKED: set[bool] = set()
 def before_fork(payload: dict[str, Any]) -> None:
     """What the fork server asks before it forks the process for `payload`: the answers
     about the GPUs that every job would otherwise ask again (measurement.know_the_gpus)."""
-    exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
+    exp = experiment_from(payload["experiment_type"], payload["experiment"])
     on_gpu = exp.parsed_device.is_gpu
     if on_gpu not in _ASKED and forked_cuda.children_can_use_cuda():
         measurement.know_the_gpus(exp)
@@ -85,7 +85,7 @@ def main(payload: dict[str, Any]) -> int:
     os.environ[DEADLINE_VARIABLE] = str(payload["deadline"])
     if payload["log_file"]:
         os.environ[STACKS_FILE_VARIABLE] = payload["log_file"]
-    exp = FAMILIES[payload["family"]].experiment_type(**payload["experiment"])
+    exp = experiment_from(payload["experiment_type"], payload["experiment"])
     # The user's units the job's catalogue holds (a fork server's process inherits none).
     registry.use_plugins(payload["settings"].get("plugins", ()))
     try:

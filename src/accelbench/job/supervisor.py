@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench.families.base import Experiment
+from accelbench.families.base import Experiment, experiment_type_name
 from accelbench.job import fork_server
 from accelbench.job.outcome import (
     MEASURED_AGAIN,
@@ -201,6 +201,8 @@ def run_supervised(
         failure_dir = tempfile.mkdtemp(prefix=f".{Path(output).name}.ranks-", dir=folder)
     payload = {
         "family": exp.family,
+        # What the measuring process imports to build the experiment (and declare its family).
+        "experiment_type": experiment_type_name(exp),
         "experiment": asdict(exp),
         "settings": settings,
         "output": str(output),

@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.families import FAMILIES
 from accelbench.measuring import timing
 from accelbench.measuring.rerun import MOST_SPAN, Spread
 
@@ -53,14 +52,15 @@ class Goal:
     metrics: tuple[str, ...]
 
     @classmethod
-    def of(cls, family: str, settings: Mapping[str, Any]) -> Goal:
-        """The goal an experiment's settings (a family's config section) set."""
+    def of(cls, metrics: tuple[str, ...], settings: Mapping[str, Any]) -> Goal:
+        """The goal an experiment's settings (a family's config section) set for its figures
+        of merit (`metrics`: its family's precise_metrics)."""
         values = {**DEFAULTS, **{key: settings[key] for key in DEFAULTS if key in settings}}
         return cls(
             least_runs=int(values["runs"]),
             half_width=float(values["half_width"]),
             budget_s=float(values["budget_s"]),
-            metrics=FAMILIES[family].precise_metrics,
+            metrics=tuple(metrics),
         )
 
 

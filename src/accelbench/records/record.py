@@ -83,11 +83,6 @@ def time_metrics() -> dict[str, str]:
     return {name: family.time_metric for name, family in FAMILIES.items() if family.time_metric}
 
 
-# The ceilings of a roof (roofs.ROOFS), the host copies on a GPU only. An ok roof has
-# each of its device's ceilings, or says in its check's `unmeasured` why not.
-ROOF_CEILINGS = ("peak_gflops", "memory_bandwidth")
-GPU_ROOF_METRICS = ("h2d_bandwidth", "d2h_bandwidth")
-
 # The units metrics are measured in, by what their numbers may be. Times, rates, sizes,
 # work and energy are never negative; counts are whole numbers; a loss takes any sign.
 NONNEGATIVE_UNITS = (
@@ -405,12 +400,12 @@ def _ok_rules(family: Family) -> dict[str, Any]:
             "description": f"an ok {family.name} record has its time",
             "properties": {"metrics": {"required": [family.time_metric]}},
         }
-    if family.name == "roof":
+    if family.ceilings:
         on_gpu = {"properties": {"params": {"properties": {"device": {"pattern": "cuda"}}}}}
         return {
             "allOf": [
-                *_ceilings(ROOF_CEILINGS),
-                {"if": on_gpu, "then": {"allOf": _ceilings(GPU_ROOF_METRICS)}},
+                *_ceilings(family.ceilings),
+                {"if": on_gpu, "then": {"allOf": _ceilings(family.gpu_ceilings)}},
             ]
         }
     return {}

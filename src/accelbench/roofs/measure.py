@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.families.roof import RoofExperiment
+from accelbench.families.roof import GPU_CEILINGS, RoofExperiment
 from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.kernels.measure import (
@@ -33,7 +33,6 @@ from accelbench.kernels.measure import (
 from accelbench.measuring import timing
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
-from accelbench.records.record import GPU_ROOF_METRICS
 from accelbench.roofs import stream
 
 MIB = 1 << 20
@@ -44,7 +43,7 @@ ROOFS = {
     "h2d_bandwidth": (("transfer-h2d-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
     "d2h_bandwidth": (("transfer-d2h-pinned",), ("torch", "cupy", "numba-cuda"), "bytes"),
 }
-GPU_ONLY = GPU_ROOF_METRICS  # an ok roof record of a GPU holds them (results checks it)
+GPU_ONLY = GPU_CEILINGS  # an ok roof record of a GPU holds them (results checks it)
 # The GEMM roof is the best over n and n/2: a library's best size need not be the largest.
 GEMM_FRACTIONS = (1, 2)
 

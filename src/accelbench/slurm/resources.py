@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.families.base import family_of
 from accelbench.platform.devices import Device, parse_device
 from accelbench.platform.gpu_support import STACKS
 from accelbench.train.strategies import process_count
@@ -494,12 +495,13 @@ def slurm_partition_limits() -> dict[str, PartitionLimits] | None:
 def job_shapes(
     experiments: Iterable[Any], config: dict[str, Any], batch_size: int
 ) -> list[JobShape]:
-    """The kinds of jobs `experiments` become on Slurm: kernel, roof and data science batches
-    per device, training jobs per device and strategy."""
+    """The kinds of jobs `experiments` become on Slurm: batches per device of the families
+    whose declaration says `batched` (kernels, roofs, data science), and one job per device
+    and strategy of the others (training)."""
     batched: dict[str, int] = {}
     shapes: dict[tuple[str, str], JobShape] = {}
     for exp in experiments:
-        if exp.family in ("kernel", "roof", "datasci"):
+        if family_of(exp).batched:
             batched[exp.device] = batched.get(exp.device, 0) + 1
             continue
         device = exp.parsed_device

@@ -43,7 +43,7 @@ from accelbench.platform.devices import (
 )
 from accelbench.train import distributed, strategies
 from accelbench.train.models import Unavailable, models
-from accelbench.train.settings import TrainSettings
+from accelbench.train.settings import TIME_METRIC, TrainSettings
 
 
 @contextlib.contextmanager
@@ -284,7 +284,7 @@ def train_process(
             runs, peaks = [], []
             # Independent runs, each building its model, optimiser and data afresh, until
             # the time per mini-batch is precise (accelbench.measuring.precision).
-            progress = precision.Progress(precision.Goal.of("train", asdict(settings)))
+            progress = precision.Progress(precision.Goal.of((TIME_METRIC,), asdict(settings)))
             with energy_probe(device, place, settings) as probe:
                 while _another_run(progress, grouped, place.device):
                     # The last run's model and optimiser go before this run's peak counts
@@ -428,6 +428,14 @@ def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
     except Unavailable as err:
         return Outcome("unavailable", str(err))
     return outcome_from(result, exp)
+
+
+def preload() -> None:
+    """Import what a training run needs before the job forks its runs: the models and their
+    libraries, and what the first optimiser built imports (torch._dynamo: 2 s)."""
+    import torch._dynamo  # noqa: F401
+
+    import accelbench.train.session  # noqa: F401
 
 
 def later_runs(exp: TrainExperiment, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:

@@ -13,6 +13,10 @@ from typing import Any
 
 from accelbench.train.models import models, resolve_options
 
+# The training family's figure of merit: what an ok record cannot lack, and what its runs
+# repeat until it is precise.
+TIME_METRIC = "time_per_batch"
+
 COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
 # Keys of the settings mapping other than the training settings themselves: the config's
 # hash, the contention guard, the folders of the user's units and the digest of the model's.
