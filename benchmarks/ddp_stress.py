@@ -32,7 +32,7 @@ import time
 from accelbench.families import FAMILIES
 from accelbench.grid import experiment_of_id
 from accelbench.job import measurement
-from accelbench.job.processes import (
+from accelbench.platform.processes import (
     DEADLINE_VARIABLE,
     ask_for_stacks,
     die_with_parent,

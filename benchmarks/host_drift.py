@@ -23,8 +23,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from accelbench.job.processes import call_in_fork
 from accelbench.measuring import host_speed
+from accelbench.platform.processes import call_in_fork
 
 
 def gemm_median(size: int = 512, calls: int = 40) -> float:

@@ -3,7 +3,7 @@
 import logging
 from pathlib import Path
 
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 from accelbench.train import datasets
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.

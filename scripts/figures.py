@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from accelbench.analysis import figures, style
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -7,7 +7,7 @@ import pandas as pd
 import yaml
 
 from accelbench.analysis import provenance_summary, tables
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -6,9 +6,9 @@ import sys
 
 from accelbench import grid
 from accelbench.job import supervisor
-from accelbench.job.outcome import RetryableFailure
-from accelbench.job.processes import die_with_parent
+from accelbench.measuring.outcome import RetryableFailure
 from accelbench.platform import provenance
+from accelbench.platform.processes import die_with_parent
 from accelbench.slurm import resources as cluster
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.

@@ -2,7 +2,7 @@
 
 import logging
 
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 from accelbench.slurm import sacct
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.

@@ -5,7 +5,7 @@ import logging
 import pandas as pd
 
 from accelbench.analysis import tidy
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

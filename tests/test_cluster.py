@@ -13,7 +13,7 @@ from accelbench import grid
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import supervisor
-from accelbench.job.outcome import RetryableFailure
+from accelbench.measuring.outcome import RetryableFailure
 from accelbench.platform import provenance
 from accelbench.platform.devices import parse_device, slurm_gpu_shortfall
 from accelbench.records.record import load_record

@@ -37,7 +37,7 @@ PRELOAD_THEN_RUN = textwrap.dedent(
     from accelbench.job import measurement
     from accelbench.families import FAMILIES
     from accelbench.families.kernel import KernelExperiment
-    from accelbench.job.outcome import Outcome
+    from accelbench.measuring.outcome import Outcome
 
     def measure(exp, settings):
         return Outcome("ok", params={"bad_fork": torch.cuda._is_in_bad_fork()})

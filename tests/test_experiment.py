@@ -18,10 +18,10 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
-from accelbench.job.outcome import Outcome, is_out_of_memory
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timing
+from accelbench.measuring.outcome import Outcome, is_out_of_memory
 from accelbench.platform.backends import BACKENDS
 from accelbench.records import record as results
 from accelbench.records.record import load_record, make_record, write_record

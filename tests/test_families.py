@@ -27,8 +27,8 @@ from accelbench.families.base import (
     raise_if_excluded,
 )
 from accelbench.job import measurement
-from accelbench.job.outcome import Outcome
 from accelbench.measuring import timing
+from accelbench.measuring.outcome import Outcome
 from accelbench.records import record as results
 from accelbench.run import progress
 from accelbench.run import start as run_start

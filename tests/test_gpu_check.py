@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import pytest
 
-from accelbench import cli, grid
+from accelbench import cli, gpu_check, grid
 from accelbench import config as workflow_config
 from accelbench.analysis import acceptance, gpu_datasheets, tables
 from accelbench.analysis.tables import markdown_escape
@@ -22,7 +22,6 @@ from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.measuring.timing import summarize, value
-from accelbench.platform import gpu_check
 from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.records.record import make_record, write_record
 

@@ -248,7 +248,7 @@ def threads_of_a_measurement(device: str) -> tuple[list[int] | None, list[list[i
 # Forks the run as the measuring process does, from a process that has started no thread
 # pool: this one may have (GNU OpenMP cannot be forked, and Numba stops a child that tries).
 FORKED_RUN = (
-    "import json; from accelbench.job.processes import call_in_fork; "
+    "import json; from accelbench.platform.processes import call_in_fork; "
     "from test_host_cpus import threads_of_a_measurement; "
     "print(json.dumps(call_in_fork(threads_of_a_measurement, 'cpu1')))"
 )

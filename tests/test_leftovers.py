@@ -142,7 +142,7 @@ SLEEPING_SCRIPT = """\
 import os
 import time
 
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 
 die_with_parent()
 with open("script.pid", "w") as pid:

@@ -4,11 +4,11 @@ placement (accelbench.measuring.placement)."""
 import numpy as np
 import pytest
 
-from accelbench.job.processes import call_in_fork
 from accelbench.kernels import host_dtype, kernels
 from accelbench.kernels.measure import check_kernel
 from accelbench.measuring import placement
 from accelbench.platform.devices import parse_device
+from accelbench.platform.processes import call_in_fork
 
 
 @pytest.mark.parametrize(

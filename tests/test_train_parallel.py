@@ -29,8 +29,9 @@ import torch.multiprocessing as mp
 
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
-from accelbench.job import measurement, processes, supervisor
-from accelbench.job.outcome import of_error
+from accelbench.job import measurement, supervisor
+from accelbench.measuring.outcome import of_error
+from accelbench.platform import processes
 from accelbench.platform.devices import Device, DeviceError, parse_device
 from accelbench.records.record import load_record
 from accelbench.train import cpu_support, distributed, strategies

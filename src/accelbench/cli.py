@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench import __version__, grid, registry
+from accelbench import __version__, gpu_check, grid, registry
 from accelbench import config as workflow_config
 from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
-from accelbench.platform import doctor, gpu_check
+from accelbench.platform import doctor
 from accelbench.records import record as results
 from accelbench.run import launch
 from accelbench.slurm import run_status, sacct
@@ -47,8 +47,8 @@ def command_train(args: argparse.Namespace) -> int:
     """
     from accelbench.job import measurement
     from accelbench.platform import provenance
+    from accelbench.platform.ranks import is_primary_process
     from accelbench.train import settings
-    from accelbench.train.distributed import is_primary_process
 
     config = workflow_config.load(args.configfile)
     exp = grid.parse_path(args.path, "train")

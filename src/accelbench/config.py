@@ -27,7 +27,7 @@ import collections
 import copy
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from snakemake_interface_common.exceptions import WorkflowError
 
 from accelbench import grid, registry
 from accelbench.families import FAMILIES
+from accelbench.platform.devices import Device
 
 WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -438,3 +439,10 @@ def load_with_sources(
         merge(config, copy.deepcopy(loaded))  # each source keeps its own values
     validate(config, sources)
     return config, sources
+
+
+def partition(device: Device, config: Mapping[str, Any]) -> str:
+    """The Slurm partition of `device`'s jobs; empty for a GPU on a site without one
+    (accelbench.slurm.resources.site_problems names it)."""
+    slurm = config["slurm"]
+    return (slurm["gpu_partition"] or "") if device.is_gpu else slurm["cpu_partition"]

@@ -15,7 +15,6 @@ import joblib
 import numpy as np
 
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.job.outcome import Outcome
 from accelbench.kernels.measure import (
     add_transfers,
     check_against_reference,
@@ -25,6 +24,7 @@ from accelbench.kernels.measure import (
     time_transfers,
 )
 from accelbench.measuring import timing
+from accelbench.measuring.outcome import Outcome
 from accelbench.platform.backends import DATASCI_BACKENDS
 from accelbench.platform.devices import cpu_threads
 

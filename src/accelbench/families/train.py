@@ -23,10 +23,10 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
-from accelbench.platform.devices import Device
 from accelbench.train import settings as train_settings
 from accelbench.train import strategies
-from accelbench.train.models import batch_norm_values, models, resolve_options
+from accelbench.train.cells import exclusion
+from accelbench.train.models import models
 
 PATTERN = RESULTS_DIR + "/train/{model}/{device}/{precision}/{strategy}/bs{batch}.json"
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp64")
@@ -42,52 +42,6 @@ class TrainExperiment(Experiment):
 
     family = "train"
     pattern = PATTERN
-
-
-def exclusion(exp: TrainExperiment, train_config: Config | None = None) -> str | None:
-    """Why this training experiment makes no sense, or None if it does.
-
-    With the config's `train` section it also knows the input size and the
-    micro-batches, so a model whose layers cannot take the configured image, or a
-    BatchNorm model left with one sample per process, is excluded before any job.
-    """
-    device = exp.parsed_device
-    if exp.precision == "tf32" and not device.is_gpu:
-        return "tf32 is a CUDA tensor-core mode; it does not exist on the CPU"
-    spec = models()[exp.model]
-    reason = strategies.exclusion(exp.strategy, device, exp.batch, spec.splittable)
-    if reason or train_config is None:
-        return reason
-    options = resolve_options(
-        spec, train_config.get("model_options", {}).get(exp.model), train_config.get("image_size")
-    )
-    if spec.min_image_size and options.get("image_size", spec.min_image_size) < spec.min_image_size:
-        return (
-            f"{exp.model} needs image_size >= {spec.min_image_size} (its poolings); "
-            f"the config gives {options['image_size']}"
-        )
-    parts, what = _batch_parts(exp, device, train_config)
-    samples = exp.batch // parts
-    if samples < 2:  # only then can a BatchNorm see a single value: ask (one forward pass)
-        values = batch_norm_values(spec, options, samples)
-        if values is not None and values < 2:
-            return (
-                f"{exp.model}'s BatchNorm would normalise over {values} value per channel "
-                f"({samples} sample per {what} at its smallest feature map, batch {exp.batch}"
-                f"{f' split {parts} ways' if parts > 1 else ''}); training needs at least 2"
-            )
-    return None
-
-
-def _batch_parts(exp: TrainExperiment, device: Device, train_config: Config) -> tuple[int, str]:
-    """Into how many pieces a strategy cuts the mini-batch, and what one piece is."""
-    if exp.strategy in ("ddp", "fsdp"):
-        return strategies.process_count(exp.strategy, device), "process"
-    if exp.strategy == "dp":
-        return device.count, "GPU replica"
-    if exp.strategy == "pipeline":
-        return train_config.get("pipeline_microbatches", 4), "micro-batch"
-    return 1, "mini-batch"
 
 
 def parse(wildcards: Wildcards, config: Config | None = None) -> TrainExperiment:
@@ -139,6 +93,9 @@ def settings(config: Config, wildcards: Wildcards) -> dict[str, Any]:
     it), and its source's where it is the user's."""
     model = wildcards["model"]
     return {**train_settings.for_model(config, model), **registry.source_digest("models", model)}
+
+
+__all__ = ["FAMILY", "PATTERN", "PRECISIONS", "TrainExperiment", "exclusion"]
 
 
 FAMILY = Family(

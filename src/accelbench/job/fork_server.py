@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from accelbench.job.processes import die_with_parent
+from accelbench.platform.processes import die_with_parent
 
 # The variable a job finds its server by: the path of the server's socket.
 ADDRESS_VARIABLE = "ACCELBENCH_FORK_SERVER"

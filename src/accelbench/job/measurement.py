@@ -19,7 +19,8 @@ from typing import Any
 
 from accelbench import registry
 from accelbench.families.base import Experiment, Family, family_of
-from accelbench.job.outcome import (
+from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
+from accelbench.measuring.outcome import (
     Outcome,
     RankFailure,
     RetryableFailure,
@@ -27,13 +28,12 @@ from accelbench.job.outcome import (
     of_error,
     of_process_end,
 )
-from accelbench.job.processes import ChildFailed, OomKills, call_in_fork
-from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
 from accelbench.measuring.phases import Phases
 from accelbench.platform import doctor, forked_cuda, provenance
 from accelbench.platform.devices import cpus_used, slurm_gpu_shortfall
+from accelbench.platform.processes import ChildFailed, OomKills, call_in_fork
+from accelbench.platform.ranks import from_environment, is_primary_process, ranks_may_fork
 from accelbench.records.record import make_record, write_record
-from accelbench.train.distributed import from_environment, is_primary_process, ranks_may_fork
 
 log = logging.getLogger(__name__)
 

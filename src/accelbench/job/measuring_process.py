@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from accelbench import registry
 from accelbench.families.base import experiment_from
 from accelbench.job import measurement
-from accelbench.job.outcome import (
+from accelbench.measuring.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
     UNRECORDED_EXIT_CODE,
@@ -26,14 +26,14 @@ from accelbench.job.outcome import (
     last_words,
     of_error,
 )
-from accelbench.job.processes import (
+from accelbench.platform import forked_cuda
+from accelbench.platform.gpu_support import LOW_OCCUPANCY_WARNING
+from accelbench.platform.processes import (
     DEADLINE_VARIABLE,
     STACKS_FILE_VARIABLE,
     dump_stacks_on_request,
 )
-from accelbench.platform import forked_cuda
-from accelbench.platform.gpu_support import LOW_OCCUPANCY_WARNING
-from accelbench.train.distributed import from_environment, is_primary_process
+from accelbench.platform.ranks import from_environment, is_primary_process
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ A child that ended without its record is "oom" only where the OOM killer says so
 (the cgroup's count of OOM kills rose while it ran, or srun reports "Out Of
 Memory"); a crash is the configuration's failure; any other kill, a child that
 could not write its record (its last words on stderr say why), or one that died
-without a word is a passing fault, recorded as transient (accelbench.job.outcome).
+without a word is a passing fault, recorded as transient (accelbench.measuring.outcome).
 
 A child still running at the time limit hung, or the host stalled it (a measurement's
 own budget ends it well within the limit): before it is stopped, every process of its
@@ -52,7 +52,7 @@ from typing import Any
 
 from accelbench.families.base import Experiment, experiment_type_name
 from accelbench.job import fork_server
-from accelbench.job.outcome import (
+from accelbench.measuring.outcome import (
     MEASURED_AGAIN,
     RETRY_EXIT_CODE,
     Outcome,
@@ -62,8 +62,8 @@ from accelbench.job.outcome import (
     of_process_end,
     rank_failures,
 )
-from accelbench.job.processes import CRASH_SIGNALS, OomKills, ask_for_stacks
 from accelbench.platform import provenance
+from accelbench.platform.processes import CRASH_SIGNALS, OomKills, ask_for_stacks
 from accelbench.records.record import attempt_log
 
 log = logging.getLogger(__name__)

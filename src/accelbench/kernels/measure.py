@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.measuring import energy, placement, timing
+from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads

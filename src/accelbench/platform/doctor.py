@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelbench.job.processes import call_in_fork
 from accelbench.platform import forked_cuda, gpu_support
 from accelbench.platform.gpu_support import Capability, VisibleGpu, capability_text
+from accelbench.platform.processes import call_in_fork
 
 # The CUDA libraries worth naming: runtime, compiler (NVRTC, NVVM), BLAS, FFT, driver.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvrtc", "libnvvm", "libcublas", "libcufft")

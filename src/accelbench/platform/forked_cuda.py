@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from accelbench.job.processes import call_in_fork
+from accelbench.platform.processes import call_in_fork
 
 T = TypeVar("T")
 

@@ -59,7 +59,8 @@ ENERGY_KEY = "energy"
 # "files": [...], "digest": ...}.
 UNIT_KEY = "unit"
 # Optional, on a "failed" record only: true where the failure was a passing fault (a full
-# disk, a process killed from outside other than by the OOM killer; accelbench.job.outcome), so
+# disk, a process killed from outside other than by the OOM killer;
+# accelbench.measuring.outcome), so
 # the workflow's next run measures the cell again instead of keeping the record.
 TRANSIENT_KEY = "transient"
 REQUIRED_KEYS = (

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from accelbench.families.roof import GPU_CEILINGS, RoofExperiment
-from accelbench.job.outcome import Outcome
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.kernels.measure import (
     cell_data,
@@ -31,6 +30,7 @@ from accelbench.kernels.measure import (
     time_function,
 )
 from accelbench.measuring import timing
+from accelbench.measuring.outcome import Outcome
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
 from accelbench.roofs import stream

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import grid
-from accelbench.slurm import resources as cluster
+from accelbench.config import partition
 
 EXCLUDED_CSV = "results/excluded.csv"
 # Paths listed per kind in the message of an unfinished run; the rest are counted.
@@ -280,7 +280,7 @@ def grid_progress(
     tallies: dict[tuple[str, str], dict[str, Any]] = {}
     this_run = []
     for exp in expanded.experiments:
-        where = cluster.partition(exp.parsed_device, config) or "(no GPU partition)"
+        where = partition(exp.parsed_device, config) or "(no GPU partition)"
         tally = tallies.setdefault(
             (exp.family, where), {"planned": 0, "recorded": 0, "ok": 0, "walls": []}
         )

@@ -19,16 +19,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.config import partition
 from accelbench.families.base import family_of
 from accelbench.platform.devices import Device, parse_device
 from accelbench.platform.gpu_support import STACKS
 from accelbench.train.strategies import process_count
-
-
-def partition(device: Device, config: dict[str, Any]) -> str:
-    """The partition of `device`; empty for a GPU on a site without one (site_problems names it)."""
-    slurm = config["slurm"]
-    return (slurm["gpu_partition"] or "") if device.is_gpu else slurm["cpu_partition"]
 
 
 def cpus_per_task(device: Device, config: dict[str, Any]) -> int:

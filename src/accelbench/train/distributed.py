@@ -29,12 +29,10 @@ long raises PeersTimedOut, a passing fault that the next run measures again.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -42,20 +40,28 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from accelbench.job.outcome import Hung
-from accelbench.job.processes import ask_for_stacks, die_with_parent, exit_text, time_left
+from accelbench.measuring.outcome import Hung
+from accelbench.platform import ranks
+from accelbench.platform.processes import ask_for_stacks, die_with_parent, exit_text, time_left
+from accelbench.platform.ranks import (
+    SINGLE_PROCESS,
+    LaunchError,
+    Rendezvous,
+    first_host,
+    from_environment,
+    is_primary_process,
+    ranks_may_fork,
+    slurm_port,
+)
 from accelbench.train.models import Unavailable
 
 log = logging.getLogger(__name__)
 
-SLURM_PORT_BASE = 20000
-SLURM_PORT_RANGE = 20000  # ports 20000-39999: above the well-known, below the ephemeral range
 # How long a rank waits for its peers (at the rendezvous, in a collective) outside a
 # supervised job; a supervised one waits until shortly before the job's deadline.
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
@@ -67,113 +73,8 @@ PROCESS_GROUP_FLOOR = timedelta(minutes=1)
 DEADLINE_MARGIN = timedelta(seconds=20)
 
 
-class LaunchError(RuntimeError):
-    """A distributed run that could not start or whose processes failed; says which and why."""
-
-
 class PeersTimedOut(LaunchError, Hung):
     """A rank that waited for its peers past the process group's timeout."""
-
-
-@dataclass(frozen=True)
-class Rendezvous:
-    rank: int
-    world_size: int
-    local_rank: int
-    master_addr: str
-    master_port: int
-    launcher: str  # "slurm", "torchrun", "fork" or "none" (one process)
-    store_file: str | None = None  # where forked ranks meet instead of rank 0's address
-
-    @property
-    def is_primary(self) -> bool:
-        return self.rank == 0
-
-
-SINGLE_PROCESS = Rendezvous(0, 1, 0, "127.0.0.1", 0, "none")
-
-
-def first_host(nodelist: str) -> str:
-    """The first host of a Slurm hostlist: 'gpu[03-05,9],cpu1' -> 'gpu03', 'a[1-2]-b7' -> 'a1-b7'.
-
-    Parsed here rather than with `scontrol show hostnames`, which is not on every compute node.
-    """
-    depth, end = 0, len(nodelist)
-    for index, char in enumerate(nodelist):
-        depth += (char == "[") - (char == "]")
-        if char == "," and depth == 0:
-            end = index
-            break
-    first = nodelist[:end].strip()
-    if not first:
-        raise LaunchError(f"SLURM_JOB_NODELIST {nodelist!r} names no host")
-    # Each bracket group's first entry: the start of its first range, zero padding kept.
-    return re.sub(r"\[([^\],-]+)[^\]]*\]", r"\1", first)
-
-
-def slurm_port(job_id: str) -> int:
-    """A port every task of a job derives alike, different between concurrent jobs."""
-    return SLURM_PORT_BASE + int(job_id) % SLURM_PORT_RANGE
-
-
-def _integer(env: Mapping[str, str], name: str) -> int:
-    try:
-        return int(env[name])
-    except (KeyError, ValueError):
-        raise LaunchError(f"{name} is {env.get(name)!r}; expected an integer") from None
-
-
-def from_environment(env: Mapping[str, str] | None = None) -> Rendezvous | None:
-    """The rendezvous of a process started by torchrun or as one of several srun tasks.
-
-    None for a process that was started alone (it launches its group itself).
-    """
-    env = os.environ if env is None else env
-    if "TORCHELASTIC_RUN_ID" in env or {"RANK", "WORLD_SIZE", "MASTER_ADDR"} <= set(env):
-        world = _integer(env, "WORLD_SIZE")
-        if world < 2:
-            return None
-        return Rendezvous(
-            rank=_integer(env, "RANK"),
-            world_size=world,
-            local_rank=_integer(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0,
-            master_addr=env["MASTER_ADDR"],
-            master_port=_integer(env, "MASTER_PORT"),
-            launcher="torchrun",
-        )
-    if "SLURM_STEP_ID" not in env or "SLURM_PROCID" not in env:
-        return None
-    world = _integer(
-        env, "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
-    )
-    if world < 2:
-        return None
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-    if "MASTER_ADDR" in env:
-        address = env["MASTER_ADDR"]
-    elif nodelist:
-        address = first_host(nodelist)
-    else:
-        raise LaunchError("a Slurm task without SLURM_JOB_NODELIST or MASTER_ADDR")
-    port = (
-        _integer(env, "MASTER_PORT")
-        if "MASTER_PORT" in env
-        else slurm_port(str(_integer(env, "SLURM_JOB_ID")))
-    )
-    return Rendezvous(
-        rank=_integer(env, "SLURM_PROCID"),
-        world_size=world,
-        local_rank=_integer(env, "SLURM_LOCALID"),
-        master_addr=address,
-        master_port=port,
-        launcher="slurm",
-    )
-
-
-def is_primary_process() -> bool:
-    """False in every process of a launched group but rank 0 (which writes the record)."""
-    rendezvous = from_environment()
-    return rendezvous is None or rendezvous.is_primary
 
 
 def process_group_timeout() -> timedelta:
@@ -297,22 +198,6 @@ def _result(result_path: Path, failed: bool, what_happened: str) -> dict[str, An
     return json.loads(result_path.read_text())
 
 
-# Set while this process may fork ranks: it has imported torch but started no thread
-# pool (OpenMP cannot be forked once it runs). The measurement sets it in each run's own process.
-_forking_is_safe = False
-
-
-@contextlib.contextmanager
-def ranks_may_fork(allowed: bool = True) -> Iterator[None]:
-    """Let launch() fork CPU ranks from this process while the block runs."""
-    global _forking_is_safe
-    previous, _forking_is_safe = _forking_is_safe, allowed
-    try:
-        yield
-    finally:
-        _forking_is_safe = previous
-
-
 def launch(
     train: Callable[[Rendezvous], dict[str, Any]],
     request: dict[str, Any],
@@ -328,7 +213,7 @@ def launch(
     `train(rendezvous)` is one rank's work (forked ranks call it); `request` is the
     same as JSON for accelbench.train.worker (torchrun's ranks).
     """
-    if _forking_is_safe and not on_gpus:
+    if ranks.forking_is_safe() and not on_gpus:
         threads = os_threads()
         if threads == 1:
             return launch_forked(train, processes)
@@ -443,3 +328,15 @@ def launch_local(
         tail = (done.stderr or done.stdout)[-2000:]
         what = f"torchrun exited with status {done.returncode}: {tail}"
         return _result(result_file, done.returncode != 0, what)
+
+
+__all__ = [
+    "SINGLE_PROCESS",
+    "LaunchError",
+    "Rendezvous",
+    "first_host",
+    "from_environment",
+    "is_primary_process",
+    "ranks_may_fork",
+    "slurm_port",
+]

@@ -31,9 +31,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from accelbench import registry
-from accelbench.families.train import TrainExperiment
-from accelbench.job.outcome import Outcome
 from accelbench.measuring import energy, precision, timing
+from accelbench.measuring.outcome import Outcome
 from accelbench.platform import doctor
 from accelbench.platform.devices import (
     Device,
@@ -42,6 +41,7 @@ from accelbench.platform.devices import (
     visible_gpu_count,
 )
 from accelbench.train import distributed, strategies
+from accelbench.train.cells import TrainCell
 from accelbench.train.models import Unavailable, models
 from accelbench.train.settings import TIME_METRIC, TrainSettings
 
@@ -249,7 +249,7 @@ def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
 
 
 def train_process(
-    exp: TrainExperiment,
+    exp: TrainCell,
     settings: TrainSettings,
     rendezvous: distributed.Rendezvous = distributed.SINGLE_PROCESS,
     keep_state: bool = False,
@@ -350,7 +350,7 @@ def _full_state(model) -> dict[str, Any]:
     return state
 
 
-def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> dict[str, Any]:
+def _launch(exp: TrainCell, settings: TrainSettings, device: Device) -> dict[str, Any]:
     """Run the experiment's processes: in this process, as a launched rank, or launched here."""
     processes = strategies.process_count(exp.strategy, device)
     if processes == 1:
@@ -365,6 +365,8 @@ def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> di
         return train_process(exp, settings, rendezvous)
     # torchrun's ranks are new interpreters: they load the catalogue this process has.
     request = {
+        # The worker imports the experiment's type by its name: "module:name".
+        "experiment_type": f"{type(exp).__module__}:{type(exp).__qualname__}",
         "experiment": asdict(exp),
         "settings": asdict(settings),
         "plugins": registry.plugin_folders(),
@@ -379,9 +381,7 @@ def _launch(exp: TrainExperiment, settings: TrainSettings, device: Device) -> di
     )
 
 
-def _unavailable_reason(
-    exp: TrainExperiment, settings: TrainSettings, device: Device
-) -> str | None:
+def _unavailable_reason(exp: TrainCell, settings: TrainSettings, device: Device) -> str | None:
     launched = distributed.from_environment()
     if device.nodes > 1 and launched is None:
         processes = strategies.process_count(exp.strategy, device)
@@ -416,7 +416,7 @@ def _unavailable_reason(
     return reason
 
 
-def measure_training(exp: TrainExperiment, settings: dict[str, Any]):
+def measure_training(exp: TrainCell, settings: dict[str, Any]):
     """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
     train_settings = TrainSettings.from_mapping(settings)
     device = exp.parsed_device
@@ -438,12 +438,12 @@ def preload() -> None:
     import accelbench.train.session  # noqa: F401
 
 
-def later_runs(exp: TrainExperiment, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp: TrainCell, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
     """Settings for runs 2..R of a training experiment: the FLOPs run 1 counted."""
     return {**settings, "flops_per_sample": first.metrics["flops_per_sample"]["value"]}
 
 
-def outcome_from(result: dict[str, Any], exp: TrainExperiment) -> Outcome:
+def outcome_from(result: dict[str, Any], exp: TrainCell) -> Outcome:
     """The record's metrics, loss series and data description from a run's plain numbers."""
     losses = result["losses"]
     params = {

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from accelbench.families.train import TrainExperiment
 from accelbench.platform.devices import Device
 from accelbench.train import cpu_support, data, datasets, strategies
+from accelbench.train.cells import TrainCell
 from accelbench.train.flops import flops_per_sample
 from accelbench.train.models import (
     ModelSpec,
@@ -91,7 +91,7 @@ def _mover(precision: str, channels_last: bool, place: strategies.Placement):
     return move
 
 
-def build(exp: TrainExperiment, settings: TrainSettings, device: Device, place) -> Session:
+def build(exp: TrainCell, settings: TrainSettings, device: Device, place) -> Session:
     """Model, parts wrapped for the strategy, optimisers, scaler and data of this process."""
     spec = models()[exp.model]
     options = resolve_options(spec, settings.model_options, settings.image_size)

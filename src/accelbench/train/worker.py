@@ -7,13 +7,14 @@ that fails writes why next to it (distributed.run_rank).
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from accelbench import registry
-from accelbench.families.train import TrainExperiment
-from accelbench.job.processes import dump_stacks_into_the_job_log
+from accelbench.platform.processes import dump_stacks_into_the_job_log
 from accelbench.train import distributed
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings
@@ -26,11 +27,18 @@ def main(request_path: str, result_path: str) -> int:
     if rendezvous is None:
         raise distributed.LaunchError("accelbench.train.worker runs under torchrun or srun")
     registry.use_plugins(request["plugins"])
-    exp = TrainExperiment(**request["experiment"])
+    exp = experiment(request)
     settings = TrainSettings.from_mapping(request["settings"])
     return distributed.run_rank(
         lambda: train_process(exp, settings, rendezvous), rendezvous.rank, Path(result_path)
     )
+
+
+def experiment(request: dict[str, Any]) -> Any:
+    """The request's experiment, of the type it names ("module:name": the training family's
+    declaration, imported by name, so that the training code imports no declaration)."""
+    module, name = request["experiment_type"].split(":")
+    return getattr(importlib.import_module(module), name)(**request["experiment"])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The measuring modules (kernels, roofs, training) return an Outcome, and the
 orchestration in accelbench.job.measurement turns it into a record. It imports only
-accelbench.job.processes, to tell how a process that left no outcome ended.
+accelbench.platform.processes, to tell how a process that left no outcome ended.
 
 A failure is either the configuration's (it fails the same way next time, and
 its record stays) or a passing fault (a full disk, a process killed from outside
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.job.processes import OomKills, crashed, exit_text
+from accelbench.platform.processes import OomKills, crashed, exit_text
 
 # How a measuring process tells its supervisor why it stopped without a record.
 RETRY_EXIT_CODE = 3  # an error on an attempt that is not the last: retry the job
