@@ -46,7 +46,7 @@ import pandas as pd
 
 from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 from accelbench.records.record import load_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def widest(row: pd.Series) -> float:
     """The widest relative half-width among a record's figures of merit."""
     return max(
         (
-            timing.relative_half_width(
+            statistics.relative_half_width(
                 {field: row[f"{name}_{field}"] for field in ("median", "ci_low", "ci_high")}
             )
             for name in figure_columns(row)

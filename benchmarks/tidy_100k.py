@@ -28,7 +28,7 @@ from pathlib import Path
 from accelbench.analysis import tidy
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record
 
 STATUSES = ("ok",) * 17 + ("unavailable", "oom", "failed")

@@ -22,7 +22,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import make_record, write_record
 

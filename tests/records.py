@@ -12,7 +12,7 @@ import copy
 
 from accelbench.families.roof import GPU_CEILINGS
 from accelbench.measuring import energy
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import make_record, validate_record, write_record
 

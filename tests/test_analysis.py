@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from accelbench.analysis import figures, provenance_summary, ratios, style, summary, tables, tidy
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 from accelbench.records.record import write_record
 
 from records import (
@@ -959,7 +959,7 @@ def test_the_caption_names_the_interval_the_records_hold(tmp_path):
     frame = busy_frame(tmp_path)
     table, _ = tables.comparison_table(frame, experiment="train")
     assert "median [95% CI]" in table.attrs["caption"]
-    frame["interval"] = timing.RERUN_INTERVAL
+    frame["interval"] = statistics.RERUN_INTERVAL
     table, _ = tables.comparison_table(frame, experiment="train")
     assert "median [95% rerun interval]" in table.attrs["caption"]
 

@@ -12,7 +12,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
 
 from conftest import REPO_ROOT, snakemake

@@ -15,7 +15,7 @@ import pytest
 
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.measuring import contention, timing
+from accelbench.measuring import contention, statistics
 from accelbench.records.record import load_record
 
 # Every test here reads the machine's load: `make test` runs them alone (marker quiet).
@@ -90,7 +90,7 @@ def test_tasks_of_the_same_slurm_job_are_not_contention(burner, monkeypatch):
 
 def quick_measure(exp, settings):
     spin(0.2)
-    return measurement.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.1, 1.2], "s")})
+    return measurement.Outcome("ok", metrics={"time": statistics.summarize([1.0, 1.1, 1.2], "s")})
 
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
@@ -140,7 +140,7 @@ def test_the_record_keeps_the_conditions_and_the_interval_method(tmp_path):
         record["conditions"]
     )
     assert record["params"]["runs"] == 2
-    assert record["params"]["interval"] == timing.RERUN_INTERVAL
+    assert record["params"]["interval"] == statistics.RERUN_INTERVAL
     assert record["metrics"]["time"]["runs"] == 2 and record["metrics"]["time"]["n"] == 6
     assert len(record["series"]["time_run_medians"]["values"]) == 2
 
@@ -151,7 +151,7 @@ def test_each_run_can_be_a_fresh_process(monkeypatch):
     def measure(exp, settings):
         return measurement.Outcome(
             "ok",
-            metrics={"time": timing.summarize([1.0, 2.0, 3.0], "s")},
+            metrics={"time": statistics.summarize([1.0, 2.0, 3.0], "s")},
             params={"pid": os.getpid()},
         )
 
@@ -191,7 +191,7 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
 def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
     outcomes = iter(
         [
-            measurement.Outcome("ok", metrics={"time": timing.summarize([1.0, 1.0, 1.0], "s")}),
+            measurement.Outcome("ok", metrics={"time": statistics.summarize([1.0, 1.0, 1.0], "s")}),
             measurement.Outcome("failed", "result differs from the float64 reference"),
         ]
     )

@@ -15,7 +15,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
 from accelbench.measuring import energy
-from accelbench.measuring.timing import summarize
+from accelbench.measuring.statistics import summarize
 from accelbench.records.record import RecordError, load_record, make_record
 
 from records import KERNELS, TRAIN, with_energy, write_records

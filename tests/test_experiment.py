@@ -20,7 +20,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels.measure import measure_kernel
-from accelbench.measuring import timing
+from accelbench.measuring import timers
 from accelbench.measuring.outcome import Outcome, is_out_of_memory
 from accelbench.platform.backends import BACKENDS
 from accelbench.records import record as results
@@ -116,7 +116,7 @@ def test_cpu_kernel_record(backend, dtype, tmp_path):
     assert_provenance(record, SETTINGS)
     assert record["measured_by"] == {
         "implementation": f"accelbench.kernels.matmul:{backend}",
-        "timer": timing.TIMERS[BACKENDS[backend].timer],
+        "timer": timers.TIMERS[BACKENDS[backend].timer],
     }
     raw = record["raw"]["time"]
     assert raw["unit"] == "s" and len(raw["runs"]) == 1
@@ -203,7 +203,7 @@ def timer_calls(monkeypatch):
         calls.append(kwargs)
         raise AssertionError("the timer must not be called")
 
-    monkeypatch.setattr(timing, "torch_timer_samples", forbidden)
+    monkeypatch.setattr(timers, "torch_timer_samples", forbidden)
     return calls
 
 
@@ -273,11 +273,11 @@ def degrading(monkeypatch):
 
     def fake_timer(fn, **kwargs):
         fn()
-        warmup = timing.Warmup(seconds=0.0, blocks=0, steady=True, per_call=1e-3)
-        return timing.Timed([1e-3] * kwargs["samples"], warmup)
+        warmup = timers.Warmup(seconds=0.0, blocks=0, steady=True, per_call=1e-3)
+        return timers.Timed([1e-3] * kwargs["samples"], warmup)
 
     replace_numpy(monkeypatch, degrading_prepare)
-    monkeypatch.setattr(timing, "torch_timer_samples", fake_timer)
+    monkeypatch.setattr(timers, "torch_timer_samples", fake_timer)
 
 
 def test_result_going_wrong_during_timing_fails(monkeypatch, tmp_path):
@@ -607,7 +607,7 @@ def test_cpu_roof_record(dtype, tmp_path):
     implementation = record["measured_by"]["implementation"]
     assert implementation.startswith("peak_gflops=accelbench.kernels.matmul:")
     assert "; memory_bandwidth=accelbench.roofs.stream:" in implementation
-    assert record["measured_by"]["timer"] == timing.TIMERS["torch"]
+    assert record["measured_by"]["timer"] == timers.TIMERS["torch"]
     # GEMM: the libraries over n and n/2.
     assert set(roofs["peak_gflops"]["candidates"]) == {
         f"matmul/{backend}/n{n}" for backend in ("numpy", "torch") for n in (24, 48)

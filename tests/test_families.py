@@ -27,7 +27,7 @@ from accelbench.families.base import (
     raise_if_excluded,
 )
 from accelbench.job import measurement
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 from accelbench.measuring.outcome import Outcome
 from accelbench.records import record as results
 from accelbench.run import progress
@@ -101,7 +101,7 @@ def measure_toy(exp: ToyExperiment, settings) -> Outcome:
     return Outcome(
         "ok" if total == expected else "failed",
         None if total == expected else f"sum {total}, expected {expected}",
-        metrics={"time": timing.summarize(times, "s")},
+        metrics={"time": statistics.summarize(times, "s")},
         check={"passed": total == expected, "reference": "n(n-1)/2"},
     )
 

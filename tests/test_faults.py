@@ -25,7 +25,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.grid import experiment_of_id
 from accelbench.job import fork_server, measurement, supervisor
 from accelbench.measuring.outcome import RetryableFailure
-from accelbench.measuring.timing import summarize
+from accelbench.measuring.statistics import summarize
 from accelbench.platform import processes
 from accelbench.records import record as results
 from accelbench.records.record import RecordError, load_record, make_record

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
 from accelbench.analysis import figures, style, tidy
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 
 from records import (
     GPU_TRAIN,

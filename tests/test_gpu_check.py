@@ -21,7 +21,7 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
-from accelbench.measuring.timing import summarize, value
+from accelbench.measuring.statistics import summarize, value
 from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.records.record import make_record, write_record
 

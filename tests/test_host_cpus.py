@@ -16,7 +16,7 @@ import pytest
 
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.measuring import host_speed, timing
+from accelbench.measuring import host_speed, statistics
 from accelbench.platform import devices, host_cpus
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record
@@ -279,7 +279,7 @@ def test_a_record_names_the_cpus_its_runs_ran_on_and_the_probe_times_them(monkey
             seen = sorted(os.sched_getaffinity(0))
         return measurement.Outcome(
             "ok",
-            metrics={"time": timing.summarize([1e-3, 1e-3], "s")},
+            metrics={"time": statistics.summarize([1e-3, 1e-3], "s")},
             params={"affinity_in_run": seen},
         )
 

@@ -17,7 +17,7 @@ from accelbench import config as workflow_config
 from accelbench.analysis import tidy
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.measuring import host_speed, timing
+from accelbench.measuring import host_speed, statistics
 from accelbench.records.record import load_record
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
@@ -39,7 +39,7 @@ def steady_kernel(monkeypatch):
 
     def measure(exp, settings):
         return measurement.Outcome(
-            "ok", metrics={"time": timing.summarize([0.99e-3, 1e-3, 1.01e-3], "s")}
+            "ok", metrics={"time": statistics.summarize([0.99e-3, 1e-3, 1.01e-3], "s")}
         )
 
     monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)

@@ -460,7 +460,7 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     import json
     import numpy as np
     from numba import config
-    from accelbench.measuring import timing
+    from accelbench.measuring import timers
     from accelbench.platform.backends import BACKENDS
     from accelbench.platform.devices import parse_device
     from accelbench.kernels import kernels
@@ -505,7 +505,7 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     tiny = kernels()["matmul"].implementations["numba-cuda"](
         kernels()["matmul"].make_inputs(np.random.default_rng(0), 2, np.dtype("float32")), device
     )
-    timed = timing.cuda_event_samples(tiny.run, min_run_time=1e-4, warmup_s=0.05)
+    timed = timers.cuda_event_samples(tiny.run, min_run_time=1e-4, warmup_s=0.05)
     report["samples"] = [float(s) for s in timed.samples]
     report["warmup_blocks"] = timed.warmup.blocks
     print("REPORT " + json.dumps(report))

@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 from accelbench.analysis import offload, style, tidy
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
 
 SIZES = (64, 128, 256, 512)

@@ -12,7 +12,7 @@ import pytest
 from accelbench.families import FAMILIES
 from accelbench.families.kernel import KernelExperiment
 from accelbench.job import measurement
-from accelbench.measuring import contention, precision, timing
+from accelbench.measuring import contention, precision, statistics
 from accelbench.records.record import load_record
 
 
@@ -99,7 +99,7 @@ def test_without_a_budget_exactly_the_least_runs_are_run():
 def test_runs_stop_where_the_rerun_interval_ends():
     medians = np.exp(np.random.default_rng(1).normal(0.0, 0.3, 100))
     report = measure(kernel_goal(budget_s=1e9), medians, run_s=0.001).report()
-    assert report["runs"] == timing.MAX_RUNS
+    assert report["runs"] == statistics.MAX_RUNS
     assert "the most the rerun interval is defined for" in report["imprecise_reason"]
 
 
@@ -107,7 +107,7 @@ def test_run_medians_that_tie_do_not_make_a_zero_width_interval():
     # A coarse timer: two of three runs report the same median, so MADn is 0; the runs'
     # own jitter (IQR 2% of 5 samples) stands in for it.
     progress = measure(kernel_goal(budget_s=0.0), [1.0, 1.0, 1.2])
-    half = timing.RERUN_QUANTILES[1] * 0.929 * 0.02 / math.sqrt(5)  # on the log scale
+    half = statistics.RERUN_QUANTILES[1] * 0.929 * 0.02 / math.sqrt(5)  # on the log scale
     assert progress.achieved() == pytest.approx(math.expm1(half), rel=1e-3)
 
 
@@ -146,7 +146,7 @@ def adaptive_measurement(rng, spread: float, odd: float, goal: precision.Goal) -
 
     while progress.more():
         progress.add(run_metrics(one_run()))
-    combined = timing.across_runs([run["time"] for run in progress.runs])
+    combined = statistics.across_runs([run["time"] for run in progress.runs])
     return combined["median"], combined["ci_low"], combined["ci_high"], len(progress.runs)
 
 
@@ -184,8 +184,8 @@ def kernel_family(monkeypatch, medians) -> list:
         median = next(found)
         return measurement.Outcome(
             "ok",
-            metrics={"time": timing.summarize([0.99 * median, median, 1.01 * median], "s")},
-            series=timing.warmup_series([0.01], [True]),
+            metrics={"time": statistics.summarize([0.99 * median, median, 1.01 * median], "s")},
+            series=statistics.warmup_series([0.01], [True]),
         )
 
     monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
@@ -204,13 +204,13 @@ def test_runs_are_added_until_the_record_is_precise(monkeypatch, tmp_path):
     assert runs > 3
     assert conditions["imprecise"] is False and conditions["imprecise_reason"] is None
     assert conditions["reached_half_width"] <= 0.05 == conditions["half_width_target"]
-    assert timing.relative_half_width(record["metrics"]["time"]) == pytest.approx(
+    assert statistics.relative_half_width(record["metrics"]["time"]) == pytest.approx(
         conditions["reached_half_width"]
     )
     assert record["metrics"]["time"]["runs"] == runs
     assert record["series"]["warmup_s"]["values"] == [0.01] * runs  # each run's warm-up
     assert record["series"]["warmup_steady"]["values"] == [1] * runs
-    assert record["params"]["interval"] == timing.RERUN_INTERVAL
+    assert record["params"]["interval"] == statistics.RERUN_INTERVAL
 
 
 def test_a_record_that_stays_imprecise_says_so_and_the_console_hears_it(

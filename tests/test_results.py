@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 from accelbench.records import record as results
 
 from records import datasci_record, kernel_record, roof_record, steps, train_record
@@ -23,7 +23,7 @@ def record(**change):
         params={"kernel": "matmul", "device": "cpu1", "backend": "numpy", "dtype": "float64"}
         | {"size": 8},
         provenance={"host": "h"},
-        metrics={"time": timing.summarize([1.0, 2.0, 3.0], "s")},
+        metrics={"time": statistics.summarize([1.0, 2.0, 3.0], "s")},
     )
     fields.update(change)
     return results.make_record(**fields)
@@ -43,7 +43,7 @@ def test_write_then_load_round_trips(tmp_path):
         ({"metrics": {}}, r"metrics: has 0 entries, fewer than 1 \(an ok record has metrics"),
         ({"metrics": {"time": {"median": 1.0}}}, "metrics.time: 'unit' is missing"),
         (
-            {"metrics": {"time": {**timing.summarize([1.0], "s"), "median": "fast"}}},
+            {"metrics": {"time": {**statistics.summarize([1.0], "s"), "median": "fast"}}},
             'metrics.time.median: "fast" is not a number',
         ),
     ],
@@ -58,7 +58,7 @@ def test_non_finite_numbers_become_null_where_null_is_allowed(tmp_path):
     path = results.write_record(tmp_path / "r.json", rec)
     assert json.loads(path.read_text())["check"]["relative_error"] is None
     with pytest.raises(results.RecordError, match="metrics.rate.value: Infinity is not a finite"):
-        record(metrics={"time": rec["metrics"]["time"], "rate": timing.value(math.inf, "GB/s")})
+        record(metrics={"time": rec["metrics"]["time"], "rate": statistics.value(math.inf, "GB/s")})
 
 
 def test_a_file_with_nan_anywhere_is_not_json(tmp_path):
@@ -118,7 +118,7 @@ def test_malformed_series_are_refused(series, message):
 
 
 def test_raw_samples_and_what_measured_round_trip(tmp_path):
-    raw = {"time": timing.raw_samples("s", [[1.0, 2.0], [3.0, math.inf]])}
+    raw = {"time": statistics.raw_samples("s", [[1.0, 2.0], [3.0, math.inf]])}
     measured_by = {"implementation": "accelbench.kernels.matmul:numpy", "timer": "t"}
     rec = record(raw=raw, measured_by=measured_by)
     loaded = results.load_record(results.write_record(tmp_path / "r.json", rec))
@@ -265,9 +265,9 @@ def test_a_record_that_lies_is_refused_naming_the_key(family, lie, named):
 def test_a_loss_and_an_energy_below_the_idle_baseline_may_be_negative():
     record = valid("train")
     record["metrics"]["loss_last"]["value"] = -0.3
-    record["metrics"]["energy_per_step_above_idle"] = timing.summarize([-0.2, 0.1, 0.3], "J")
+    record["metrics"]["energy_per_step_above_idle"] = statistics.summarize([-0.2, 0.1, 0.3], "J")
     results.validate_record(record)
-    record["metrics"]["energy_per_step"] = timing.summarize([-0.2, 0.1, 0.3], "J")
+    record["metrics"]["energy_per_step"] = statistics.summarize([-0.2, 0.1, 0.3], "J")
     with pytest.raises(results.RecordError, match=r"metrics\.energy_per_step\.\w+: -"):
         results.validate_record(record)
 

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from test_figure_layout import layout_problems
 
 from accelbench.analysis import roofline, style, tidy
-from accelbench.measuring.timing import rate_from_time, summarize, value
+from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
 
 SAMPLES = 5

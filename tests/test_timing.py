@@ -12,33 +12,34 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from accelbench.measuring import timing
+from accelbench.measuring import statistics as sample_stats
+from accelbench.measuring import timers
 
 
 def test_median_ci_uses_order_statistics_with_true_level():
     samples = [float(i) for i in range(1, 11)]
-    low, high, level = timing.median_ci(samples)
+    low, high, level = sample_stats.median_ci(samples)
     # n = 10: P(B(10, 1/2) <= 1) = 11/1024, so [x_2, x_9] covers 1 - 22/1024.
     assert (low, high) == (2.0, 9.0)
     assert level == pytest.approx(1 - 22 / 1024)
 
 
 def test_median_ci_with_too_few_samples_reports_its_real_level():
-    low, high, level = timing.median_ci([1.0, 2.0, 3.0])
+    low, high, level = sample_stats.median_ci([1.0, 2.0, 3.0])
     assert (low, high) == (1.0, 3.0)
     assert level == pytest.approx(0.75)
-    assert timing.median_ci([5.0]) == (5.0, 5.0, 0.0)
+    assert sample_stats.median_ci([5.0]) == (5.0, 5.0, 0.0)
 
 
 def test_median_ci_large_sample_is_near_normal_approximation():
     n = 400
-    low, high, level = timing.median_ci(list(range(n)))
+    low, high, level = sample_stats.median_ci(list(range(n)))
     half_width = 1.96 * math.sqrt(n) / 2
     assert abs((high - low) / 2 - half_width) <= 2
     assert 0.95 <= level < 0.96
 
 
-def hand_written_median_ci(sorted_samples, level=timing.CI_LEVEL):
+def hand_written_median_ci(sorted_samples, level=sample_stats.CI_LEVEL):
     """The order-statistic CI as this module first computed it: an exact binomial sum,
     one term per k (its cost grows with the square of the sample count)."""
     n = len(sorted_samples)
@@ -57,7 +58,7 @@ def hand_written_median_ci(sorted_samples, level=timing.CI_LEVEL):
 @pytest.mark.parametrize("n", [*range(2, 60), 97, 200, 401])
 def test_median_ci_from_scipy_is_the_hand_written_interval(n):
     samples = [float(value) for value in range(n)]
-    low, high, level = timing.median_ci(samples)
+    low, high, level = sample_stats.median_ci(samples)
     expected_low, expected_high, expected_level = hand_written_median_ci(samples)
     assert (low, high) == (expected_low, expected_high)
     assert level == pytest.approx(expected_level, abs=1e-12)
@@ -65,24 +66,24 @@ def test_median_ci_from_scipy_is_the_hand_written_interval(n):
 
 def test_median_ci_of_many_samples_is_the_normal_approximation():
     n = 1_000_000  # a quarter-hour wait for the hand-written sum; scipy's binomial at once
-    low, high, level = timing.median_ci(range(n))
+    low, high, level = sample_stats.median_ci(range(n))
     assert (high - low) / 2 == pytest.approx(1.96 * math.sqrt(n) / 2, abs=2)
-    assert level == pytest.approx(timing.CI_LEVEL, abs=1e-3)
+    assert level == pytest.approx(sample_stats.CI_LEVEL, abs=1e-3)
 
 
 def test_summarize_statistics():
-    stats = timing.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "s")
+    stats = sample_stats.summarize([3.0, 1.0, 2.0, 5.0, 4.0], "s")
     assert stats["unit"] == "s" and stats["n"] == 5
     assert stats["median"] == 3.0 and stats["min"] == 1.0 and stats["max"] == 5.0
     assert (stats["q1"], stats["q3"], stats["iqr"]) == (2.0, 4.0, 2.0)
     assert stats["ci_low"] <= stats["median"] <= stats["ci_high"]
     with pytest.raises(ValueError):
-        timing.summarize([], "s")
+        sample_stats.summarize([], "s")
 
 
 def test_rate_from_time_inverts_and_swaps_interval():
-    stats = timing.summarize([0.5, 1.0, 2.0, 1.0, 1.0], "s")
-    rate = timing.rate_from_time(stats, 10.0, "GFLOP/s")
+    stats = sample_stats.summarize([0.5, 1.0, 2.0, 1.0, 1.0], "s")
+    rate = sample_stats.rate_from_time(stats, 10.0, "GFLOP/s")
     assert rate["median"] == pytest.approx(10.0)
     assert rate["ci_low"] == pytest.approx(10.0 / stats["ci_high"])
     assert rate["ci_high"] == pytest.approx(10.0 / stats["ci_low"])
@@ -98,12 +99,12 @@ def test_torch_timer_returns_requested_samples_after_its_warm_up():
         counter["calls"] += 1
         sum(range(1000))
 
-    timed = timing.torch_timer_samples(
+    timed = timers.torch_timer_samples(
         work, num_threads=1, min_run_time=0.01, samples=7, label="t", warmup_s=1.0
     )
     assert len(timed.samples) == 7
     assert all(s > 0 for s in timed.samples)
-    assert timed.warmup.blocks >= 2 * timing.WARMUP_WINDOW
+    assert timed.warmup.blocks >= 2 * timers.WARMUP_WINDOW
     assert counter["calls"] >= 7 + timed.warmup.blocks  # warm-up calls are not samples
 
 
@@ -129,7 +130,7 @@ class ColdThenSteady:
 
 
 class FakeClock:
-    """Stands in for the `time` module timing.py reads its clock from."""
+    """Stands in for the `time` module timers.py reads its clock from."""
 
     def __init__(self):
         self.now = 0.0
@@ -140,20 +141,20 @@ class FakeClock:
 
 def test_the_warm_up_lasts_until_the_time_per_call_stops_falling(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(timing, "time", clock)
+    monkeypatch.setattr(timers, "time", clock)
     # 9 ms per call at first, 1.5 ms once 40 calls have run: a fixed count of 2 calls
     # (torch's own warm-up) would have timed the cold calls.
     block = ColdThenSteady(clock, cold=9e-3, steady=1.5e-3, cooling=40)
-    warmup = timing.warm_up(block, 9e-3, block_s=5e-3, budget_s=10.0)
+    warmup = timers.warm_up(block, 9e-3, block_s=5e-3, budget_s=10.0)
     assert warmup.steady
     assert block.calls >= 40
-    assert warmup.per_call == pytest.approx(1.5e-3, rel=timing.WARMUP_TOLERANCE)
+    assert warmup.per_call == pytest.approx(1.5e-3, rel=timers.WARMUP_TOLERANCE)
     assert warmup.seconds == pytest.approx(clock.now)
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(timing, "time", clock)
+    monkeypatch.setattr(timers, "time", clock)
     per_call = [9e-3]
 
     def always_faster(number: int) -> float:  # each block 10% faster than the one before
@@ -161,15 +162,15 @@ def test_a_warm_up_that_never_settles_stops_at_its_budget_and_says_so(monkeypatc
         clock.now += 5e-3
         return per_call[-1]
 
-    warmup = timing.warm_up(always_faster, 9e-3, block_s=5e-3, budget_s=0.5)
+    warmup = timers.warm_up(always_faster, 9e-3, block_s=5e-3, budget_s=0.5)
     assert not warmup.steady
     assert 0.5 <= warmup.seconds < 0.5 + 0.02
 
 
 def test_steady_state_ignores_one_slow_block():
-    assert timing.stopped_falling([1.0, 1.0, 1.0, 1.0, 5.0, 1.0])
-    assert not timing.stopped_falling([3.0, 2.8, 2.6, 2.0, 1.8, 1.6])
-    assert not timing.stopped_falling([1.0] * (2 * timing.WARMUP_WINDOW - 1))
+    assert timers.stopped_falling([1.0, 1.0, 1.0, 1.0, 5.0, 1.0])
+    assert not timers.stopped_falling([3.0, 2.8, 2.6, 2.0, 1.8, 1.6])
+    assert not timers.stopped_falling([1.0] * (2 * timers.WARMUP_WINDOW - 1))
 
 
 def rerun_pivots(runs: int, pairs: int, rng) -> np.ndarray:
@@ -184,14 +185,14 @@ def test_the_rerun_quantiles_are_what_the_simulation_gives(runs):
     pivots = rerun_pivots(runs, 200_000, np.random.default_rng(1000 + runs))
     # 200,000 pairs put the 95% quantile within a few percent (heavier tails at R = 2, 3).
     tolerance = 0.08 if runs <= 3 else 0.03
-    assert timing.RERUN_QUANTILES[runs - 2] == pytest.approx(
-        np.quantile(pivots, timing.CI_LEVEL), rel=tolerance
+    assert sample_stats.RERUN_QUANTILES[runs - 2] == pytest.approx(
+        np.quantile(pivots, sample_stats.CI_LEVEL), rel=tolerance
     )
 
 
 def run_summaries(samples: np.ndarray, unit: str = "s") -> list[dict]:
     """What across_runs reads of each run's summary, one run per row of `samples`
-    (timing.summarize gives more, one run at a time and slower)."""
+    (sample_stats.summarize gives more, one run at a time and slower)."""
     q1, median, q3 = np.quantile(samples, [0.25, 0.5, 0.75], axis=1)
     return [
         {"unit": unit, "n": samples.shape[1], "median": m, "q1": a, "q3": b, "min": lo, "max": hi}
@@ -221,10 +222,14 @@ def coverage_and_width(rng, runs, between, within, odd=0.0, samples=5, trials=10
     relative half-width of that interval."""
     inside, widths = 0, []
     for _ in range(trials):
-        first = timing.across_runs(simulated_runs(rng, 1e-3, between, within, runs, samples, odd))
-        rerun = timing.across_runs(simulated_runs(rng, 1e-3, between, within, runs, samples, odd))
+        first = sample_stats.across_runs(
+            simulated_runs(rng, 1e-3, between, within, runs, samples, odd)
+        )
+        rerun = sample_stats.across_runs(
+            simulated_runs(rng, 1e-3, between, within, runs, samples, odd)
+        )
         inside += first["ci_low"] <= rerun["median"] <= first["ci_high"]
-        widths.append(timing.relative_half_width(first))
+        widths.append(sample_stats.relative_half_width(first))
     return inside / trials, float(np.median(widths))
 
 
@@ -253,22 +258,24 @@ def test_without_between_run_spread_the_interval_still_covers_reruns():
 def test_one_odd_run_does_not_blow_the_interval_up():
     rng = np.random.default_rng(3)
     runs = simulated_runs(rng, 1e-3, between=0.01, within=0.01, runs=6, samples=5)
-    settled = timing.across_runs(runs)
+    settled = sample_stats.across_runs(runs)
     # The cold first run of a forked process: six times slower than the others.
     cold = run_summaries(6e-3 * np.array([[1.0, 1.01, 0.99]]))[0]
-    disturbed = timing.across_runs([cold, *runs[1:]])
-    assert timing.relative_half_width(disturbed) < 3 * timing.relative_half_width(settled)
+    disturbed = sample_stats.across_runs([cold, *runs[1:]])
+    assert sample_stats.relative_half_width(disturbed) < 3 * sample_stats.relative_half_width(
+        settled
+    )
     assert disturbed["median"] == pytest.approx(settled["median"], rel=0.05)
 
 
 def test_across_runs_summarises_every_sample_and_stays_positive():
     runs = [
-        timing.summarize([1.0, 1.1, 1.2], "s"),
-        timing.summarize([2.0, 2.1, 2.2], "s"),
-        timing.summarize([4.0, 4.1, 4.2], "s"),
-        timing.summarize([8.0, 8.1, 8.2], "s"),
+        sample_stats.summarize([1.0, 1.1, 1.2], "s"),
+        sample_stats.summarize([2.0, 2.1, 2.2], "s"),
+        sample_stats.summarize([4.0, 4.1, 4.2], "s"),
+        sample_stats.summarize([8.0, 8.1, 8.2], "s"),
     ]
-    combined = timing.across_runs(runs)
+    combined = sample_stats.across_runs(runs)
     everything = [1.0, 1.1, 1.2, 2.0, 2.1, 2.2, 4.0, 4.1, 4.2, 8.0, 8.1, 8.2]
     assert combined["runs"] == 4 and combined["n"] == 12
     assert combined["median"] == pytest.approx(3.1)
@@ -276,43 +283,50 @@ def test_across_runs_summarises_every_sample_and_stays_positive():
     assert combined["mean"] == pytest.approx(np.mean(everything))
     assert combined["std"] == pytest.approx(np.std(everything, ddof=1))
     assert 0 < combined["ci_low"] < 1.0 and combined["ci_high"] > 8.2  # factors of two apart
-    assert combined["ci_level"] == timing.CI_LEVEL
+    assert combined["ci_level"] == sample_stats.CI_LEVEL
     # A rate derived from each run combines to the same relative interval.
-    rates = timing.across_runs([timing.rate_from_time(run, 1.0, "GFLOP/s") for run in runs])
+    rates = sample_stats.across_runs(
+        [sample_stats.rate_from_time(run, 1.0, "GFLOP/s") for run in runs]
+    )
     assert math.log(rates["ci_high"] / rates["ci_low"]) == pytest.approx(
         math.log(combined["ci_high"] / combined["ci_low"])
     )
 
 
 def test_a_metric_at_or_below_zero_gets_its_interval_on_its_own_scale():
-    runs = [timing.summarize([value] * 3, "J") for value in (-1.0, 0.0, 1.0, 2.0)]
-    combined = timing.across_runs(runs)
+    runs = [sample_stats.summarize([value] * 3, "J") for value in (-1.0, 0.0, 1.0, 2.0)]
+    combined = sample_stats.across_runs(runs)
     assert combined["ci_low"] < 0.5 < combined["ci_high"]
     assert combined["median"] - combined["ci_low"] == pytest.approx(
         combined["ci_high"] - combined["median"]
     )
-    assert timing.relative_half_width(timing.across_runs(runs[:2])) == math.inf
+    assert sample_stats.relative_half_width(sample_stats.across_runs(runs[:2])) == math.inf
 
 
 def test_one_run_keeps_its_own_interval():
-    run = timing.summarize([1.0, 1.1, 1.2, 1.3, 1.4], "s")
-    assert timing.across_runs([run]) == {**run, "runs": 1}
+    run = sample_stats.summarize([1.0, 1.1, 1.2, 1.3, 1.4], "s")
+    assert sample_stats.across_runs([run]) == {**run, "runs": 1}
 
 
 def test_more_runs_than_the_quantiles_cover_are_refused():
-    runs = [timing.summarize([1.0 + index], "s") for index in range(timing.MAX_RUNS + 1)]
+    runs = [
+        sample_stats.summarize([1.0 + index], "s") for index in range(sample_stats.MAX_RUNS + 1)
+    ]
     with pytest.raises(ValueError, match="rerun interval needs 2 to"):
-        timing.across_runs(runs)
+        sample_stats.across_runs(runs)
 
 
 def test_combine_metrics_and_run_medians():
     runs = [
-        {"time": timing.summarize([m, m, m], "s"), "threads": timing.value(2, "threads")}
+        {
+            "time": sample_stats.summarize([m, m, m], "s"),
+            "threads": sample_stats.value(2, "threads"),
+        }
         for m in (1.0, 2.0, 3.0)
     ]
-    combined = timing.combine_metrics(runs)
+    combined = sample_stats.combine_metrics(runs)
     assert combined["time"]["runs"] == 3 and combined["threads"] == {"unit": "threads", "value": 2}
-    assert timing.run_medians(runs) == {
+    assert sample_stats.run_medians(runs) == {
         "time_run_medians": {"unit": "s", "values": [1.0, 2.0, 3.0]}
     }
 
@@ -365,7 +379,7 @@ def gpu_timers(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("timer", [timing.cupy_samples, timing.cuda_event_samples])
+@pytest.mark.parametrize("timer", [timers.cupy_samples, timers.cuda_event_samples])
 def test_a_gpu_timer_times_blocks_of_calls_and_reports_the_time_of_one(gpu_timers, timer):
     """An event pair around each single call would add the host's launch latency to every
     sample; torch's Timer times blocks, so the CuPy and Numba timers must too."""
@@ -378,7 +392,7 @@ def test_a_gpu_timer_times_blocks_of_calls_and_reports_the_time_of_one(gpu_timer
             pass
 
     timed = timer(call, min_run_time=0.05, warmup_s=0.01)
-    per_block = timing.calls_per_block(timed.warmup.per_call)
+    per_block = timers.calls_per_block(timed.warmup.per_call)
     assert per_block >= 3  # 1 ms blocks of 0.1 ms calls
     assert len(calls) >= per_block * len(timed.samples)
     assert 0.9e-4 <= statistics.median(timed.samples) <= 3e-4

@@ -16,7 +16,7 @@ import torch
 from accelbench.families.train import PRECISIONS, TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement
-from accelbench.measuring import timing
+from accelbench.measuring import timers
 from accelbench.platform import devices
 from accelbench.records.record import load_record
 from accelbench.train import loop
@@ -96,7 +96,7 @@ def test_cpu_training_record(precision, tmp_path):
     assert record["measured_by"] == {
         "implementation": "accelbench.train.models.resnet:resnet18 "
         "+ accelbench.train.strategies:single",
-        "timer": timing.STEP_TIMER,
+        "timer": timers.STEP_TIMER,
     }
     step_times = record["raw"]["time_per_batch"]
     assert step_times["unit"] == "s" and len(step_times["runs"]) == 1

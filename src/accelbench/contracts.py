@@ -26,7 +26,7 @@ from accelbench import grid, registry
 from accelbench.families import datasci as datasci_family
 from accelbench.families import kernel as kernel_family
 from accelbench.families import train as train_family
-from accelbench.measuring.timing import TIMERS
+from accelbench.measuring.timers import TIMERS
 from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.train.datasets import DATASETS

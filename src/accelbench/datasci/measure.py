@@ -23,7 +23,7 @@ from accelbench.kernels.measure import (
     time_function,
     time_transfers,
 )
-from accelbench.measuring import timing
+from accelbench.measuring import statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.platform.backends import DATASCI_BACKENDS
 from accelbench.platform.devices import cpu_threads
@@ -48,7 +48,7 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
         return Outcome("unavailable", reason)
     measured_by = {
         "implementation": f"{spec.implementations[exp.backend].__module__}:{exp.backend}",
-        "timer": timing.TIMERS[backend.timer],
+        "timer": timers.TIMERS[backend.timer],
     }
     # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
     with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
@@ -75,18 +75,18 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
     if not check["passed"]:
         reason = ("after timing: " if timed else "") + mismatch(check)
         return Outcome("failed", reason, check=check, measured_by=measured_by)
-    time_stats = timing.summarize(samples, "s")
+    time_stats = statistics.summarize(samples, "s")
     work = spec.work(exp.size)
     metrics = {
         "time": time_stats,
-        "item_throughput": timing.rate_from_time(time_stats, work, THROUGHPUT_UNIT),
-        "first_call_time": timing.value(first_call, "s"),
-        "threads": timing.value(threads, "threads"),
+        "item_throughput": statistics.rate_from_time(time_stats, work, THROUGHPUT_UNIT),
+        "first_call_time": statistics.value(first_call, "s"),
+        "threads": statistics.value(threads, "threads"),
     }
-    raw = {"time": timing.raw_samples("s", [samples])}
+    raw = {"time": statistics.raw_samples("s", [samples])}
     if transfers:
         end_to_end = add_transfers(metrics, raw, transfers)
-        metrics["end_to_end_item_throughput"] = timing.rate_from_time(
+        metrics["end_to_end_item_throughput"] = statistics.rate_from_time(
             end_to_end, work, THROUGHPUT_UNIT
         )
     return Outcome(
@@ -97,7 +97,7 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
         measured_by=measured_by,
         params={"item": spec.item},
         energy=used,
-        series=timing.warmup_series([timing_run.warmup.seconds], [timing_run.warmup.steady]),
+        series=statistics.warmup_series([timing_run.warmup.seconds], [timing_run.warmup.steady]),
     )
 
 

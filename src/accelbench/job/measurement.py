@@ -19,7 +19,8 @@ from typing import Any
 
 from accelbench import registry
 from accelbench.families.base import Experiment, Family, family_of
-from accelbench.measuring import contention, energy, host_speed, precision, rerun, timing
+from accelbench.measuring import contention, energy, host_speed, precision, rerun
+from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import (
     Outcome,
     RankFailure,
@@ -62,7 +63,7 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
 
 
 def combine_runs(outcomes: list[Outcome], spread: rerun.Spread | None = None) -> Outcome:
-    """One outcome from R runs: every distribution metric across runs (timing.across_runs).
+    """One outcome from R runs: every distribution metric across runs (sample_stats.across_runs).
 
     The check is the worst run's; series and settled params are the first run's,
     with each metric's run medians added as a series and the per-run series (each
@@ -80,17 +81,17 @@ def combine_runs(outcomes: list[Outcome], spread: rerun.Spread | None = None) ->
         check["passed"] = all(bool(found.get("passed")) for found in checks)
     series = dict(first.series or {})
     for name, entry in series.items():
-        if timing.is_per_run_series(name):
+        if sample_stats.is_per_run_series(name):
             values = [value for outcome in outcomes for value in outcome.series[name]["values"]]
             series[name] = {**entry, "values": values}
-    interval = timing.RERUN_INTERVAL if spread is None else timing.HOST_RERUN_INTERVAL
+    interval = sample_stats.RERUN_INTERVAL if spread is None else sample_stats.HOST_RERUN_INTERVAL
     return Outcome(
         "ok",
-        metrics=timing.combine_metrics(per_run, spread),
+        metrics=sample_stats.combine_metrics(per_run, spread),
         check=check,
         params={**first.params, "interval": interval},
-        series={**series, **timing.run_medians(per_run)},
-        raw=timing.combine_raw([outcome.raw for outcome in outcomes]),
+        series={**series, **sample_stats.run_medians(per_run)},
+        raw=sample_stats.combine_raw([outcome.raw for outcome in outcomes]),
         measured_by=first.measured_by,
         energy=energy.combine_sections([outcome.energy for outcome in outcomes]),
     )
@@ -109,7 +110,7 @@ def preload(*families: Family) -> None:
     wherever CUDA_HOME, nvcc or /usr/local/cuda exists); its slow dependency,
     setuptools, is imported here, leaving the run 20 ms of the import.
     """
-    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.measuring.timing: a second)
+    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.measuring.statistics: a second)
     import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
     import torch  # noqa: F401  (seconds to import)
 
@@ -365,7 +366,9 @@ def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
         if key not in (*NOT_PARAMS, *family.unrecorded_settings)
     }
     runs = int(settings.get("runs", 1))
-    params["interval"] = timing.RERUN_INTERVAL if runs > 1 else timing.WITHIN_RUN_INTERVAL
+    params["interval"] = (
+        sample_stats.RERUN_INTERVAL if runs > 1 else sample_stats.WITHIN_RUN_INTERVAL
+    )
     params.update(family.params_of(exp, settings))
     return {**asdict(exp), **params}
 

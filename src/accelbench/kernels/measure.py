@@ -23,7 +23,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
-from accelbench.measuring import energy, placement, timing
+from accelbench.measuring import energy, placement, statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
 from accelbench.platform.backends import BACKENDS
@@ -63,17 +63,17 @@ def check_against_reference(
     return check
 
 
-def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> timing.Timed:
+def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> timers.Timed:
     """Per-run samples (s) of `fn` from the timer the backend uses, after its warm-up (at
-    most `warmup_s` seconds: timing.warm_up; settings without it, one block)."""
+    most `warmup_s` seconds: timers.warm_up; settings without it, one block)."""
     warmup_s = settings.get("warmup_s", 0.0)
     if timer == "cupy":
-        return timing.cupy_samples(fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s)
+        return timers.cupy_samples(fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s)
     if timer == "cuda-events":
-        return timing.cuda_event_samples(
+        return timers.cuda_event_samples(
             fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s
         )
-    return timing.torch_timer_samples(
+    return timers.torch_timer_samples(
         fn,
         num_threads=threads,
         min_run_time=settings["min_run_time"],
@@ -193,12 +193,12 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
     dtype = host_dtype(exp.dtype)
     measured_by = {
         "implementation": implementation_name(spec, exp.backend),
-        "timer": timing.TIMERS[backend.timer],
+        "timer": timers.TIMERS[backend.timer],
     }
     phases = Phases()
     with cpu_threads(device) as threads:
         if device.is_gpu:
-            timing.synchronizer(backend.timer, True)()  # the run's CUDA context, made now
+            timers.synchronizer(backend.timer, True)()  # the run's CUDA context, made now
             phases.lap("context")
         checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
         phases.lap("check")
@@ -220,19 +220,21 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
             reason = "after timing: " + mismatch(check)
             return Outcome("failed", reason, check=check, measured_by=measured_by)
     flops, nbytes = spec.flops(exp.size), spec.bytes_moved(exp.size, dtype.itemsize)
-    time_stats = timing.summarize(samples, "s")
+    time_stats = statistics.summarize(samples, "s")
     metrics = {"time": time_stats}
-    raw = {"time": timing.raw_samples("s", [samples])}
+    raw = {"time": statistics.raw_samples("s", [samples])}
     if flops:
-        metrics["gflops"] = timing.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
-    metrics["bandwidth"] = timing.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
-    metrics["arithmetic_intensity"] = timing.value(flops / nbytes, "flop/byte")
-    metrics["first_call_time"] = timing.value(checked.first_call, "s")
-    metrics["threads"] = timing.value(threads, "threads")
+        metrics["gflops"] = statistics.rate_from_time(time_stats, flops / 1e9, "GFLOP/s")
+    metrics["bandwidth"] = statistics.rate_from_time(time_stats, nbytes / 1e9, "GB/s")
+    metrics["arithmetic_intensity"] = statistics.value(flops / nbytes, "flop/byte")
+    metrics["first_call_time"] = statistics.value(checked.first_call, "s")
+    metrics["threads"] = statistics.value(threads, "threads")
     if transfers:
         end_to_end = add_transfers(metrics, raw, transfers)
         if flops:
-            metrics["end_to_end_gflops"] = timing.rate_from_time(end_to_end, flops / 1e9, "GFLOP/s")
+            metrics["end_to_end_gflops"] = statistics.rate_from_time(
+                end_to_end, flops / 1e9, "GFLOP/s"
+            )
     return Outcome(
         "ok",
         metrics=metrics,
@@ -240,7 +242,7 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
         raw=raw,
         measured_by=measured_by,
         energy=used,
-        series=timing.warmup_series([timed.warmup.seconds], [timed.warmup.steady]),
+        series=statistics.warmup_series([timed.warmup.seconds], [timed.warmup.steady]),
     )
 
 
@@ -250,7 +252,7 @@ def energy_window(
     """The energy section of one call: after the timing, the call repeated in a window
     (accelbench.measuring.energy) as long as the settings ask."""
     with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
-        sync = timing.synchronizer(timer, device.is_gpu)
+        sync = timers.synchronizer(timer, device.is_gpu)
         probe.window(prepared.run, float(np.median(samples)), sync)
     return probe.section("call")
 
@@ -258,10 +260,10 @@ def energy_window(
 def add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
     """Add transfer_time and end_to_end_time (statistics and raw samples); returns the
     end-to-end statistics."""
-    metrics["transfer_time"] = timing.summarize(transfers[0], "s")
-    metrics["end_to_end_time"] = end_to_end = timing.summarize(transfers[1], "s")
-    raw["transfer_time"] = timing.raw_samples("s", [transfers[0]])
-    raw["end_to_end_time"] = timing.raw_samples("s", [transfers[1]])
+    metrics["transfer_time"] = statistics.summarize(transfers[0], "s")
+    metrics["end_to_end_time"] = end_to_end = statistics.summarize(transfers[1], "s")
+    raw["transfer_time"] = statistics.raw_samples("s", [transfers[0]])
+    raw["end_to_end_time"] = statistics.raw_samples("s", [transfers[1]])
     return end_to_end
 
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 
 NVML_METHOD = "nvml total-energy counter"
 RAPL_METHOD = "rapl powercap"
@@ -509,7 +509,7 @@ def combine_sections(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any
 def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Energy metrics of a section that is ok: per call (or step) and per sample, gross and
     above idle, and the mean power; each window is one sample, so R windows give the
-    interval a rerun is expected to land in (timing.across_runs)."""
+    interval a rerun is expected to land in (statistics.across_runs)."""
     if not energy or energy["status"] != "ok":
         return {}
     unit, samples = energy["unit"], energy.get("samples_per_unit")
@@ -527,8 +527,8 @@ def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
             values["energy_per_sample_above_idle"] = above / samples
         per_window.append(
             {
-                name: timing.summarize([number], "W" if name == "mean_power" else "J")
+                name: statistics.summarize([number], "W" if name == "mean_power" else "J")
                 for name, number in values.items()
             }
         )
-    return timing.combine_metrics(per_window)
+    return statistics.combine_metrics(per_window)

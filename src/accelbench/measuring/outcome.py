@@ -46,7 +46,7 @@ class Outcome:
     raised: bool = False  # the measurement raised: worth another attempt, unlike a result
     conditions: dict[str, Any] | None = None  # what else the machine did (contention.py)
     # The raw samples behind the distribution metrics, run by run:
-    # name -> {"unit": ..., "runs": [[sample, ...], ...]} (timing.raw_samples).
+    # name -> {"unit": ..., "runs": [[sample, ...], ...]} (statistics.raw_samples).
     raw: dict[str, Any] | None = None
     # What measured it: {"implementation": "module:variant", "timer": ...}.
     measured_by: dict[str, str] | None = None

@@ -2,7 +2,7 @@
 narrow as asked, or its time budget is spent.
 
 An experiment runs at least `runs` times; then, while the rerun interval
-(timing.across_runs) of its figure of merit is wider than `half_width` (a fraction
+(statistics.across_runs) of its figure of merit is wider than `half_width` (a fraction
 of the median: 0.05 is +-5%) and one more run still fits in `budget_s` seconds
 (counted from the end of the first run, which alone pays for compiling and, for a
 roof, for searching its best kernel; the next run assumed as long as the last),
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelbench.measuring import timing
+from accelbench.measuring import statistics
 from accelbench.measuring.rerun import MOST_SPAN, Spread
 
 
@@ -99,8 +99,8 @@ class Progress:
         if not self.runs:
             return math.inf
         widths = [
-            timing.relative_half_width(
-                timing.across_runs([run[name] for run in self.runs], self.spread)
+            statistics.relative_half_width(
+                statistics.across_runs([run[name] for run in self.runs], self.spread)
             )
             for name in self.runs[0]
         ]
@@ -126,7 +126,7 @@ class Progress:
         """Whether the runs the goal needs fit in the budget and the rerun interval's
         range, each as long as the last; always, where the host tells nothing."""
         needed = self.needed()
-        if needed is None or needed > timing.MAX_RUNS:
+        if needed is None or needed > statistics.MAX_RUNS:
             return False
         more = needed - len(self.runs)
         return self.spent + more * self.durations[-1] <= self.goal.budget_s
@@ -137,7 +137,7 @@ class Progress:
         count = len(self.runs)
         if count < self.goal.least_runs:
             return True
-        if count >= timing.MAX_RUNS or self.achieved() <= self.goal.half_width:
+        if count >= statistics.MAX_RUNS or self.achieved() <= self.goal.half_width:
             return False
         if self.spread is not None and not self.within_reach():
             return False
@@ -153,7 +153,7 @@ class Progress:
         if not precise:
             runs = f"{count} run{'s' if count != 1 else ''}"
             needed = self.needed() if self.spread is not None else count
-            if count >= timing.MAX_RUNS:
+            if count >= statistics.MAX_RUNS:
                 reason = f"stopped at {count} runs, the most the rerun interval is defined for"
             elif needed is None:
                 reason = (

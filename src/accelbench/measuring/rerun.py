@@ -22,7 +22,7 @@ values (MEDIAN_VARIANCE). The 95% interval is m exp(+-1.96 sqrt(that)), where:
   cannot see it; a rerun minutes later meets it.
 
 Without neighbours yet (the first cells a host measures), the interval is the
-distribution-free pivot of the runs alone (timing.RERUN_QUANTILES), wide at three runs.
+distribution-free pivot of the runs alone (statistics.RERUN_QUANTILES), wide at three runs.
 The prediction of how many runs a half-width needs follows from the same formula
 (`runs_needed`): with drift as large as the target, no number of runs reaches it.
 """

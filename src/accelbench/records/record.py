@@ -105,7 +105,7 @@ UNITS = NONNEGATIVE_UNITS + COUNT_UNITS + SIGNED_UNITS
 # less than the baseline: its noise, not an error.
 SIGNED_METRICS = "_above_idle$"
 
-# A distribution metric (timing.summarize, across_runs, rate_from_time): n samples, and
+# A distribution metric (statistics.summarize, across_runs, rate_from_time): n samples, and
 # statistics in the metric's unit, ordered as below; a spread is never negative.
 DISTRIBUTION_REQUIRED = (
     "unit",

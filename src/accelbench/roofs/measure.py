@@ -29,7 +29,7 @@ from accelbench.kernels.measure import (
     mismatch,
     time_function,
 )
-from accelbench.measuring import timing
+from accelbench.measuring import statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
@@ -94,7 +94,7 @@ class Ceiling:
     rate: dict[str, Any]
     check: dict[str, Any]
     samples: list[float]
-    warmup: timing.Warmup
+    warmup: timers.Warmup
     implementation: str
     timer: str
 
@@ -146,7 +146,7 @@ def release_cached_memory(backend: str, device: Device) -> None:
 
 def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, threads, to_beat):
     """One candidate checked, timed and, if its rate beats `to_beat`, checked again after
-    its timing (a roof is the winner's rate): (rate, its timing.Timed, the check after
+    its timing (a roof is the winner's rate): (rate, its timers.Timed, the check after
     timing or None), or the Outcome of a failed check. Its buffers live only in this call."""
     spec = _spec(kernel)
     counts = ROOFS[metric][2]
@@ -158,7 +158,7 @@ def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, thr
     label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
     timed = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
     amount = spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
-    rate = timing.rate_from_time(timing.summarize(timed.samples, "s"), amount / 1e9, unit)
+    rate = statistics.rate_from_time(statistics.summarize(timed.samples, "s"), amount / 1e9, unit)
     if rate["median"] <= to_beat:
         return rate, timed, None
     after = checked.recheck()
@@ -203,7 +203,7 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
                     timed.samples,
                     timed.warmup,
                     implementation_name(_spec(kernel), name),
-                    timing.TIMERS[BACKENDS[name].timer],
+                    timers.TIMERS[BACKENDS[name].timer],
                 )
     if best is None:
         return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
@@ -243,9 +243,9 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
             if isinstance(found, Outcome):
                 return found
             metrics[metric], checks[metric] = found.rate, found.check
-            raw[f"{metric}_time"] = timing.raw_samples("s", [found.samples])
+            raw[f"{metric}_time"] = statistics.raw_samples("s", [found.samples])
             series.update(
-                timing.warmup_series(
+                statistics.warmup_series(
                     [found.warmup.seconds], [found.warmup.steady], prefix=f"{metric}_"
                 )
             )
@@ -253,7 +253,7 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
             timers += [found.timer] if found.timer not in timers else []
     if not metrics:
         return Outcome("unavailable", "; ".join(unmeasured.values()))
-    metrics["threads"] = timing.value(threads, "threads")
+    metrics["threads"] = statistics.value(threads, "threads")
     errors = [check["relative_error"] for check in checks.values()]
     check = {
         "passed": True,

@@ -6,7 +6,7 @@ device) and the step itself (forward, backward, optimiser update), so the step
 time covers all of the step's work and nothing queued from before. Warm-up
 steps (allocator growth, cuDNN autotuning, lazy initialisation, compilation, a
 clock still low) are run but not counted: at least `warmup_steps`, then until
-the step time stops falling (timing.stopped_falling) or `warmup_s` is spent.
+the step time stops falling (timers.stopped_falling) or `warmup_s` is spent.
 The measured steps follow: at least `steps`, and at least `min_run_time`
 seconds of them, so a small model is not judged on a tenth of a second. An
 experiment trains in independent runs, each with its own model, optimiser and
@@ -31,7 +31,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from accelbench import registry
-from accelbench.measuring import energy, precision, timing
+from accelbench.measuring import energy, precision, timers
+from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import Outcome
 from accelbench.platform import doctor
 from accelbench.platform.devices import (
@@ -73,7 +74,7 @@ def run_steps(session, settings: TrainSettings) -> dict[str, Any]:
     warmup: dict[str, Any] | None = None
     while True:
         if warmup is None:
-            steady = timing.stopped_falling(step_times)
+            steady = timers.stopped_falling(step_times)
             spent = sum(step_times) + sum(data_times)
             if len(step_times) >= settings.warmup_steps and (steady or spent >= settings.warmup_s):
                 warmup = {"steps": len(step_times), "seconds": spent, "steady": steady}
@@ -304,7 +305,7 @@ def train_process(
                     if keep_state:
                         state = _full_state(session.model)
                     measured = log["step_times"][log["warmup"]["steps"] :]
-                    progress.add({"time_per_batch": timing.summarize(measured, "s")})
+                    progress.add({"time_per_batch": sample_stats.summarize(measured, "s")})
                     energy_window(session, probe, measured)
                     settings = replace(settings, flops_per_sample=session.flops_per_sample)
                 used = probe.section("step", exp.batch)
@@ -462,45 +463,45 @@ def outcome_from(result: dict[str, Any], exp: TrainCell) -> Outcome:
     flops_per_batch = result["flops_per_sample"] * exp.batch
     per_run = []
     for run, warmup in runs:
-        time_stats = timing.summarize(run["step_times"][warmup:], "s")
+        time_stats = sample_stats.summarize(run["step_times"][warmup:], "s")
         per_run.append(
             {
                 "time_per_batch": time_stats,
-                "throughput": timing.rate_from_time(time_stats, exp.batch, "samples/s"),
-                "data_time_per_batch": timing.summarize(run["data_times"][warmup:], "s"),
-                "achieved_flops": timing.rate_from_time(
+                "throughput": sample_stats.rate_from_time(time_stats, exp.batch, "samples/s"),
+                "data_time_per_batch": sample_stats.summarize(run["data_times"][warmup:], "s"),
+                "achieved_flops": sample_stats.rate_from_time(
                     time_stats, flops_per_batch / 1e9, "GFLOP/s"
                 ),
             }
         )
     series.update(
-        timing.warmup_series(
+        sample_stats.warmup_series(
             [run["warmup"]["seconds"] for run, _ in runs],
             [run["warmup"]["steady"] for run, _ in runs],
         )
     )
-    series.update(timing.run_medians(per_run) if len(per_run) > 1 else {})
+    series.update(sample_stats.run_medians(per_run) if len(per_run) > 1 else {})
     raw = {
-        name: timing.raw_samples("s", [run[key][warmup:] for run, warmup in runs])
+        name: sample_stats.raw_samples("s", [run[key][warmup:] for run, warmup in runs])
         for name, key in (("time_per_batch", "step_times"), ("data_time_per_batch", "data_times"))
     }
     measured_by = {
         "implementation": f"{models()[exp.model].module_name}:{exp.model} "
         f"+ accelbench.train.strategies:{exp.strategy}",
-        "timer": timing.STEP_TIMER,
+        "timer": timers.STEP_TIMER,
     }
     metrics = {
-        **timing.combine_metrics(per_run),
-        "first_step_time": timing.value(result["runs"][0]["step_times"][0], "s"),
-        result["memory_metric"]: timing.value(result["peak_memory"], "bytes"),
-        "loss_first": timing.value(losses[0], "loss"),
-        "loss_last": timing.value(losses[-1], "loss"),
-        "parameters": timing.value(result["parameters"], "count"),
-        "flops_per_sample": timing.value(result["flops_per_sample"], "FLOP"),
-        "processes": timing.value(result["processes"], "processes"),
-        "nodes": timing.value(len(set(result["hosts"])), "nodes"),
-        "threads": timing.value(result["threads"], "threads"),
-        "gpus": timing.value(result["gpus"], "GPUs"),
+        **sample_stats.combine_metrics(per_run),
+        "first_step_time": sample_stats.value(result["runs"][0]["step_times"][0], "s"),
+        result["memory_metric"]: sample_stats.value(result["peak_memory"], "bytes"),
+        "loss_first": sample_stats.value(losses[0], "loss"),
+        "loss_last": sample_stats.value(losses[-1], "loss"),
+        "parameters": sample_stats.value(result["parameters"], "count"),
+        "flops_per_sample": sample_stats.value(result["flops_per_sample"], "FLOP"),
+        "processes": sample_stats.value(result["processes"], "processes"),
+        "nodes": sample_stats.value(len(set(result["hosts"])), "nodes"),
+        "threads": sample_stats.value(result["threads"], "threads"),
+        "gpus": sample_stats.value(result["gpus"], "GPUs"),
     }
     return Outcome(
         "ok",

@@ -17,7 +17,8 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from accelbench.measuring import timing
+from accelbench.measuring import statistics as sample_stats
+from accelbench.measuring import timers
 from accelbench.platform.devices import cpu_threads
 from accelbench.train import strategies
 from accelbench.train.cells import TrainCell, exclusion
@@ -31,7 +32,7 @@ def harness_overhead(
     """Paired loop and bare step times (s) and the relative overhead of the loop."""
     from accelbench.train import session as sessions
 
-    benchmark = timing.torch_benchmark()
+    benchmark = timers.torch_benchmark()
 
     reason = exclusion(exp)
     if reason:
@@ -73,5 +74,5 @@ def harness_overhead(
         "bare_s": bare_times,
         "loop_median_s": statistics.median(loop_times),
         "bare_median_s": statistics.median(bare_times),
-        "overhead": timing.summarize(relative, "fraction"),
+        "overhead": sample_stats.summarize(relative, "fraction"),
     }

@@ -32,7 +32,7 @@ class TrainSettings:
     warmup_steps: int = 3  # warm-up steps of each run, at least
     # Most seconds of warm-up while the step time still falls (0: exactly `warmup_steps`).
     warmup_s: float = 0.0
-    runs: int = 1  # independent runs, at least: the interval covers reruns (timing.across_runs)
+    runs: int = 1  # independent runs, at least: the interval covers reruns (statistics.across_runs)
     # Runs are added until the rerun interval is within +-half_width of the median, or the
     # measurement has taken budget_s seconds (accelbench.measuring.precision; 0: exactly `runs`).
     half_width: float = 0.05

@@ -1,0 +1,288 @@
+"""The statistics every metric carries: one run's summary, and the interval across runs.
+
+The summary of one run is the median with a distribution-free 95% confidence
+interval (order statistics of a binomial, scipy.stats), because benchmark times
+are skewed and the mean is not robust. That interval only describes the jitter
+inside one run: everything the run shares (the process's memory layout, the
+machine's load, the CPU's clock) moves all its samples together. An experiment
+is therefore measured in several independent runs, and `across_runs` reports
+the interval that an independent rerun's median lands in (RERUN_INTERVAL).
+The samples come from the library timers (accelbench.measuring.timers).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelbench.measuring.rerun import Spread
+
+CI_LEVEL = 0.95
+# The 95% quantile of |median(X) - median(Y)| / MADn(X) for X, Y two independent samples
+# of R standard normal values, R = 2..MAX_RUNS (entry R - 2): the factor of the rerun
+# interval (`across_runs`). Each is a simulation of 2,000,000 pairs with
+# numpy.random.default_rng(R); tests/test_timing.py repeats it with fewer pairs.
+RERUN_QUANTILES = (
+    12.088, 17.3, 4.479, 4.019, 2.514, 2.375, 1.84, 1.78, 1.501, 1.466,
+    1.29, 1.271, 1.146, 1.133, 1.044, 1.032, 0.959, 0.953, 0.894, 0.891,
+    0.843, 0.838, 0.796, 0.794, 0.758, 0.755, 0.725, 0.722, 0.695,
+)  # fmt: skip
+MAX_RUNS = len(RERUN_QUANTILES) + 1
+RERUN_INTERVAL = (
+    "95% prediction interval for the median an independent rerun of R runs reports: "
+    "median of the R run medians times exp(+-q(R) * MADn(log run medians)), q(R) the 95% "
+    "quantile of that pivot for normal log run medians "
+    "(accelbench.measuring.timing.RERUN_QUANTILES)"
+)
+HOST_RERUN_INTERVAL = (
+    "95% prediction interval for the median an independent rerun of R runs reports, minutes "
+    "later: median of the R run medians times exp(+-1.96 sqrt(2 V(R) s^2 + 2 d^2)), s the "
+    "larger of the runs' own spread and that of the host's recent cells, d the host's drift "
+    "between measurements (conditions host_run_spread, host_drift; accelbench.measuring.rerun)"
+)
+WITHIN_RUN_INTERVAL = "order-statistic CI of the median within one run (does not cover reruns)"
+
+
+def median_ci(
+    sorted_samples: Sequence[float], level: float = CI_LEVEL
+) -> tuple[float, float, float]:
+    """Order-statistic confidence interval for the median.
+
+    Returns (low, high, achieved_level): [x_k, x_(n-k+1)] for the largest k with
+    P(B <= k - 1) <= (1 - level) / 2, B ~ Binomial(n, 1/2) (scipy.stats.binom).
+    With too few samples for the requested level the widest interval (min, max)
+    is returned with the level it really has, so a reader never sees a 95% claim
+    that the data cannot support.
+    """
+    n = len(sorted_samples)
+    if n == 0:
+        raise ValueError("no samples")
+    if n == 1:
+        return sorted_samples[0], sorted_samples[0], 0.0
+    from scipy import stats  # a second to import: not for every reader of this module
+
+    tail = (1.0 - level) / 2
+    binomial = stats.binom(n, 0.5)
+    # ppf: the least j with P(B <= j) >= tail; a binomial CDF of n halves never equals
+    # a tail such as 0.025 exactly, so k - 1 = j - 1.
+    k = min(max(int(binomial.ppf(tail)), 1), n // 2)
+    achieved = 1.0 - 2.0 * float(binomial.cdf(k - 1))
+    return sorted_samples[k - 1], sorted_samples[n - k], achieved
+
+
+def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
+    """The statistics stored for a measured quantity: n, median, quartiles, IQR, 95% CI, spread."""
+    values = sorted(float(sample) for sample in samples)
+    if not values:
+        raise ValueError("cannot summarise an empty sample")
+    if len(values) >= 2:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    else:
+        q1 = q3 = values[0]
+    low, high, level = median_ci(values)
+    return {
+        "unit": unit,
+        "n": len(values),
+        "median": statistics.median(values),
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_level": level,
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) >= 2 else 0.0,
+        "min": values[0],
+        "max": values[-1],
+    }
+
+
+def rerun_half_width(values: Sequence[float], floor: float = 0.0) -> float:
+    """q(R) x MADn(values): the half-width of the rerun interval of R run medians (on the
+    log scale for times and rates; see `across_runs`). Where more than half the values are
+    equal (a coarse timer) MADn is 0; `floor`, the scale the runs' own jitter gives one
+    run's median, stands in for it then."""
+    from scipy import stats  # a second to import: not for every reader of this module
+
+    count = len(values)
+    if not 2 <= count <= MAX_RUNS:
+        raise ValueError(f"a rerun interval needs 2 to {MAX_RUNS} runs, not {count}")
+    scale = float(stats.median_abs_deviation(values, scale="normal"))
+    return RERUN_QUANTILES[count - 2] * (scale if scale > 0 else floor)
+
+
+def _median_error(run: dict[str, Any]) -> float:
+    """The standard error of a run's median from its own jitter: 1.2533 sigma / sqrt(n), with
+    sigma = IQR / 1.349 (normal samples)."""
+    return 0.929 * (run["q3"] - run["q1"]) / math.sqrt(run["n"])
+
+
+def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) -> dict[str, Any]:
+    """Combine one metric's summaries from R independent runs into what a rerun would show.
+
+    The median is the median of the run medians; the interval (RERUN_INTERVAL) is
+    where the median reported by an independent rerun of R runs lands, 95% of the time.
+    Why it is built so: let the log run medians be x_i = mu + sigma z_i, independent
+    (each run is a process of its own) and equally distributed. A rerun reports
+    m' = median(y_1..y_R) of its own runs, and m = median(x) is reported here.
+    T = (m - m') / MADn(x) does not depend on mu or sigma (both statistics move and
+    scale with the data), so it is a pivot: with q(R) its 95% quantile for normal z
+    (RERUN_QUANTILES), P(|m' - m| <= q(R) MADn(x)) = 0.95 whatever mu and sigma are,
+    and m exp(+-q(R) MADn(x)) covers the rerun's median. It narrows with R like
+    sqrt(pi / R) (each median's variance is about pi sigma^2 / 2R). It is robust: one
+    odd run shifts the median and the median absolute deviation by at most one order
+    statistic, where it would inflate a standard deviation without bound (a cold
+    run 6 times slower than the others made a t interval 50 times wider). It is wide
+    at few runs (17 MADn at three): where the host has told how its runs spread and
+    drift (`spread`, accelbench.measuring.rerun), the interval is built from that instead.
+    Times and rates vary by factors, hence the log scale: the interval stays
+    positive, and a time's interval maps exactly onto its rate's. A metric with a
+    median at or below zero gets the same interval on its own scale.
+    One run gives back its own summary, whose interval covers only that run.
+    """
+    if not runs:
+        raise ValueError("no runs to combine")
+    if len(runs) == 1:
+        return {**runs[0], "runs": 1}
+    medians = [run["median"] for run in runs]
+    count = len(runs)
+    centre = statistics.median(medians)
+    jitter = statistics.median(_median_error(run) for run in runs)
+    if min(medians) > 0:
+        logs = [math.log(median) for median in medians]
+        if spread is not None:
+            half = spread.half_width(logs, jitter / centre)
+        else:
+            half = rerun_half_width(logs, jitter / centre)
+        low, high = centre * math.exp(-half), centre * math.exp(half)
+    else:
+        half = rerun_half_width(medians, jitter)
+        low, high = centre - half, centre + half
+    q1 = statistics.median(run["q1"] for run in runs)
+    q3 = statistics.median(run["q3"] for run in runs)
+    combined = {
+        "unit": runs[0]["unit"],
+        "n": sum(run["n"] for run in runs),
+        "runs": count,
+        "median": centre,
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_level": CI_LEVEL,
+        "between_run_std": statistics.stdev(medians),
+        "min": min(run["min"] for run in runs),
+        "max": max(run["max"] for run in runs),
+    }
+    if all("mean" in run and "std" in run for run in runs):
+        # Pooled over every sample: E[x^2] of each run from its mean and std.
+        sizes = [run["n"] for run in runs]
+        mean = sum(n * run["mean"] for n, run in zip(sizes, runs, strict=True)) / sum(sizes)
+        second = sum(
+            (n - 1) * run["std"] ** 2 + n * run["mean"] ** 2
+            for n, run in zip(sizes, runs, strict=True)
+        )
+        combined["mean"] = mean
+        combined["std"] = math.sqrt(max(second - sum(sizes) * mean**2, 0.0) / (sum(sizes) - 1))
+    return combined
+
+
+def relative_half_width(metric: dict[str, Any]) -> float:
+    """How precise a distribution metric is: the larger side of its interval as a fraction
+    of its median (0.05: within +-5%); infinite where the median is not positive."""
+    median = metric["median"]
+    if median is None or not median > 0:
+        return math.inf
+    return max(metric["ci_high"] - median, median - metric["ci_low"]) / median
+
+
+# Series of one value per run, which a combination of runs joins run after run: each
+# run's warm-up length and whether it reached steady state (a roof's are prefixed with it).
+WARMUP_SERIES = ("warmup_s", "warmup_steady")
+
+
+def warmup_series(
+    seconds: Sequence[float], steady: Sequence[bool], prefix: str = ""
+) -> dict[str, dict[str, Any]]:
+    """Each run's warm-up as record series: its length, and 1 where it reached steady
+    state (0: its budget was spent while the time per call still fell)."""
+    return {
+        f"{prefix}warmup_s": {"unit": "s", "values": [float(value) for value in seconds]},
+        f"{prefix}warmup_steady": {"unit": "count", "values": [int(value) for value in steady]},
+    }
+
+
+def is_per_run_series(name: str) -> bool:
+    return name.endswith(WARMUP_SERIES)
+
+
+def raw_samples(unit: str, runs: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """The raw samples of one quantity, one list per run, as a record's `raw` keeps them."""
+    return {"unit": unit, "runs": [[float(sample) for sample in run] for run in runs]}
+
+
+def combine_raw(raws: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The raw samples of R runs as one set: each quantity's runs one after the other."""
+    present = [raw for raw in raws if raw]
+    if not present:
+        return None
+    return {
+        name: {"unit": entry["unit"], "runs": [run for raw in present for run in raw[name]["runs"]]}
+        for name, entry in present[0].items()
+    }
+
+
+def combine_metrics(
+    runs: Sequence[dict[str, dict[str, Any]]], spread: Spread | None = None
+) -> dict[str, dict[str, Any]]:
+    """The metrics of R runs as one set: distributions across runs, single values from run 1."""
+    return {
+        name: across_runs([run[name] for run in runs], spread) if "median" in metric else metric
+        for name, metric in runs[0].items()
+    }
+
+
+def run_medians(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each distribution metric's median in every run, as record series `<metric>_run_medians`."""
+    return {
+        f"{name}_run_medians": {
+            "unit": metric["unit"],
+            "values": [run[name]["median"] for run in runs],
+        }
+        for name, metric in runs[0].items()
+        if "median" in metric
+    }
+
+
+def rate_from_time(time_stats: dict[str, Any], amount: float, unit: str) -> dict[str, Any]:
+    """Turn time statistics into a rate (amount per second), e.g. GFLOP/s or samples/s.
+
+    A rate is a decreasing function of time, so quantiles map across with the
+    interval ends swapped; n and the confidence level carry over unchanged.
+    """
+
+    def rate(seconds: float) -> float:
+        return amount / seconds if seconds > 0 else math.inf
+
+    return {
+        "unit": unit,
+        "n": time_stats["n"],
+        "median": rate(time_stats["median"]),
+        "q1": rate(time_stats["q3"]),
+        "q3": rate(time_stats["q1"]),
+        "iqr": rate(time_stats["q1"]) - rate(time_stats["q3"]),
+        "ci_low": rate(time_stats["ci_high"]),
+        "ci_high": rate(time_stats["ci_low"]),
+        "ci_level": time_stats["ci_level"],
+        "min": rate(time_stats["max"]),
+        "max": rate(time_stats["min"]),
+    }
+
+
+def value(amount: float, unit: str) -> dict[str, Any]:
+    """A metric that is a single number, not a distribution (peak memory, a loss)."""
+    return {"unit": unit, "value": amount}
