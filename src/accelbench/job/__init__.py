@@ -17,11 +17,16 @@
           |                        (accelbench.measuring.precision), under the contention
           |                        watch, each run forked afresh
           v
-    the family's measuring function (accelbench.families: kernels.measure.measure_kernel,
-          |                        roofs.measure_roof, train.loop.measure_training, ...)
-          v                        -> an outcome.Outcome per run, combined
-    results.write_record           the record, written whole or not at all
+    the family's measuring function (its declaration's `measure`:
+          |                        kernels.measure.measure_kernel, roofs.measure.measure_roof,
+          |                        train.loop.measure_training, ...)
+          v                        -> a measuring.outcome.Outcome per run, combined
+    records.record.write_record    the record, written whole or not at all
 
-`outcome` says what a measurement came to and which failures end an attempt;
-`processes` ties every child to its parent, tells how it ended, asks a stuck one for its stacks.
+The job chain knows no family: what differs between them, it asks the experiment's
+declaration (accelbench.families.base.family_of: its hooks, imported by name where a
+run measures), and it imports no family's declaration or measuring code
+(tests/test_package_layout.py). accelbench.measuring.outcome says what a measurement
+came to and which failures end an attempt; accelbench.platform.processes ties every
+child to its parent, tells how it ended, asks a stuck one for its stacks.
 """
