@@ -110,7 +110,8 @@ def test_planning_the_default_grid_imports_neither_torch_nor_numba():
     heavy = ("torch", "torchvision", "numba", "numba.cuda")
     code = (
         "import sys\n"
-        "from accelbench import config, grid, stream\n"
+        "from accelbench import config, grid\n"
+        "from accelbench.roofs import stream\n"
         "from accelbench.train import datasets, settings\n"
         "assert grid.expand(config.load()).experiments\n"
         f"print(sorted(name for name in {heavy} if name in sys.modules))\n"

@@ -62,7 +62,9 @@ class Kind:
 
     `listed` names the package's own catalogue where its modules declare nothing (the
     models: their modules import torch, their catalogue does not); such a spec names the
-    module with its code as `module_name`.
+    module with its code as `module_name`. `not_units` are the package's modules that
+    declare no unit (the family's measuring code): the catalogue does not import them, so
+    that reading it (every parse of the Snakefile) stays light.
     """
 
     name: str
@@ -71,13 +73,28 @@ class Kind:
     spec_class: str
     group: str
     listed: str | None = None
+    not_units: tuple[str, ...] = ()
 
 
 KINDS = {
     kind.name: kind
     for kind in (
-        Kind("kernels", "kernel", "accelbench.kernels", "KernelSpec", "accelbench.kernels"),
-        Kind("datasci", "workload", "accelbench.datasci", "WorkloadSpec", "accelbench.datasci"),
+        Kind(
+            "kernels",
+            "kernel",
+            "accelbench.kernels",
+            "KernelSpec",
+            "accelbench.kernels",
+            not_units=("measure",),
+        ),
+        Kind(
+            "datasci",
+            "workload",
+            "accelbench.datasci",
+            "WorkloadSpec",
+            "accelbench.datasci",
+            not_units=("measure",),
+        ),
         Kind(
             "models",
             "model",
@@ -198,6 +215,8 @@ def _builtin(kind: Kind) -> Iterator[Unit]:
             yield builtin_unit(spec, spec.module_name)
         return
     for info in pkgutil.iter_modules(package.__path__):
+        if info.name in kind.not_units:
+            continue
         module = importlib.import_module(f"{kind.package}.{info.name}")
         for spec in _declared(kind, module, module.__file__):
             yield builtin_unit(spec, module.__name__)
