@@ -14,7 +14,7 @@ import pytest
 
 from accelbench import grid
 from accelbench.analysis import tidy
-from accelbench.families import FAMILIES
+from accelbench.families import FAMILIES, base
 from accelbench.families.base import (
     RESULTS_DIR,
     Expanded,
@@ -253,3 +253,53 @@ def test_a_run_keeps_the_records_and_logs_it_is_about_to_replace(tmp_path, monke
     copies = sorted(str(path.relative_to(kept)) for path in kept.rglob("*") if path.is_file())
     assert copies == sorted(path.removeprefix("results/") for path in (kernel, roof, *logs))
     assert Path(kernel).read_text() == kernel  # copied, not moved: Snakemake removes it
+
+
+HOOKS = ("measure", "later_runs", "prepare", "preload", "record_params")
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_hook_a_family_declares_is_a_function_of_its_module(name):
+    family = FAMILIES[name]
+    for hook in HOOKS:
+        named = getattr(family, hook)
+        if named is None:
+            continue
+        module, function = named.split(":")
+        assert callable(base._imported(named)), f"{name}.{hook}: {module} has no {function}"
+    assert base.family_of(family.experiment_type(**example_parameters(family))) is family
+
+
+def example_parameters(family) -> dict:
+    """A parameter set of the family's experiment type (not checked against its grid)."""
+    return {
+        field.name: 1 if field.type == "int" else "cpu1" if field.name == "device" else "x"
+        for field in dataclasses.fields(family.experiment_type)
+    }
+
+
+def test_a_family_is_found_by_the_type_its_experiments_are_built_from():
+    exp = FAMILIES["roof"].experiment_type("cpu1", "float32")
+    named = base.experiment_type_name(exp)
+    assert named == "accelbench.families.roof:RoofExperiment"
+    assert base.experiment_from(named, {"device": "cpu1", "dtype": "float32"}) == exp
+    assert base.family_of(exp) is FAMILIES["roof"]
+
+
+def test_only_a_family_that_repeats_its_runs_itself_measures_them_in_one_call(monkeypatch):
+    """Where runs may not fork, the job chain calls the measuring function once for such a
+    family (training: its loop repeats its runs), and once per run for the others."""
+    calls = []
+
+    def measure(exp, settings):
+        calls.append(settings["runs"])
+        return Outcome("ok", metrics={"time": statistics.summarize([1.0, 1.1, 0.9], "s")})
+
+    settings = {"seed": 0, "runs": 3, "budget_s": 0.0, "contention": {"retries": 0}}
+    for repeats, expected in ((False, [3, 3, 3]), (True, [3])):
+        declared = dataclasses.replace(TOY, repeats_runs_itself=repeats)
+        monkeypatch.setattr(base, "_DECLARED", {**base._DECLARED, "toy": declared})
+        monkeypatch.setattr(base.Family, "measuring_function", lambda self: measure)
+        calls.clear()
+        measurement._in_runs(ToyExperiment("loop", "cpu1", 10), settings, fresh_processes=False)
+        assert calls == expected

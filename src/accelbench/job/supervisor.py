@@ -293,7 +293,8 @@ def run_supervised(
         raise _retry(exp, outcome.reason, log_file, attempt, max_attempts)
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
     # Only here, when the measuring process could not write the record itself: the
-    # measuring code imports Numba and the kernels, a second this light parent saves.
+    # measuring chain, and the family's record_params (a kernel's imports Numba and the
+    # kernels), cost a second this light parent saves.
     from accelbench import registry
     from accelbench.job import measurement
 
