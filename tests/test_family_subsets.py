@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analysis import (
+    crossovers,
     figures,
     offload,
     provenance_summary,
@@ -53,9 +54,9 @@ def test_every_figure_is_drawn(frame, tmp_path):
 def test_roofline_outputs_are_made(frame, tmp_path):
     roofline.roof_table(frame).to_csv(tmp_path / "percent.csv", index=False)
     for flag in (False, True):
-        roofline.crossovers(frame, with_transfer=flag)
+        crossovers.crossovers(frame, with_transfer=flag)
     style.save(roofline.roofline_figure(frame), tmp_path / "roofline")
-    style.save(roofline.crossover_figure(frame), tmp_path / "crossover")
+    style.save(crossovers.crossover_figure(frame), tmp_path / "crossover")
     assert (tmp_path / "crossover.png").exists()
 
 

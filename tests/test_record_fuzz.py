@@ -27,6 +27,7 @@ import pytest
 
 from accelbench.analysis import (
     compare,
+    crossovers,
     figures,
     offload,
     provenance_summary,
@@ -276,9 +277,9 @@ def downstream(root: Path, good: Path, out: Path) -> pd.DataFrame:
     for draw in figures.FIGURES.values():
         plt.close(draw(frame, "cpu1", None))
     roofline.above_roof_note(roofline.roof_table(frame))
-    crossing = [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)]
+    crossing = [crossovers.crossovers(frame, with_transfer=flag) for flag in (False, True)]
     assert all(isinstance(found, pd.DataFrame) for found in crossing)
-    for draw in (roofline.roofline_figure, roofline.crossover_figure):
+    for draw in (roofline.roofline_figure, crossovers.crossover_figure):
         plt.close(draw(frame))
     numbers = offload.break_even_table(frame)
     offload.write_table(numbers, str(out / "offload"))

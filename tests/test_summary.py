@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from accelbench.analysis import figures, fillable, roofline, summary, tables, tidy, titles
+from accelbench.analysis import crossovers, figures, fillable, summary, tables, tidy, titles
 from accelbench.records.record import make_record
 
 from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
@@ -123,7 +123,7 @@ def test_gpu_cells_that_did_not_run_are_named_with_why(frame):
 def test_where_a_gpu_ran_the_answer_gives_the_crossovers_and_the_training_speedups(tmp_path):
     found = collect(tmp_path, [*GPU_TRAIN, *datasci_records(["cpu2", "cuda1"])])
     kernels, training = summary.headline(found)
-    crossing = roofline.crossovers(found, with_transfer=True)
+    crossing = crossovers.crossovers(found, with_transfer=True)
     assert kernels == (
         "Kernels and data science workloads: the GPU overtakes the CPU, copies included, "
         f"in {crossing['crossover_size'].notna().sum()} of the {len(crossing)} measured on both "

@@ -9,6 +9,7 @@ localrules:
     summary,
     tables,
     figures,
+    kernel_crossover,
     provenance,
     shi2016_comparison,
 
@@ -105,6 +106,33 @@ rule figures:
         width=config["report"]["figure_width"],
     script:
         "../../scripts/figures.py"
+
+
+rule kernel_crossover:
+    """Sizes from which the GPU beats the CPU, per kernel: table and figure."""
+    input:
+        rules.tidy.output.parquet,
+    output:
+        crossovers=report(
+            "results/tables/kernel_crossovers.csv",
+            caption="../report/kernel_crossovers.rst",
+            category="Kernels",
+            subcategory="Tables",
+            labels={"item": titles.TITLES["kernel_crossovers"]},
+        ),
+        crossover_pdf="results/figures/kernel_crossover.pdf",
+        crossover_png=report(
+            "results/figures/kernel_crossover.png",
+            caption="../report/kernel_crossover.rst",
+            category="Kernels",
+            labels={"item": titles.TITLES["kernel_crossover"]},
+        ),
+    log:
+        "results/logs/kernel_crossover.log",
+    conda:
+        ANALYSIS_ENV
+    script:
+        "../../scripts/kernel_crossover.py"
 
 
 rule shi2016_comparison:

@@ -10,7 +10,13 @@ from snakemake.settings.types import DeploymentMethod
 
 from accelbench import grid
 from accelbench.slurm import resources as cluster, group_errors, interrupts
-from accelbench.run import progress, config as run_config, profile as run_profile, start as run_start, targets
+from accelbench.run import (
+    progress,
+    config as run_config,
+    profile as run_profile,
+    start as run_start,
+    targets,
+)
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.platform.devices import parse_device

@@ -3,7 +3,6 @@
 
 localrules:
     roofline,
-    kernel_crossover,
 
 
 rule roofline:
@@ -31,30 +30,3 @@ rule roofline:
         ANALYSIS_ENV
     script:
         "../../scripts/roofline.py"
-
-
-rule kernel_crossover:
-    """Sizes from which the GPU beats the CPU, per kernel: table and figure."""
-    input:
-        rules.tidy.output.parquet,
-    output:
-        crossovers=report(
-            "results/tables/kernel_crossovers.csv",
-            caption="../report/kernel_crossovers.rst",
-            category="Kernels",
-            subcategory="Tables",
-            labels={"item": titles.TITLES["kernel_crossovers"]},
-        ),
-        crossover_pdf="results/figures/kernel_crossover.pdf",
-        crossover_png=report(
-            "results/figures/kernel_crossover.png",
-            caption="../report/kernel_crossover.rst",
-            category="Kernels",
-            labels={"item": titles.TITLES["kernel_crossover"]},
-        ),
-    log:
-        "results/logs/kernel_crossover.log",
-    conda:
-        ANALYSIS_ENV
-    script:
-        "../../scripts/kernel_crossover.py"
