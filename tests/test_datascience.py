@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from accelbench import config, grid
-from accelbench.analysis import crossovers, figures, offload, tables, tidy
+from accelbench.analysis import crossovers, figures, tables, tidy
 from accelbench.datasci import (
     Library,
     library_prepared,
@@ -28,6 +28,7 @@ from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.measure import check_against_reference, measure_datasci
 from accelbench.platform.backends import DATASCI_BACKENDS
+from accelbench.studies.roofline import offload
 
 from conftest import snakemake
 from records import datasci_records, with_energy, write_records

@@ -12,13 +12,12 @@ import pytest
 from accelbench.analysis import (
     crossovers,
     figures,
-    offload,
     provenance_summary,
-    roofline,
     style,
     tables,
     tidy,
 )
+from accelbench.studies.roofline import offload, roofline
 
 from records import KERNELS, TRAIN, datasci_records, write_records
 

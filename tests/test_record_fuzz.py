@@ -29,9 +29,7 @@ from accelbench.analysis import (
     compare,
     crossovers,
     figures,
-    offload,
     provenance_summary,
-    roofline,
     shi2016,
     summary,
     tables,
@@ -40,6 +38,7 @@ from accelbench.analysis import (
 from accelbench.families import FAMILIES
 from accelbench.families.base import POSITIVE_INT
 from accelbench.records import record as results
+from accelbench.studies.roofline import offload, roofline
 
 from records import (
     KERNELS,

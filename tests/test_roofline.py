@@ -10,9 +10,10 @@ import pytest
 from matplotlib.figure import Figure
 from test_figure_layout import layout_problems
 
-from accelbench.analysis import crossovers, roofline, style, tidy
+from accelbench.analysis import crossovers, style, tidy
 from accelbench.measuring.timing import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
+from accelbench.studies.roofline import roofline
 
 SAMPLES = 5
 

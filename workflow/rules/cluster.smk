@@ -13,7 +13,6 @@ SACCT_DUMP = CLUSTER["sacct_dump"] or "results/cluster/sacct.txt"
 localrules:
     sacct_query,
     queue_wait,
-    offload_break_even,
 
 
 rule sacct_query:
@@ -61,37 +60,5 @@ rule queue_wait:
         "../../scripts/queue_wait.py"
 
 
-rule offload_break_even:
-    """Offload break-even intensity and crossover size per kernel: model and measurement."""
-    input:
-        rules.tidy.output.parquet,
-    output:
-        table=multiext("results/tables/offload_break_even", ".md", ".tex"),
-        table_csv=report(
-            "results/tables/offload_break_even.csv",
-            caption="../report/offload_break_even_table.rst",
-            category="Kernels",
-            subcategory="Tables",
-            labels={"item": titles.TITLES["offload_break_even"]},
-        ),
-        figure_pdf="results/figures/offload_break_even.pdf",
-        figure_png=report(
-            "results/figures/offload_break_even.png",
-            caption="../report/offload_break_even.rst",
-            category="Kernels",
-            labels={"item": titles.TITLES["offload_break_even"]},
-        ),
-    log:
-        "results/logs/cluster/offload_break_even.log",
-    conda:
-        ANALYSIS_ENV
-    script:
-        "../../scripts/offload_break_even.py"
-
-
-# The default target's share: the break-even where kernels run on a CPU and a GPU, the
-# queue wait where configured.
-CLUSTER_TARGETS = [
-    *(rules.offload_break_even.output if fills("offload_break_even") else []),
-    *(rules.queue_wait.output if CLUSTER["queue_wait"] else []),
-]
+# The default target's share: the queue wait where configured.
+CLUSTER_TARGETS = [*(rules.queue_wait.output if CLUSTER["queue_wait"] else [])]

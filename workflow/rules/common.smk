@@ -197,6 +197,12 @@ def fills(name):
     return fillable.fills(name, PLANNED, config["report"]["baseline_device"])
 
 
+def study_fills(study, name):
+    """Whether the planned grid has what output `name` of `study` (a package of
+    accelbench.studies) shows."""
+    return study.NEEDS[name](PLANNED, config["report"]["baseline_device"])
+
+
 def tables_to_fill(category, *names):
     """The files of each table in `names` the grid fills."""
     return [file for name in filter(fills, names) for file in table_files(name, category)]

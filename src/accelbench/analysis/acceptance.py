@@ -41,11 +41,12 @@ from typing import Any
 import pandas as pd
 
 from accelbench import grid
-from accelbench.analysis import gpu_datasheets, plain_tables, roofline, tidy
+from accelbench.analysis import gpu_datasheets, plain_tables, tidy
 from accelbench.analysis.gpu_datasheets import DataSheet
 from accelbench.measuring import energy
 from accelbench.platform.devices import names_a_gpu, parse_device
 from accelbench.records.record import load_record
+from accelbench.studies.roofline import roofline
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",
