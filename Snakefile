@@ -114,7 +114,6 @@ rule all:
         CLUSTER_TARGETS,
         rules.provenance.output,
         rules.kernel_crossover.output if fills("kernel_crossover") else [],
-        rules.shi2016_comparison.output if fills("shi2016_comparison") else [],
         STUDY_TARGETS,
 
 

@@ -30,7 +30,6 @@ from accelbench.analysis import (
     crossovers,
     figures,
     provenance_summary,
-    shi2016,
     summary,
     tables,
     tidy,
@@ -39,6 +38,7 @@ from accelbench.families import FAMILIES
 from accelbench.families.base import POSITIVE_INT
 from accelbench.records import record as results
 from accelbench.studies.roofline import offload, roofline
+from accelbench.studies.shi2016 import comparison as shi2016
 
 from records import (
     KERNELS,

@@ -11,7 +11,6 @@ localrules:
     figures,
     kernel_crossover,
     provenance,
-    shi2016_comparison,
 
 
 rule tidy:
@@ -133,43 +132,6 @@ rule kernel_crossover:
         ANALYSIS_ENV
     script:
         "../../scripts/kernel_crossover.py"
-
-
-rule shi2016_comparison:
-    """Shi et al. (2016) networks: time per mini-batch and thread scaling beside the paper's."""
-    input:
-        rules.tidy.output.parquet,
-    output:
-        table=multiext("results/tables/shi2016_comparison", ".md", ".tex"),
-        table_csv=report(
-            "results/tables/shi2016_comparison.csv",
-            caption="../report/shi2016_comparison_table.rst",
-            category="Training",
-            subcategory="Tables",
-            labels={"item": titles.TITLES["shi2016_comparison"]},
-        ),
-        figure_pdf="results/figures/shi2016_comparison.pdf",
-        figure_png=report(
-            "results/figures/shi2016_comparison.png",
-            caption="../report/shi2016_comparison.rst",
-            category="Training",
-            labels={"item": titles.TITLES["shi2016_comparison"]},
-        ),
-        scaling_pdf="results/figures/shi2016_scaling.pdf",
-        scaling_png=report(
-            "results/figures/shi2016_scaling.png",
-            caption="../report/shi2016_scaling.rst",
-            category="Training",
-            labels={"item": titles.TITLES["shi2016_scaling"]},
-        ),
-    log:
-        "results/logs/shi2016_comparison.log",
-    conda:
-        ANALYSIS_ENV
-    params:
-        width=config["report"]["figure_width"],
-    script:
-        "../../scripts/shi2016_comparison.py"
 
 
 rule provenance:

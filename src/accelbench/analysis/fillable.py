@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from accelbench.analysis import shi2016_paper
 from accelbench.grid import Grid
 from accelbench.platform.devices import Device, parse_device
 
@@ -90,7 +89,6 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
     "train_node_scaling": lambda plan, baseline: any(
         parse_device(name).nodes > 1 for name in plan.train_devices
     ),
-    "shi2016_comparison": lambda plan, baseline: shi2016_paper.planned(plan.train_configurations),
     "kernel_time": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_throughput": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),

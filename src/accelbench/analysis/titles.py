@@ -11,8 +11,6 @@ TITLES = {
     "train_gpu_scaling": "Training scaling across GPUs",
     "train_node_scaling": "Training scaling across nodes",
     "train_energy": "Training time and energy per sample",
-    "shi2016_comparison": "Time per mini-batch beside Shi et al. (2016)",
-    "shi2016_scaling": "CPU thread scaling beside Shi et al. (2016)",
     "kernel_time": "Kernel time per call, by backend and device",
     "kernel_speedup": "Kernel speedup over the baseline device",
     "kernel_throughput": "Kernel throughput against problem size",
