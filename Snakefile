@@ -75,7 +75,6 @@ include: "workflow/rules/datasci.smk"
 include: "workflow/rules/roofs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
-include: "workflow/rules/cluster.smk"
 
 
 # The studies apart from the core (accelbench.studies), each with its own rules; they add
@@ -111,7 +110,6 @@ rule all:
         rules.summary.output,
         rules.tables.output,
         rules.figures.output,
-        CLUSTER_TARGETS,
         rules.provenance.output,
         rules.kernel_crossover.output if fills("kernel_crossover") else [],
         STUDY_TARGETS,

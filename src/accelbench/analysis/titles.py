@@ -20,7 +20,6 @@ TITLES = {
     "datasci_time": "Data science workload time, by size and device",
     "datasci_throughput": "Data science throughput against problem size",
     "datasci_energy": "Data science time and energy per call",
-    "queue_wait": "Queue wait per partition",
     "provenance": "Where and with what the records were measured",
     "config": "The configuration as run",
     "summary": "Summary of the run",

@@ -34,7 +34,7 @@ from matplotlib.lines import Line2D
 
 from accelbench.analysis import plain_tables, style
 from accelbench.measuring import timing
-from accelbench.slurm.sacct import ParsedDump
+from accelbench.studies.queue_wait.sacct import ParsedDump
 
 DIMENSIONS = {"cpu_hours": "Requested CPU-hours", "gb_hours": "Requested GB-hours"}
 STAT_COLUMNS = ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s", "ci_level")
