@@ -53,7 +53,9 @@ def config_file(name: str) -> Path:
 
 def titles() -> dict[str, str]:
     """The human title of every study's report items."""
-    return {key: title for name in names() for key, title in study(name).TITLES.items()}
+    return {
+        key: title for name in names() for key, title in getattr(study(name), "TITLES", {}).items()
+    }
 
 
 def needs() -> dict[str, Callable[[Any, str], bool]]:
