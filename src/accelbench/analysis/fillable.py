@@ -1,10 +1,11 @@
 """Which tables and figures a grid can fill: the default target asks for those only.
 
 Decided from the planned grid before anything runs, so that a CPU-only grid asks
-for no GPU-scaling figure, no CPU/GPU crossover and no offload break-even: an
-output with nothing to show is not made. A planned cell can still fail to run;
-the outputs that are made mark such cells. Energy outputs are asked for wherever
-their family runs: whether a counter can be read is known only where it runs.
+for no GPU-scaling figure and no CPU/GPU crossover: an output with nothing to show
+is not made (a study says the same of its outputs in its NEEDS, accelbench.studies).
+A planned cell can still fail to run; the outputs that are made mark such cells.
+Energy outputs are asked for wherever their family runs: whether a counter can be
+read is known only where it runs.
 """
 
 from __future__ import annotations
