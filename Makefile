@@ -67,7 +67,7 @@ RUFF_PATHS := src scripts tests tools docs/hooks setup.py
 lint: venv
 	$(BIN)/ruff check $(RUFF_PATHS)
 	$(BIN)/ruff format --check $(RUFF_PATHS)
-	$(BIN)/snakefmt --check Snakefile workflow
+	$(BIN)/snakefmt --check Snakefile workflow src/accelbench/studies
 	$(BIN)/snakemake --lint
 	$(BIN)/python tools/lock.py --check
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

@@ -10,6 +10,7 @@ import sys
 
 from snakemake.utils import min_version
 
+from accelbench import studies
 from accelbench.run import config as run_config
 from accelbench.config import check_configfile_options, check_configfiles, check_loaded
 
@@ -63,6 +64,9 @@ report: "workflow/report/workflow.rst"
 # without the GPU stack for the rules that aggregate and draw.
 CONDA_ENV = f"../../envs/accelbench-cuda{config['cuda_stack']}.yaml"
 ANALYSIS_ENV = "../../envs/accelbench-analysis.yaml"
+# The studies' rule files lie in the package (src/accelbench/studies/, or site-packages),
+# not beside envs/: theirs by its full path.
+STUDY_ANALYSIS_ENV = f"{workflow.basedir}/envs/accelbench-analysis.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -71,8 +75,14 @@ include: "workflow/rules/datasci.smk"
 include: "workflow/rules/roofs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
-include: "workflow/rules/cluster.smk"
-include: "workflow/rules/roofline.smk"
+
+
+# The studies apart from the core (accelbench.studies), each with its own rules; they add
+# what the default target makes of them to STUDY_TARGETS.
+STUDY_TARGETS = []
+for study_rules in studies.rule_files():
+
+    include: study_rules
 
 
 onsuccess:
@@ -100,11 +110,9 @@ rule all:
         rules.summary.output,
         rules.tables.output,
         rules.figures.output,
-        CLUSTER_TARGETS,
         rules.provenance.output,
-        rules.roofline.output if fills("roofline") else [],
         rules.kernel_crossover.output if fills("kernel_crossover") else [],
-        rules.shi2016_comparison.output if fills("shi2016_comparison") else [],
+        STUDY_TARGETS,
 
 
 # Last, once every rule is known: a target no rule makes is refused with its wrong part

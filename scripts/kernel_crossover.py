@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis import roofline, style
+from accelbench.analysis import crossovers, style
 from accelbench.platform.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
@@ -15,6 +15,6 @@ logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
 pd.concat(
-    [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
+    [crossovers.crossovers(frame, with_transfer=flag) for flag in (False, True)], ignore_index=True
 ).to_csv(snakemake.output.crossovers, index=False)
-style.save(roofline.crossover_figure(frame), Path(snakemake.output.crossover_pdf).with_suffix(""))
+style.save(crossovers.crossover_figure(frame), Path(snakemake.output.crossover_pdf).with_suffix(""))

@@ -15,7 +15,6 @@ import numpy as np
 
 from accelbench import config as accelbench_config
 from accelbench import grid
-from accelbench.analysis import shi2016_paper
 from accelbench.datasci import workloads
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.families.kernel import KernelExperiment
@@ -25,6 +24,7 @@ from accelbench.kernels import kernels
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import make_record, write_record
+from accelbench.studies.shi2016 import paper as shi2016_paper
 
 from records import device_record, scaled, train_record, with_energy
 

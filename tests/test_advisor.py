@@ -16,8 +16,7 @@ import pytest
 
 from accelbench import cli
 from accelbench import config as workflow_config
-from accelbench.analysis import advisor
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import advisor, sacct
 
 from conftest import REPO_ROOT
 

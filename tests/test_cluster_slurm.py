@@ -17,7 +17,7 @@ import yaml
 
 from accelbench import cli, grid
 from accelbench.slurm import resources as cluster
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import sacct
 
 from conftest import REPO_ROOT, snakemake
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import cli, grid
+from accelbench import cli, grid, studies
 from accelbench import config as workflow_config
 from accelbench.job import measurement
 
@@ -183,7 +183,6 @@ def test_the_shipped_configs_name_every_default_they_keep():
     assert {exp.device for exp in expanded.experiments} == {"cpu4", "cuda1"}
     layered = (
         ["cluster.yaml"],
-        ["shi2016.yaml"],
         ["gpu.yaml"],
         ["gpu-full.yaml"],
         ["gpu.yaml", "gpu-rapids.yaml"],
@@ -192,6 +191,11 @@ def test_the_shipped_configs_name_every_default_they_keep():
         paths = [REPO_ROOT / "config" / name for name in files]
         config, sources = workflow_config.load_with_sources(paths)
         assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}, files
+    # The grids of the studies (accelbench.studies) that have one.
+    for name in studies.names():
+        if studies.config_file(name).is_file():
+            config, sources = workflow_config.load_with_sources([studies.config_file(name)])
+            assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}, name
     # No site config, nothing to warn about.
     config, sources = workflow_config.load_with_sources([])
     assert workflow_config.kept_defaults(sources, grid.expand(config)) == {}

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from accelbench import config, grid
-from accelbench.analysis import figures, offload, roofline, tables, tidy
+from accelbench.analysis import crossovers, figures, tables, tidy
 from accelbench.datasci import (
     Library,
     library_prepared,
@@ -29,6 +29,7 @@ from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.kernels.measure import check_against_reference
 from accelbench.platform.backends import DATASCI_BACKENDS
+from accelbench.studies.roofline import offload
 
 from conftest import snakemake
 from records import datasci_records, with_energy, write_records
@@ -299,7 +300,7 @@ def test_the_table_has_a_row_per_workload_and_size_across_devices(frame, tmp_pat
 
 
 def test_the_crossover_and_the_offload_table_include_the_workloads(frame):
-    found = roofline.crossovers(frame, with_transfer=True).set_index("workload")
+    found = crossovers.crossovers(frame, with_transfer=True).set_index("workload")
     assert set(found.index) == {"groupby", "kmeans", "pagerank"}
     assert (found["experiment"] == "datasci").all()
     assert 10_000 < found.loc["groupby", "crossover_size"] < 100_000
@@ -312,7 +313,7 @@ def test_the_crossover_and_the_offload_table_include_the_workloads(frame):
 
 
 def test_the_crossover_figure_draws_the_workloads_in_their_own_items(frame):
-    fig = roofline.crossover_figure(frame)
+    fig = crossovers.crossover_figure(frame)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles[:2] == ["groupby, call only", "groupby, with transfer"]
     assert len(titles) == 6

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from accelbench.analysis import (
+    crossovers,
     figures,
-    offload,
     provenance_summary,
-    roofline,
     style,
     tables,
     tidy,
 )
+from accelbench.studies.roofline import offload, roofline
 
 from records import KERNELS, TRAIN, datasci_records, write_records
 
@@ -53,9 +53,9 @@ def test_every_figure_is_drawn(frame, tmp_path):
 def test_roofline_outputs_are_made(frame, tmp_path):
     roofline.roof_table(frame).to_csv(tmp_path / "percent.csv", index=False)
     for flag in (False, True):
-        roofline.crossovers(frame, with_transfer=flag)
+        crossovers.crossovers(frame, with_transfer=flag)
     style.save(roofline.roofline_figure(frame), tmp_path / "roofline")
-    style.save(roofline.crossover_figure(frame), tmp_path / "crossover")
+    style.save(crossovers.crossover_figure(frame), tmp_path / "crossover")
     assert (tmp_path / "crossover.png").exists()
 
 

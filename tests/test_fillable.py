@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accelbench import config as accelbench_config
-from accelbench import grid
+from accelbench import grid, studies
 from accelbench.analysis import figures, fillable, tables
 
 from conftest import REPO_ROOT
@@ -13,12 +13,18 @@ def filled(*configfiles: str) -> set[str]:
     config = accelbench_config.load([REPO_ROOT / "config" / name for name in configfiles])
     plan = fillable.Planned.of(grid.expand(config))
     baseline = config["report"]["baseline_device"]
-    return {name for name in fillable.NEEDS if fillable.fills(name, plan, baseline)}
+    needs = {**fillable.NEEDS, **studies.needs()}
+    return {name for name, need in needs.items() if need(plan, baseline)}
 
 
 def test_every_table_and_figure_says_what_it_needs():
-    made_by_rules = {"roofline", "kernel_crossover", "offload_break_even", "shi2016_comparison"}
+    made_by_rules = {"kernel_crossover"}
     assert set(tables.TABLES) | set(figures.FIGURES) | made_by_rules == set(fillable.NEEDS)
+
+
+def test_the_core_and_the_studies_name_their_outputs_apart():
+    assert set(fillable.NEEDS).isdisjoint(studies.needs())
+    assert {"roofline", "offload_break_even", "shi2016_comparison"} <= set(studies.needs())
 
 
 def test_every_table_and_figure_has_its_report_caption():

@@ -12,9 +12,9 @@ from dataclasses import asdict
 
 import pytest
 
-from accelbench import cli, gpu_check, grid
+from accelbench import cli, grid
 from accelbench import config as workflow_config
-from accelbench.analysis import acceptance, gpu_datasheets, tables
+from accelbench.analysis import tables
 from accelbench.analysis.tables import markdown_escape
 from accelbench.datasci import workloads
 from accelbench.families.kernel import KernelExperiment
@@ -24,6 +24,9 @@ from accelbench.kernels import kernels
 from accelbench.measuring.statistics import summarize, value
 from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.records.record import make_record, write_record
+from accelbench.studies.gpu_acceptance import acceptance
+from accelbench.studies.gpu_acceptance import check as gpu_check
+from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 
 from conftest import REPO_ROOT, copy_workflow, snakemake
 from records import provenance as base_provenance

@@ -129,7 +129,11 @@ def test_a_fork_server_stopped_by_its_parents_death_removes_its_folder(tmp_path,
 
 # --- rule scripts die with Snakemake -----------------------------------------------------------
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+# The core's rule scripts and the studies' (src/accelbench/studies/*/scripts/).
+SCRIPTS = sorted(
+    [*(ROOT / "scripts").glob("*.py"), *(ROOT / "src/accelbench/studies").glob("*/scripts/*.py")]
+)
 
 SLEEPING_RULE = """\
 localrules: sleep

@@ -27,9 +27,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from accelbench.analysis import offload, style, tidy
+from accelbench.analysis import style, tidy
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
+from accelbench.studies.roofline import offload
 
 SIZES = (64, 128, 256, 512)
 OVERHEAD = 48e-6

@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from accelbench import config as accelbench_config
+from accelbench import studies
 from accelbench.analysis import figures, fillable, style, tables
 from accelbench.grid import expand
 
@@ -46,7 +47,7 @@ from conftest import REPO_ROOT, copy_workflow, missing, snakemake
 
 pytestmark = pytest.mark.workflow
 
-GRIDS = {"default": (), "shi2016": ("config/shi2016.yaml",)}
+GRIDS = {"default": (), "shi2016": ("src/accelbench/studies/shi2016/config.yaml",)}
 WIDTHS = (800, 1400)
 WINDOW_HEIGHT = 900
 LAYOUT_PROBLEMS = (REPO_ROOT / "tests" / "data" / "layout_problems.js").read_text()
@@ -119,7 +120,8 @@ def fillable_outputs(grid: str) -> set[str]:
     config = accelbench_config.load([REPO_ROOT / path for path in GRIDS[grid]])
     plan = fillable.Planned.of(expand(config))
     baseline = config["report"]["baseline_device"]
-    return {name for name in fillable.NEEDS if fillable.fills(name, plan, baseline)}
+    needs = {**fillable.NEEDS, **studies.needs()}
+    return {name for name, need in needs.items() if need(plan, baseline)}
 
 
 def paper(layout: str, body: str) -> str:

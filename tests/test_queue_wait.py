@@ -12,8 +12,8 @@ import math
 import pandas as pd
 import pytest
 
-from accelbench.analysis import queue_wait
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import sacct
+from accelbench.studies.queue_wait import wait as queue_wait
 
 from conftest import REPO_ROOT
 

@@ -27,11 +27,9 @@ import pytest
 
 from accelbench.analysis import (
     compare,
+    crossovers,
     figures,
-    offload,
     provenance_summary,
-    roofline,
-    shi2016,
     summary,
     tables,
     tidy,
@@ -39,6 +37,8 @@ from accelbench.analysis import (
 from accelbench.families import FAMILIES
 from accelbench.families.base import POSITIVE_INT
 from accelbench.records import record as results
+from accelbench.studies.roofline import offload, roofline
+from accelbench.studies.shi2016 import comparison as shi2016
 
 from records import (
     KERNELS,
@@ -276,9 +276,9 @@ def downstream(root: Path, good: Path, out: Path) -> pd.DataFrame:
     for draw in figures.FIGURES.values():
         plt.close(draw(frame, "cpu1", None))
     roofline.above_roof_note(roofline.roof_table(frame))
-    crossing = [roofline.crossovers(frame, with_transfer=flag) for flag in (False, True)]
+    crossing = [crossovers.crossovers(frame, with_transfer=flag) for flag in (False, True)]
     assert all(isinstance(found, pd.DataFrame) for found in crossing)
-    for draw in (roofline.roofline_figure, roofline.crossover_figure):
+    for draw in (roofline.roofline_figure, crossovers.crossover_figure):
         plt.close(draw(frame))
     numbers = offload.break_even_table(frame)
     offload.write_table(numbers, str(out / "offload"))

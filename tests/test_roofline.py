@@ -10,9 +10,10 @@ import pytest
 from matplotlib.figure import Figure
 from test_figure_layout import layout_problems
 
-from accelbench.analysis import roofline, style, tidy
+from accelbench.analysis import crossovers, style, tidy
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
+from accelbench.studies.roofline import roofline
 
 SAMPLES = 5
 
@@ -236,7 +237,7 @@ def test_roof_table_lists_the_kernels_that_ran(frame):
 
 
 def test_crossover_kernel_only(frame):
-    found = roofline.crossovers(frame).set_index("kernel")
+    found = crossovers.crossovers(frame).set_index("kernel")
     assert set(found.index) == {"matmul", "saxpy"}
     # matmul: CPU 50 vs GPU 52.4 GFLOP/s at n=64 already: the GPU wins from the smallest size.
     assert found.loc["matmul", "crossover_size"] == 64
@@ -245,7 +246,7 @@ def test_crossover_kernel_only(frame):
 
 
 def test_crossover_with_transfer_is_interpolated(frame):
-    found = roofline.crossovers(frame, with_transfer=True).set_index("kernel")
+    found = crossovers.crossovers(frame, with_transfer=True).set_index("kernel")
     # End to end the GPU loses at 64 (5.2 < 50) and 256 (16.8 < 80), wins at 1024 (934 > 90).
     assert found.loc["matmul", "first_gpu_size"] == 1024
     crossover = found.loc["matmul", "crossover_size"]
@@ -263,17 +264,17 @@ def test_no_crossover_where_the_gpu_never_wins(frame):
     slow = frame.copy()
     gpu = slow["device"] == "cuda1"
     slow.loc[gpu, "gflops_median"] = slow.loc[gpu, "gflops_median"] / 1e6
-    found = roofline.crossovers(slow).set_index("kernel")
+    found = crossovers.crossovers(slow).set_index("kernel")
     assert found["crossover_size"].isna().all()
     assert found["first_gpu_size"].isna().all()
 
 
 def test_crossovers_need_both_sides(frame):
     cpu_only = frame[frame["device"] != "cuda1"]
-    assert roofline.crossovers(cpu_only).empty
+    assert crossovers.crossovers(cpu_only).empty
 
 
-@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, crossovers.crossover_figure])
 def test_figures_draw_and_save(frame, figure, tmp_path):
     fig = figure(frame)
     assert isinstance(fig, Figure)
@@ -302,7 +303,7 @@ def test_roofline_figure_draws_measured_ceilings(frame):
 
 
 def test_crossover_figure_marks_the_crossover(frame):
-    fig = roofline.crossover_figure(frame)
+    fig = crossovers.crossover_figure(frame)
     titles = [ax.get_title() for ax in fig.axes]
     assert "matmul, float32, kernel only" in titles
     assert "matmul, float32, with transfer" in titles
@@ -314,7 +315,7 @@ def test_crossover_figure_marks_the_crossover(frame):
     }
 
 
-@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, crossovers.crossover_figure])
 def test_figures_without_records_say_so(frame, figure):
     empty = frame[frame["experiment"] == "train"]
     fig = figure(empty)
@@ -349,13 +350,13 @@ def test_no_note_when_every_kernel_is_under_its_roof(frame):
     assert roofline.above_roof_note(roofline.roof_table(frame)) is None
 
 
-@pytest.mark.parametrize("figure", [roofline.roofline_figure, roofline.crossover_figure])
+@pytest.mark.parametrize("figure", [roofline.roofline_figure, crossovers.crossover_figure])
 def test_figures_are_laid_out_for_print(frame, figure):
     assert layout_problems(figure.__name__, figure(frame)) == []
 
 
 def test_no_crossover_figure_without_a_gpu(frame):
-    fig = roofline.crossover_figure(frame[frame["device"] != "cuda1"])
+    fig = crossovers.crossover_figure(frame[frame["device"] != "cuda1"])
     assert (
         fig.axes[0]
         .texts[0]

@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 from accelbench.slurm import resources as cluster
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import sacct
 
 from conftest import REPO_ROOT
 

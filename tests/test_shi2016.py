@@ -16,8 +16,11 @@ import pytest
 from test_figure_layout import layout_problems
 
 from accelbench import config as accelbench_config
-from accelbench import grid
-from accelbench.analysis import figures, fillable, shi2016, shi2016_paper, style, tidy
+from accelbench import grid, studies
+from accelbench.analysis import figures, fillable, style, tidy
+from accelbench.studies import shi2016 as shi2016_study
+from accelbench.studies.shi2016 import comparison as shi2016
+from accelbench.studies.shi2016 import paper as shi2016_paper
 from accelbench.train import settings
 from accelbench.train.models import models, resolve_options
 
@@ -25,7 +28,7 @@ from records import NO_GPU, scaled, train_record, write_records
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESNET50 = {"lr": 0.001, "depth": 50, "image_size": 224, "classes": 1000}
-SHIPPED = REPO_ROOT / "src" / "accelbench" / "reference" / "shi2016_table7.csv"
+SHIPPED = REPO_ROOT / "src" / "accelbench" / "studies" / "shi2016" / "table7.csv"
 
 
 def paper_record(model, device, samples=None, status="ok", reason=None, batch=16, **options):
@@ -76,7 +79,7 @@ def gpu_frame(tmp_path):
 
 
 def test_the_config_plans_every_network_of_the_paper_and_nothing_else():
-    config = accelbench_config.load([REPO_ROOT / "config" / "shi2016.yaml"])
+    config = accelbench_config.load([studies.config_file("shi2016")])
     planned = grid.expand(config).experiments
     assert {exp.family for exp in planned} == {"train"}
     assert {(exp.model, exp.batch) for exp in planned} == {
@@ -90,12 +93,13 @@ def test_the_config_plans_every_network_of_the_paper_and_nothing_else():
         )
         assert shi2016_paper.differing_options(network, options) == {}, exp.path
         assert (exp.precision, exp.strategy) == ("fp32", "single")
-    assert fillable.fills("shi2016_comparison", fillable.Planned.of(grid.expand(config)), "cpu1")
+    plan = fillable.Planned.of(grid.expand(config))
+    assert shi2016_study.NEEDS["shi2016_comparison"](plan, "cpu1")
 
 
 def test_the_default_grid_has_no_network_of_the_paper():
     plan = fillable.Planned.of(grid.expand(accelbench_config.load()))
-    assert not fillable.fills("shi2016_comparison", plan, "cpu1")
+    assert not shi2016_study.NEEDS["shi2016_comparison"](plan, "cpu1")
 
 
 def test_every_cell_of_table_7_is_read_from_the_shipped_file():
@@ -384,7 +388,7 @@ def test_the_table_ships_in_the_wheel_and_is_read_where_installed(tmp_path):
     # -S: no site-packages, so the editable checkout cannot answer instead of the install.
     read = (
         f"import sys; sys.path.insert(0, {str(site)!r}); "
-        "from accelbench.analysis import shi2016_paper as paper; "
+        "from accelbench.studies.shi2016 import paper; "
         "print(paper.TABLE7_FILE); print(sum(cell.ran for cell in paper.TABLE7.values()))"
     )
     done = subprocess.run(
@@ -394,4 +398,7 @@ def test_the_table_ships_in_the_wheel_and_is_read_where_installed(tmp_path):
     path, ran = done.stdout.split()
     assert Path(path).is_relative_to(site) and Path(path).is_file()
     assert int(ran) == 392
-    assert (site / "accelbench" / "reference" / "README.md").is_file()
+    study = site / "accelbench" / "studies" / "shi2016"
+    for name in ("README.md", "config.yaml", "rules.smk", "scripts/shi2016_comparison.py"):
+        assert (study / name).is_file(), name
+    assert list((study / "report").glob("*.rst"))

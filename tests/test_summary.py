@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from accelbench.analysis import figures, fillable, roofline, summary, tables, tidy, titles
+from accelbench import studies
+from accelbench.analysis import crossovers, figures, fillable, summary, tables, tidy, titles
 from accelbench.records.record import make_record
 
 from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
@@ -88,10 +89,10 @@ def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
 
 def test_every_report_item_has_a_human_title():
     made = set(tables.TABLES) | set(figures.FIGURES) | set(fillable.NEEDS)
-    rule_tables = {"kernel_crossovers", "kernel_roof_percent"}
-    assert made | rule_tables | {"provenance", "config", "queue_wait", "summary"} <= set(
-        titles.TITLES
-    )
+    assert made | {"kernel_crossovers", "provenance", "config", "summary"} <= set(titles.TITLES)
+    by_rules = {"kernel_roof_percent", "shi2016_scaling", "queue_wait"}
+    assert set(studies.needs()) | by_rules <= set(studies.titles())
+    assert set(titles.TITLES).isdisjoint(studies.titles())
 
 
 def collect(tmp_path, records):
@@ -123,7 +124,7 @@ def test_gpu_cells_that_did_not_run_are_named_with_why(frame):
 def test_where_a_gpu_ran_the_answer_gives_the_crossovers_and_the_training_speedups(tmp_path):
     found = collect(tmp_path, [*GPU_TRAIN, *datasci_records(["cpu2", "cuda1"])])
     kernels, training = summary.headline(found)
-    crossing = roofline.crossovers(found, with_transfer=True)
+    crossing = crossovers.crossovers(found, with_transfer=True)
     assert kernels == (
         "Kernels and data science workloads: the GPU overtakes the CPU, copies included, "
         f"in {crossing['crossover_size'].notna().sum()} of the {len(crossing)} measured on both "

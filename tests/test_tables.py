@@ -9,7 +9,8 @@ import pytest
 from test_offload import collect as collect_offload
 from test_offload import hand_case
 
-from accelbench.analysis import offload, plain_tables, tables, tidy
+from accelbench.analysis import plain_tables, tables, tidy
+from accelbench.studies.roofline import offload
 
 from records import (
     GPU_TRAIN,

@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench import __version__, gpu_check, grid, registry
+from accelbench import __version__, grid, registry
 from accelbench import config as workflow_config
-from accelbench.analysis import acceptance, advisor, compare, plain_tables, queue_wait
+from accelbench.analysis import compare, plain_tables
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
 from accelbench.platform import doctor
 from accelbench.records import record as results
 from accelbench.run import launch
-from accelbench.slurm import run_status, sacct
+from accelbench.slurm import run_status
+from accelbench.studies.gpu_acceptance import acceptance
+from accelbench.studies.gpu_acceptance import check as gpu_check
+from accelbench.studies.queue_wait import advisor, sacct
+from accelbench.studies.queue_wait import wait as queue_wait
 
 
 def command_grid(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ localrules:
     summary,
     tables,
     figures,
+    kernel_crossover,
     provenance,
-    shi2016_comparison,
 
 
 rule tidy:
@@ -107,41 +107,31 @@ rule figures:
         "../../scripts/figures.py"
 
 
-rule shi2016_comparison:
-    """Shi et al. (2016) networks: time per mini-batch and thread scaling beside the paper's."""
+rule kernel_crossover:
+    """Sizes from which the GPU beats the CPU, per kernel: table and figure."""
     input:
         rules.tidy.output.parquet,
     output:
-        table=multiext("results/tables/shi2016_comparison", ".md", ".tex"),
-        table_csv=report(
-            "results/tables/shi2016_comparison.csv",
-            caption="../report/shi2016_comparison_table.rst",
-            category="Training",
+        crossovers=report(
+            "results/tables/kernel_crossovers.csv",
+            caption="../report/kernel_crossovers.rst",
+            category="Kernels",
             subcategory="Tables",
-            labels={"item": titles.TITLES["shi2016_comparison"]},
+            labels={"item": titles.TITLES["kernel_crossovers"]},
         ),
-        figure_pdf="results/figures/shi2016_comparison.pdf",
-        figure_png=report(
-            "results/figures/shi2016_comparison.png",
-            caption="../report/shi2016_comparison.rst",
-            category="Training",
-            labels={"item": titles.TITLES["shi2016_comparison"]},
-        ),
-        scaling_pdf="results/figures/shi2016_scaling.pdf",
-        scaling_png=report(
-            "results/figures/shi2016_scaling.png",
-            caption="../report/shi2016_scaling.rst",
-            category="Training",
-            labels={"item": titles.TITLES["shi2016_scaling"]},
+        crossover_pdf="results/figures/kernel_crossover.pdf",
+        crossover_png=report(
+            "results/figures/kernel_crossover.png",
+            caption="../report/kernel_crossover.rst",
+            category="Kernels",
+            labels={"item": titles.TITLES["kernel_crossover"]},
         ),
     log:
-        "results/logs/shi2016_comparison.log",
+        "results/logs/kernel_crossover.log",
     conda:
         ANALYSIS_ENV
-    params:
-        width=config["report"]["figure_width"],
     script:
-        "../../scripts/shi2016_comparison.py"
+        "../../scripts/kernel_crossover.py"
 
 
 rule provenance:

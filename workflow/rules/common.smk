@@ -10,7 +10,13 @@ from snakemake.settings.types import DeploymentMethod
 
 from accelbench import grid
 from accelbench.slurm import resources as cluster, group_errors, interrupts
-from accelbench.run import progress, config as run_config, profile as run_profile, start as run_start, targets
+from accelbench.run import (
+    progress,
+    config as run_config,
+    profile as run_profile,
+    start as run_start,
+    targets,
+)
 from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.platform.devices import parse_device
@@ -189,6 +195,12 @@ def table_files(name, category):
 def fills(name):
     """Whether the grid plans what output `name` shows (else it has nothing to show)."""
     return fillable.fills(name, PLANNED, config["report"]["baseline_device"])
+
+
+def study_fills(study, name):
+    """Whether the planned grid has what output `name` of `study` (a package of
+    accelbench.studies) shows."""
+    return study.NEEDS[name](PLANNED, config["report"]["baseline_device"])
 
 
 def tables_to_fill(category, *names):

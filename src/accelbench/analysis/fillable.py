@@ -1,10 +1,11 @@
 """Which tables and figures a grid can fill: the default target asks for those only.
 
 Decided from the planned grid before anything runs, so that a CPU-only grid asks
-for no GPU-scaling figure, no CPU/GPU crossover and no offload break-even: an
-output with nothing to show is not made. A planned cell can still fail to run;
-the outputs that are made mark such cells. Energy outputs are asked for wherever
-their family runs: whether a counter can be read is known only where it runs.
+for no GPU-scaling figure and no CPU/GPU crossover: an output with nothing to show
+is not made (a study says the same of its outputs in its NEEDS, accelbench.studies).
+A planned cell can still fail to run; the outputs that are made mark such cells.
+Energy outputs are asked for wherever their family runs: whether a counter can be
+read is known only where it runs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from accelbench.analysis import shi2016_paper
 from accelbench.grid import Grid
 from accelbench.platform.devices import Device, parse_device
 
@@ -90,14 +90,11 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
     "train_node_scaling": lambda plan, baseline: any(
         parse_device(name).nodes > 1 for name in plan.train_devices
     ),
-    "shi2016_comparison": lambda plan, baseline: shi2016_paper.planned(plan.train_configurations),
     "kernel_time": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_throughput": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),
     "kernel_speedup": lambda plan, baseline: _besides(plan.kernel_devices, baseline),
-    "roofline": lambda plan, baseline: bool(plan.kernel_devices) and plan.roofs,
     "kernel_crossover": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
-    "offload_break_even": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
     "datasci_time": lambda plan, baseline: bool(plan.datasci_devices),
     "datasci_throughput": lambda plan, baseline: bool(plan.datasci_devices),
     "datasci_energy": lambda plan, baseline: bool(plan.datasci_devices),

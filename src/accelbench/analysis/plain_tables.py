@@ -1,7 +1,7 @@
 """Plain tables (a caption, text columns, then number columns, notes below) in four forms.
 
-For analysis tables that are not a rows x devices comparison: queue wait by
-request size, the offload break-even per kernel. Markdown and LaTeX (booktabs)
+For analysis tables that are not a rows x devices comparison (the studies' tables,
+accelbench.studies, and what the command line prints). Markdown and LaTeX (booktabs)
 show the display strings; the CSV holds the plain numbers behind them, so
 nothing read from the CSV has been rounded for display. Plain text, for a
 terminal, shows the display strings as they are: no markup, nothing escaped.

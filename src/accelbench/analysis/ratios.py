@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import tidy
-from accelbench.measuring.timing import CI_LEVEL
+from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import Device, DeviceError, parse_device
 
 NO_BASELINE = "no_baseline"

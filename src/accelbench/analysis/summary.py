@@ -19,7 +19,8 @@ from statistics import median
 
 import pandas as pd
 
-from accelbench.analysis import roofline, tables, tidy
+from accelbench.analysis import crossovers as crossing
+from accelbench.analysis import tables, tidy
 from accelbench.platform.devices import names_a_gpu
 
 # Below this fraction of its best speed, the host's speed is stated in the summary.
@@ -99,7 +100,7 @@ def fastest_devices(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
     """Where the best GPU result overtakes the best CPU result, copies included."""
-    found = roofline.crossovers(frame, with_transfer=True)
+    found = crossing.crossovers(frame, with_transfer=True)
     return pd.DataFrame(
         {
             "kernel or workload": found["kernel"].fillna(found["workload"]),
@@ -144,7 +145,7 @@ def headline(frame: pd.DataFrame) -> list[str]:
             "where its GPUs are to see where the GPU pays off."
         ]
     said = []
-    found = roofline.crossovers(frame, with_transfer=True)
+    found = crossing.crossovers(frame, with_transfer=True)
     if not found.empty:
         said.append(
             "Kernels and data science workloads: the GPU overtakes the CPU, copies "

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from accelbench import grid
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
-from accelbench.measuring.timing import CI_LEVEL
+from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.records.record import RecordError, load_record

@@ -14,7 +14,7 @@ import pandas as pd
 from accelbench.analysis import ratios, tidy
 from accelbench.analysis.tables.model import build_table, cell_grid
 from accelbench.analysis.tables.numbers import readable_unit
-from accelbench.measuring.timing import CI_LEVEL, RERUN_INTERVAL
+from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL
 from accelbench.platform.devices import DeviceError, parse_device
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from accelbench.analysis import ratios, tidy
 from accelbench.analysis.tables.numbers import MISSING, format_with_ci, shared_exponent
-from accelbench.measuring.timing import CI_LEVEL
+from accelbench.measuring.statistics import CI_LEVEL
 
 # Columns of the CSV (long form, one line per table cell); "column" is written under the
 # name of what the table's columns are (device, precision).

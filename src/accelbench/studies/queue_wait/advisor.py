@@ -31,10 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench.analysis import queue_wait
 from accelbench.platform.devices import parse_device
 from accelbench.slurm import resources as cluster
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import sacct
+from accelbench.studies.queue_wait import wait as queue_wait
 
 # The measured time of one unit of work per experiment family, best first.
 RUN_TIME_METRICS = {

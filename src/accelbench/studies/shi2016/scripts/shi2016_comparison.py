@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis import shi2016, style
-from accelbench.job.processes import die_with_parent
+from accelbench.analysis import style
+from accelbench.platform.processes import die_with_parent
+from accelbench.studies.shi2016 import comparison as shi2016
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -33,8 +33,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from accelbench.analysis import plain_tables, style
-from accelbench.measuring import timing
-from accelbench.slurm.sacct import ParsedDump
+from accelbench.measuring import statistics as sample_stats
+from accelbench.studies.queue_wait.sacct import ParsedDump
 
 DIMENSIONS = {"cpu_hours": "Requested CPU-hours", "gb_hours": "Requested GB-hours"}
 STAT_COLUMNS = ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s", "ci_level")
@@ -73,7 +73,7 @@ def assign_bins(values: pd.Series, edges: list[float]) -> pd.Series:
 def _wait_stats(waits: pd.Series) -> dict[str, float]:
     if waits.empty:
         return dict.fromkeys(STAT_COLUMNS, math.nan)
-    stats = timing.summarize(waits.tolist(), "s")
+    stats = sample_stats.summarize(waits.tolist(), "s")
     return {
         "median_s": stats["median"],
         "q1_s": stats["q1"],

@@ -14,7 +14,7 @@ The conditions:
   (tf32 or bfloat16 before Ampere, by its data sheet) may be "unavailable".
 - one_gpu: every GPU record names the same board (a roof bounds the board it was
   measured on only).
-- datasheet: the board is in the data-sheet table (analysis.gpu_datasheets).
+- datasheet: the board is in the data-sheet table (studies.gpu_acceptance.datasheets).
 - energy: every GPU kernel, training and data science record has its energy
   measured by NVML ("ok"), on the GPU the experiment ran on: the counters' UUIDs
   are those torch gives the devices it used (provenance.accelerator.uuids).
@@ -41,11 +41,13 @@ from typing import Any
 import pandas as pd
 
 from accelbench import grid
-from accelbench.analysis import gpu_datasheets, plain_tables, roofline, tidy
-from accelbench.analysis.gpu_datasheets import DataSheet
+from accelbench.analysis import plain_tables, tidy
 from accelbench.measuring import energy
 from accelbench.platform.devices import names_a_gpu, parse_device
 from accelbench.records.record import load_record
+from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
+from accelbench.studies.gpu_acceptance.datasheets import DataSheet
+from accelbench.studies.roofline import roofline
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",
@@ -203,7 +205,8 @@ def _judge_roofs(verdict: Verdict, frame: pd.DataFrame, paths_by_id: dict[str, s
                     "roof_plausible",
                     path,
                     f"{metric} not judged: the data sheet of {verdict.datasheet.name} at hand "
-                    f"gives no figure for it in {roof.dtype} (analysis/gpu_datasheets.py)",
+                    f"gives no figure for it in {roof.dtype} "
+                    "(studies/gpu_acceptance/datasheets.py)",
                 )
                 continue
             fraction = measured / peak
@@ -370,7 +373,7 @@ def evaluate(paths: Iterable[str], root: str | os.PathLike[str] = ".") -> Verdic
         verdict.fail(
             "datasheet",
             next(iter(gpu_records)),
-            f"{gpu} is not in the data-sheet table (analysis/gpu_datasheets.py): "
+            f"{gpu} is not in the data-sheet table (studies/gpu_acceptance/datasheets.py): "
             "add its data sheet's peaks to judge its roofs",
         )
         return verdict

@@ -3,7 +3,7 @@
 import logging
 
 from accelbench.platform.processes import die_with_parent
-from accelbench.slurm import sacct
+from accelbench.studies.queue_wait import sacct
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -6,7 +6,7 @@ count) and on three GPUs: Table 7, seconds per mini-batch. Each network is a
 catalogue model here at the paper's batch size and options; the models follow
 the authors' Torch scripts (github.com/hclhkbu/dlbench), and `NETWORKS` says for
 each where it differs. The whole of Table 7 ships with the package
-(accelbench/reference/shi2016_table7.csv, its README beside it) and is read from
+(accelbench/studies/shi2016/table7.csv, its README beside it) and is read from
 that one file: a cell the paper prints as "-" did not run, and stays without a
 number. No heavy imports: the grid's planning asks which networks it holds.
 """
@@ -106,7 +106,7 @@ NETWORKS = (
 )
 
 
-TABLE7_FILE = resources.files("accelbench").joinpath("reference", "shi2016_table7.csv")
+TABLE7_FILE = resources.files("accelbench.studies.shi2016").joinpath("table7.csv")
 TOOLS = ("Caffe", "CNTK", "TF", "MXNet", "Torch")
 REFERENCE_TOOL = "Torch"  # the ancestor of PyTorch, which the models here train with
 

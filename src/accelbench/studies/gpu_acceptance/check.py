@@ -2,7 +2,7 @@
 
 The last step of `make gpu-check` (docs/gpu-acceptance.md): after the doctor, the
 GPU tests and the workflow run of config/gpu.yaml, the grid's records are judged
-(analysis.acceptance) and everything a reader needs to trust or compare them goes to
+(studies.gpu_acceptance.acceptance) and everything a reader needs to trust or compare them goes to
 `reference/<gpu>/`, to be committed: the records, the tables and figures, the
 provenance, the tidy table, the doctor's and the GPU tests' output, and the verdict
 (acceptance.md, acceptance.json). The folder is replaced as a whole, so it never
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import grid
-from accelbench.analysis import acceptance
+from accelbench.studies.gpu_acceptance import acceptance
 
 REFERENCE_DIR = "reference"
 # Made by the workflow's aggregation: folders and files kept as they are.

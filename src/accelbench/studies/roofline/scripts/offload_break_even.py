@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis import offload, style
+from accelbench.analysis import style
 from accelbench.platform.processes import die_with_parent
+from accelbench.studies.roofline import offload
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -3,9 +3,10 @@
 import logging
 from pathlib import Path
 
-from accelbench.analysis import queue_wait, style
-from accelbench.job.processes import die_with_parent
-from accelbench.slurm import sacct
+from accelbench.analysis import style
+from accelbench.platform.processes import die_with_parent
+from accelbench.studies.queue_wait import sacct
+from accelbench.studies.queue_wait import wait as queue_wait
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
 die_with_parent()

@@ -1,6 +1,6 @@
 """Measured time per mini-batch beside Shi et al. (2016), Table 7: a table and two figures.
 
-`config/shi2016.yaml` plans the paper's seven networks (accelbench.analysis.shi2016_paper).
+The study's config.yaml plans the paper's seven networks (accelbench.studies.shi2016.paper).
 A record stands for a network only if its model, batch, precision (fp32),
 strategy (single) and options match: a ResNet-50 at 64 x 64 pixels is not the
 paper's ResNet-50, and the table lists it as not compared with the option that
@@ -29,19 +29,6 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from accelbench.analysis import figures, plain_tables, style
-from accelbench.analysis.shi2016_paper import (
-    CITATION,
-    NETWORKS,
-    PLATFORMS,
-    PRECISION,
-    REFERENCE_TOOL,
-    STRATEGY,
-    TOOLS,
-    Network,
-    best,
-    differing_options,
-    published,
-)
 from accelbench.analysis.tables import (
     ABOVE_IDEAL_MARK,
     ABOVE_IDEAL_NOTE,
@@ -54,6 +41,19 @@ from accelbench.analysis.tables import (
 )
 from accelbench.analysis.tidy import STATUS_TEXT, device_key, flagged
 from accelbench.platform.devices import DeviceError, parse_device
+from accelbench.studies.shi2016.paper import (
+    CITATION,
+    NETWORKS,
+    PLATFORMS,
+    PRECISION,
+    REFERENCE_TOOL,
+    STRATEGY,
+    TOOLS,
+    Network,
+    best,
+    differing_options,
+    published,
+)
 
 DID_NOT_RUN = "did not run"
 NONE_RAN = "none ran"
@@ -310,7 +310,7 @@ def notes(numbers: pd.DataFrame, not_compared: list[str]) -> list[str]:
     if numbers.empty:
         found = [
             "No record of a Shi et al. (2016) network at the paper's batch size, "
-            "fp32, single process: run config/shi2016.yaml."
+            "fp32, single process: run the grid of studies/shi2016/config.yaml."
         ]
         return found + not_compared
     said = [
