@@ -962,6 +962,17 @@ def test_the_caption_names_the_interval_the_records_hold(tmp_path):
     frame["interval"] = statistics.RERUN_INTERVAL
     table, _ = tables.comparison_table(frame, experiment="train")
     assert "median [95% rerun interval]" in table.attrs["caption"]
+    # With the host's spread and drift, mixed with the cell's own, or as an older record
+    # words it (another module path): still rerun intervals, all of them.
+    frame["interval"] = statistics.HOST_RERUN_INTERVAL
+    frame.loc[frame.index[0], "interval"] = statistics.RERUN_INTERVAL.replace(
+        "accelbench.measuring.statistics", "accelbench.timing"
+    )
+    table, _ = tables.comparison_table(frame, experiment="train")
+    assert "median [95% rerun interval]" in table.attrs["caption"]
+    frame.loc[frame.index[-1], "interval"] = statistics.WITHIN_RUN_INTERVAL
+    table, _ = tables.comparison_table(frame, experiment="train")
+    assert "median [95% CI]" in table.attrs["caption"]
 
 
 def test_a_grid_whose_every_kernel_record_is_invalid_keeps_its_cells(tmp_path):

@@ -31,14 +31,17 @@ RERUN_QUANTILES = (
     0.843, 0.838, 0.796, 0.794, 0.758, 0.755, 0.725, 0.722, 0.695,
 )  # fmt: skip
 MAX_RUNS = len(RERUN_QUANTILES) + 1
+# The opening words of every rerun interval's description (record param `interval`), by
+# which a table tells a rerun interval from a within-run CI whatever else the text names.
+RERUN_INTERVAL_OPENING = "95% prediction interval for the median an independent rerun"
 RERUN_INTERVAL = (
-    "95% prediction interval for the median an independent rerun of R runs reports: "
+    f"{RERUN_INTERVAL_OPENING} of R runs reports: "
     "median of the R run medians times exp(+-q(R) * MADn(log run medians)), q(R) the 95% "
     "quantile of that pivot for normal log run medians "
-    "(accelbench.measuring.timing.RERUN_QUANTILES)"
+    "(accelbench.measuring.statistics.RERUN_QUANTILES)"
 )
 HOST_RERUN_INTERVAL = (
-    "95% prediction interval for the median an independent rerun of R runs reports, minutes "
+    f"{RERUN_INTERVAL_OPENING} of R runs reports, minutes "
     "later: median of the R run medians times exp(+-1.96 sqrt(2 V(R) s^2 + 2 d^2)), s the "
     "larger of the runs' own spread and that of the host's recent cells, d the host's drift "
     "between measurements (conditions host_run_spread, host_drift; accelbench.measuring.rerun)"

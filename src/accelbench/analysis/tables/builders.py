@@ -14,7 +14,7 @@ import pandas as pd
 from accelbench.analysis import ratios, tidy
 from accelbench.analysis.tables.model import build_table, cell_grid
 from accelbench.analysis.tables.numbers import readable_unit
-from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL
+from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform.devices import DeviceError, parse_device
 
 
@@ -34,10 +34,11 @@ SPECS = {
 
 def interval_name(rows: pd.DataFrame) -> str:
     """What the brackets hold: a rerun interval where every record that ran was measured
-    in independent runs (record param `interval`), else the within-run CI."""
+    in independent runs (record param `interval`: either rerun interval, from the cell's
+    runs alone or with the host's spread and drift), else the within-run CI."""
     ran = rows[rows["status"] == "ok"]
     methods = set(ran["interval"].dropna()) if "interval" in ran else set()
-    rerun = bool(methods) and methods == {RERUN_INTERVAL}
+    rerun = bool(methods) and all(method.startswith(RERUN_INTERVAL_OPENING) for method in methods)
     return f"{CI_LEVEL:.0%} {'rerun interval' if rerun else 'CI'}"
 
 
