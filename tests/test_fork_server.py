@@ -35,7 +35,6 @@ def server(tmp_path_factory):
 
 def _payload(output, settings=SETTINGS, log_file=None):
     return {
-        "family": KERNEL.family,
         "experiment_type": experiment_type_name(KERNEL),
         "experiment": asdict(KERNEL),
         "settings": settings,

@@ -200,7 +200,6 @@ def run_supervised(
         folder.mkdir(parents=True, exist_ok=True)
         failure_dir = tempfile.mkdtemp(prefix=f".{Path(output).name}.ranks-", dir=folder)
     payload = {
-        "family": exp.family,
         # What the measuring process imports to build the experiment (and declare its family).
         "experiment_type": experiment_type_name(exp),
         "experiment": asdict(exp),
