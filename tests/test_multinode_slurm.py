@@ -113,12 +113,12 @@ WORKER = """\
 import sys
 import torch
 from accelbench.families.train import TrainExperiment
-from accelbench.train import distributed
+from accelbench.platform import ranks
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings
 
 settings, out = TrainSettings.from_mapping(eval(sys.argv[1])), sys.argv[2]
-rendezvous = distributed.from_environment()
+rendezvous = ranks.from_environment()
 exp = TrainExperiment("fcn", "2x1cpu", "fp32", "ddp", 4)
 result = train_process(exp, settings, rendezvous, keep_state=True)
 if rendezvous.rank == 0:

@@ -31,7 +31,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement, supervisor
 from accelbench.measuring.outcome import of_error
-from accelbench.platform import processes
+from accelbench.platform import processes, ranks
 from accelbench.platform.devices import Device, DeviceError, parse_device
 from accelbench.records.record import load_record
 from accelbench.train import cpu_support, distributed, strategies
@@ -150,23 +150,23 @@ SLURM_STEP = {
 
 
 def test_rendezvous_from_slurm_tasks():
-    rendezvous = distributed.from_environment(SLURM_STEP)
-    assert rendezvous == distributed.Rendezvous(3, 4, 1, "gpu07", 20000 + 4711, "slurm")
+    rendezvous = ranks.from_environment(SLURM_STEP)
+    assert rendezvous == ranks.Rendezvous(3, 4, 1, "gpu07", 20000 + 4711, "slurm")
     assert not rendezvous.is_primary
 
 
 def test_slurm_master_address_and_port_can_be_given():
     env = {**SLURM_STEP, "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}
-    rendezvous = distributed.from_environment(env)
+    rendezvous = ranks.from_environment(env)
     assert (rendezvous.master_addr, rendezvous.master_port) == ("10.0.0.5", 29500)
 
 
 def test_a_batch_script_or_a_single_task_is_not_a_launched_rank():
     batch_script = {key: value for key, value in SLURM_STEP.items() if "STEP" not in key}
-    assert distributed.from_environment(batch_script) is None
+    assert ranks.from_environment(batch_script) is None
     one_task = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "1", "SLURM_PROCID": "0"}
-    assert distributed.from_environment(one_task) is None
-    assert distributed.from_environment({}) is None
+    assert ranks.from_environment(one_task) is None
+    assert ranks.from_environment({}) is None
 
 
 def test_rendezvous_from_torchrun():
@@ -179,14 +179,12 @@ def test_rendezvous_from_torchrun():
         "TORCHELASTIC_RUN_ID": "x",
         **SLURM_STEP,  # torchrun inside a Slurm step: torchrun's ranks are the processes
     }
-    assert distributed.from_environment(env) == distributed.Rendezvous(
-        1, 2, 1, "127.0.0.1", 29400, "torchrun"
-    )
+    assert ranks.from_environment(env) == ranks.Rendezvous(1, 2, 1, "127.0.0.1", 29400, "torchrun")
 
 
 def test_malformed_slurm_variables_are_named():
-    with pytest.raises(distributed.LaunchError, match="SLURM_PROCID is 'x'; expected an integer"):
-        distributed.from_environment({**SLURM_STEP, "SLURM_PROCID": "x"})
+    with pytest.raises(ranks.LaunchError, match="SLURM_PROCID is 'x'; expected an integer"):
+        ranks.from_environment({**SLURM_STEP, "SLURM_PROCID": "x"})
 
 
 @pytest.mark.parametrize(
@@ -200,13 +198,13 @@ def test_malformed_slurm_variables_are_named():
     ],
 )
 def test_first_host_of_a_slurm_hostlist(nodelist, host):
-    assert distributed.first_host(nodelist) == host
+    assert ranks.first_host(nodelist) == host
 
 
 def test_jobs_get_different_ports_and_tasks_the_same():
-    assert distributed.slurm_port("12") == distributed.slurm_port("12")
-    assert distributed.slurm_port("12") != distributed.slurm_port("13")
-    assert all(20000 <= distributed.slurm_port(str(job)) < 40000 for job in (0, 19999, 10**9))
+    assert ranks.slurm_port("12") == ranks.slurm_port("12")
+    assert ranks.slurm_port("12") != ranks.slurm_port("13")
+    assert all(20000 <= ranks.slurm_port(str(job)) < 40000 for job in (0, 19999, 10**9))
 
 
 def test_ranks_sharing_a_gpu_are_named():
@@ -299,7 +297,7 @@ def test_torchrun_that_dies_without_a_result_is_a_failure(monkeypatch):
         return type("Done", (), {"returncode": -9, "stdout": "", "stderr": "Killed"})()
 
     fake_torchrun(monkeypatch, torchrun)
-    with pytest.raises(distributed.LaunchError, match="torchrun exited with status -9: Killed"):
+    with pytest.raises(ranks.LaunchError, match="torchrun exited with status -9: Killed"):
         distributed.launch_local({}, processes=2, threads_per_process=1)
 
 
@@ -313,7 +311,7 @@ def _rank_that_fails_on_rank_1(rendezvous):
 
 def test_a_failed_forked_rank_stops_the_others_and_names_its_error():
     started = time.monotonic()
-    with pytest.raises(distributed.LaunchError, match="rank 1: ValueError: rank 1 cannot go on"):
+    with pytest.raises(ranks.LaunchError, match="rank 1: ValueError: rank 1 cannot go on"):
         distributed.launch_forked(_rank_that_fails_on_rank_1, processes=2)
     assert time.monotonic() - started < 20
 
@@ -325,7 +323,7 @@ def test_a_killed_forked_rank_is_named():
         time.sleep(60)
         return {}
 
-    with pytest.raises(distributed.LaunchError, match="rank 1 was killed by SIGKILL"):
+    with pytest.raises(ranks.LaunchError, match="rank 1 was killed by SIGKILL"):
         distributed.launch_forked(killed, processes=2)
 
 
@@ -335,7 +333,7 @@ def test_ranks_fork_only_where_the_process_allows_it(monkeypatch):
     monkeypatch.setattr(distributed, "launch_local", lambda *args: launched.append("torchrun"))
     monkeypatch.setattr(distributed, "os_threads", lambda: 1)
     distributed.launch(None, {}, 2, 1, on_gpus=False)
-    with distributed.ranks_may_fork():
+    with ranks.ranks_may_fork():
         distributed.launch(None, {}, 2, 1, on_gpus=False)
         distributed.launch(None, {}, 2, 1, on_gpus=True)  # CUDA cannot be used after a fork
     assert launched == ["torchrun", "fork", "torchrun"]
@@ -349,7 +347,7 @@ def _launcher_chosen_here(with_another_thread: bool) -> list[str]:
     done = threading.Event()
     if with_another_thread:
         threading.Thread(target=done.wait).start()
-    with distributed.ranks_may_fork():
+    with ranks.ranks_may_fork():
         distributed.launch(None, {}, 2, 1, on_gpus=False)
     done.set()
     return chosen
@@ -618,7 +616,7 @@ GLOBAL_BATCH = 4
 
 def _rank_worker(rank: int, ports: list[int], queue) -> None:
     for (model, strategy), port in zip(SCENARIOS, ports, strict=True):
-        rendezvous = distributed.Rendezvous(rank, 2, rank, "127.0.0.1", port, "spawn")
+        rendezvous = ranks.Rendezvous(rank, 2, rank, "127.0.0.1", port, "spawn")
         exp = TrainExperiment(model, "cpu2", "fp32", strategy, GLOBAL_BATCH)
         settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
         result = train_process(exp, settings, rendezvous, keep_state=True)

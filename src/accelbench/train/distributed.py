@@ -49,14 +49,8 @@ from accelbench.measuring.outcome import Hung
 from accelbench.platform import ranks
 from accelbench.platform.processes import ask_for_stacks, die_with_parent, exit_text, time_left
 from accelbench.platform.ranks import (
-    SINGLE_PROCESS,
     LaunchError,
     Rendezvous,
-    first_host,
-    from_environment,
-    is_primary_process,
-    ranks_may_fork,
-    slurm_port,
 )
 from accelbench.train.models import Unavailable
 
@@ -328,15 +322,3 @@ def launch_local(
         tail = (done.stderr or done.stdout)[-2000:]
         what = f"torchrun exited with status {done.returncode}: {tail}"
         return _result(result_file, done.returncode != 0, what)
-
-
-__all__ = [
-    "SINGLE_PROCESS",
-    "LaunchError",
-    "Rendezvous",
-    "first_host",
-    "from_environment",
-    "is_primary_process",
-    "ranks_may_fork",
-    "slurm_port",
-]

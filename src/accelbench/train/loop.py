@@ -34,7 +34,7 @@ from accelbench import registry
 from accelbench.measuring import energy, precision, timers
 from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import Outcome
-from accelbench.platform import doctor
+from accelbench.platform import doctor, ranks
 from accelbench.platform.devices import (
     Device,
     cpu_threads,
@@ -244,7 +244,7 @@ def _combine_energy(found: dict[str, Any], device) -> dict[str, Any]:
     }
 
 
-def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
+def _local_gpu(rendezvous: ranks.Rendezvous) -> int:
     """This process's GPU: its local rank, or 0 where each task sees only its own GPU."""
     return rendezvous.local_rank if visible_gpu_count() > 1 else 0
 
@@ -252,7 +252,7 @@ def _local_gpu(rendezvous: distributed.Rendezvous) -> int:
 def train_process(
     exp: TrainCell,
     settings: TrainSettings,
-    rendezvous: distributed.Rendezvous = distributed.SINGLE_PROCESS,
+    rendezvous: ranks.Rendezvous = ranks.SINGLE_PROCESS,
     keep_state: bool = False,
 ) -> dict[str, Any]:
     """Build and train in this process (one rank of a group, or the only process).
@@ -356,10 +356,10 @@ def _launch(exp: TrainCell, settings: TrainSettings, device: Device) -> dict[str
     processes = strategies.process_count(exp.strategy, device)
     if processes == 1:
         return train_process(exp, settings)
-    rendezvous = distributed.from_environment()
+    rendezvous = ranks.from_environment()
     if rendezvous is not None:
         if rendezvous.world_size != processes:
-            raise distributed.LaunchError(
+            raise ranks.LaunchError(
                 f"launched as {rendezvous.world_size} processes ({rendezvous.launcher}); "
                 f"{exp.device} with {exp.strategy} needs {processes}"
             )
@@ -383,7 +383,7 @@ def _launch(exp: TrainCell, settings: TrainSettings, device: Device) -> dict[str
 
 
 def _unavailable_reason(exp: TrainCell, settings: TrainSettings, device: Device) -> str | None:
-    launched = distributed.from_environment()
+    launched = ranks.from_environment()
     if device.nodes > 1 and launched is None:
         processes = strategies.process_count(exp.strategy, device)
         return (

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import registry
+from accelbench.platform import ranks
 from accelbench.platform.processes import dump_stacks_into_the_job_log
 from accelbench.train import distributed
 from accelbench.train.loop import train_process
@@ -23,9 +24,9 @@ from accelbench.train.settings import TrainSettings
 def main(request_path: str, result_path: str) -> int:
     dump_stacks_into_the_job_log()
     request = json.loads(Path(request_path).read_text())
-    rendezvous = distributed.from_environment()
+    rendezvous = ranks.from_environment()
     if rendezvous is None:
-        raise distributed.LaunchError("accelbench.train.worker runs under torchrun or srun")
+        raise ranks.LaunchError("accelbench.train.worker runs under torchrun or srun")
     registry.use_plugins(request["plugins"])
     exp = experiment(request)
     settings = TrainSettings.from_mapping(request["settings"])
