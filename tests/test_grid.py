@@ -21,6 +21,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.slurm import resources as cluster
+from accelbench.train.cells import exclusion as train_exclusion
 
 from conftest import REPO_ROOT
 
@@ -367,10 +368,10 @@ BLIND_GRID = {"image_size": 32, "model_options": {}, "pipeline_microbatches": 4}
 @pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp"])
 def test_a_model_whose_layers_cannot_take_the_image_is_excluded(strategy):
     exp = TrainExperiment("alexnet", "cpu2", "fp32", strategy, 8)
-    assert train_family.exclusion(exp, BLIND_GRID) == (
+    assert train_exclusion(exp, BLIND_GRID) == (
         "alexnet needs image_size >= 63 (its poolings); the config gives 32"
     )
-    assert train_family.exclusion(exp, {**BLIND_GRID, "image_size": 64}) is None
+    assert train_exclusion(exp, {**BLIND_GRID, "image_size": 64}) is None
 
 
 @pytest.mark.parametrize(
@@ -391,7 +392,7 @@ def test_batch_norm_needs_two_values_per_channel(
     model, device, strategy, batch, image_size, excluded
 ):
     exp = TrainExperiment(model, device, "fp32", strategy, batch)
-    reason = train_family.exclusion(exp, {**BLIND_GRID, "image_size": image_size})
+    reason = train_exclusion(exp, {**BLIND_GRID, "image_size": image_size})
     assert (reason is not None) == excluded, reason
     if excluded:
         assert f"{model}'s BatchNorm would normalise over 1 value per channel" in reason

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from accelbench.families.train import PRECISIONS, TrainExperiment
-from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement
 from accelbench.measuring import timers
 from accelbench.platform import devices
 from accelbench.records.record import load_record
 from accelbench.train import loop
+from accelbench.train.cells import exclusion as train_exclusion
 from accelbench.train.loop import later_runs as train_later_runs
 from accelbench.train.loop import measure_training, run_steps, train_process
 from accelbench.train.models import models, new_step, resolve_options

@@ -28,13 +28,13 @@ import torch
 import torch.multiprocessing as mp
 
 from accelbench.families.train import TrainExperiment
-from accelbench.families.train import exclusion as train_exclusion
 from accelbench.job import measurement, supervisor
 from accelbench.measuring.outcome import of_error
 from accelbench.platform import processes, ranks
 from accelbench.platform.devices import Device, DeviceError, parse_device
 from accelbench.records.record import load_record
 from accelbench.train import cpu_support, distributed, strategies
+from accelbench.train.cells import exclusion as train_exclusion
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options
 from accelbench.train.pipeline import Pipeline, balanced_split, layer_costs

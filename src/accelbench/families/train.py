@@ -95,7 +95,7 @@ def settings(config: Config, wildcards: Wildcards) -> dict[str, Any]:
     return {**train_settings.for_model(config, model), **registry.source_digest("models", model)}
 
 
-__all__ = ["FAMILY", "PATTERN", "PRECISIONS", "TrainExperiment", "exclusion"]
+__all__ = ["FAMILY", "PATTERN", "PRECISIONS", "TrainExperiment"]
 
 
 FAMILY = Family(
