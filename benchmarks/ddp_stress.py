@@ -38,7 +38,8 @@ from accelbench.platform.processes import (
     die_with_parent,
     dump_stacks_on_request,
 )
-from accelbench.train.distributed import PeersTimedOut, ranks_may_fork
+from accelbench.platform.ranks import ranks_may_fork
+from accelbench.train.distributed import PeersTimedOut
 from accelbench.train.loop import measure_training
 
 CELLS = ["train/fcn/cpu2/fp32/ddp/bs64", "train/lstm/cpu2/fp32/ddp/bs32"]
