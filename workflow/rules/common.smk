@@ -192,15 +192,10 @@ def table_files(name, category):
     return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
 
 
-def fills(name):
-    """Whether the grid plans what output `name` shows (else it has nothing to show)."""
-    return fillable.fills(name, PLANNED, config["report"]["baseline_device"])
-
-
-def study_fills(study, name):
-    """Whether the planned grid has what output `name` of `study` (a package of
-    accelbench.studies) shows."""
-    return study.NEEDS[name](PLANNED, config["report"]["baseline_device"])
+def fills(name, needs=None):
+    """Whether the grid plans what output `name` shows (else it has nothing to show); a
+    study's output by its NEEDS (accelbench.studies)."""
+    return fillable.fills(name, PLANNED, config["report"]["baseline_device"], needs)
 
 
 def tables_to_fill(category, *names):

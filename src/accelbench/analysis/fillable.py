@@ -10,7 +10,7 @@ read is known only where it runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from accelbench.grid import Grid
@@ -76,8 +76,10 @@ def _besides(devices: frozenset[str], baseline: str) -> bool:
     return baseline in devices and len(devices) > 1
 
 
+# Whether a planned grid (and the speedups' baseline device) fills an output.
+Need = Callable[[Planned, str], bool]
 # Output name (a table's or figure's file stem) -> whether the planned grid fills it.
-NEEDS: dict[str, Callable[[Planned, str], bool]] = {
+NEEDS: dict[str, Need] = {
     "train_time_per_batch": lambda plan, baseline: bool(plan.train_devices),
     "train_energy": lambda plan, baseline: bool(plan.train_devices),
     "train_speedup": lambda plan, baseline: _besides(plan.train_devices, baseline),
@@ -101,7 +103,7 @@ NEEDS: dict[str, Callable[[Planned, str], bool]] = {
 }
 
 
-def fills(name: str, plan: Planned, baseline: str) -> bool:
+def fills(name: str, plan: Planned, baseline: str, needs: Mapping[str, Need] | None = None) -> bool:
     """Whether the planned grid has what output `name` shows (`baseline`: the speedups'
-    device); a name no output has is an error."""
-    return NEEDS[name](plan, baseline)
+    device), by the core's NEEDS or a study's (`needs`); a name no output has is an error."""
+    return (NEEDS if needs is None else needs)[name](plan, baseline)

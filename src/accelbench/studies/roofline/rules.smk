@@ -67,7 +67,7 @@ rule offload_break_even:
 
 # The default target's share: the roofline where kernels and roofs run, the break-even where
 # kernels run on a CPU and a GPU.
-STUDY_TARGETS.extend(rules.roofline.output if study_fills(roofline_study, "roofline") else [])
+STUDY_TARGETS.extend(rules.roofline.output if fills("roofline", roofline_study.NEEDS) else [])
 STUDY_TARGETS.extend(
-    rules.offload_break_even.output if study_fills(roofline_study, "offload_break_even") else []
+    rules.offload_break_even.output if fills("offload_break_even", roofline_study.NEEDS) else []
 )

@@ -47,5 +47,5 @@ rule shi2016_comparison:
 
 # The default target's share: where the grid plans some of the paper's networks.
 STUDY_TARGETS.extend(
-    rules.shi2016_comparison.output if study_fills(shi2016_study, "shi2016_comparison") else []
+    rules.shi2016_comparison.output if fills("shi2016_comparison", shi2016_study.NEEDS) else []
 )
