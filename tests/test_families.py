@@ -255,6 +255,14 @@ def test_a_run_keeps_the_records_and_logs_it_is_about_to_replace(tmp_path, monke
     assert Path(kernel).read_text() == kernel  # copied, not moved: Snakemake removes it
 
 
+def test_the_fork_server_imports_for_the_families_a_run_measures_and_none_for_no_experiment():
+    kernel = job("kernel_benchmark", ["results/kernels/matmul/cpu1/numpy/float64/n8.json"], [])
+    roof = job("roof_benchmark", ["results/roofs/cpu1/float64.json"], [])
+    tidy = job("tidy", ["results/tidy.parquet"], [])
+    assert run_start.measured_families([group(roof, kernel), tidy]) == ["kernel", "roof"]
+    assert run_start.measured_families([tidy]) == []
+
+
 HOOKS = ("measure", "later_runs", "prepare", "preload", "record_params")
 
 

@@ -62,16 +62,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_start_and_stop(tmp_path):
-    """Before the tests that share one server (the module's fixture): one server at a time."""
-    fork_server.start(tmp_path / "fork_server.log")
+def test_start_and_stop(tmp_path, monkeypatch):
+    """Before the tests that share one server (the module's fixture): one server at a time,
+    pre-imported for the families named; stopped, it removes its own folder, nothing else."""
+    monkeypatch.chdir(tmp_path)
+    fork_server.start("logs/fork_server.log", ["kernel"])
     address = os.environ[fork_server.ADDRESS_VARIABLE]
     assert os.path.exists(address)
     with pytest.raises(RuntimeError, match="already running"):
-        fork_server.start(tmp_path / "fork_server.log")
+        fork_server.start("logs/fork_server.log")
     fork_server.stop()
-    assert not os.path.exists(address)
+    assert not os.path.exists(os.path.dirname(address))
     assert fork_server.ADDRESS_VARIABLE not in os.environ
+    assert (tmp_path / "logs" / "fork_server.log").exists()
 
 
 # Set by imports the server makes (scikit-learn, polars), not by a job's environment.

@@ -366,6 +366,8 @@ def test_a_grid_with_no_experiments_still_aggregates(workflow_dir):
     # Nothing planned, nothing to show: no table or figure is made.
     assert not list(results.glob("figures/*")) and not list(results.glob("tables/*"))
     assert (results / "provenance.md").exists()
+    # Nothing measured: no fork server was started, nor waited for.
+    assert not (results / "logs" / "fork_server.log").exists()
 
 
 def test_a_target_swallowed_by_configfile_is_named(workflow_dir):

@@ -155,9 +155,11 @@ onstart:
     print(run_start.start(workflow.dag.needrun_jobs(), GRID, Path("results")), file=sys.stderr)
     # For the commands that follow without --configfile (the report, accelbench status).
     run_config.write(config, workflow.overwrite_configfiles)
-    # Local experiment jobs get their measuring processes from one pre-imported server.
-    if workflow.executor_plugin.name == "local":
-        fork_server.start("results/logs/fork_server.log")
+    # Local experiment jobs get their measuring processes from one server, pre-imported for
+    # the families they measure; a run that measures nothing starts none.
+    measured = run_start.measured_families(workflow.dag.needrun_jobs())
+    if workflow.executor_plugin.name == "local" and measured:
+        fork_server.start("results/logs/fork_server.log", measured)
 
 
 onerror:

@@ -120,9 +120,13 @@ def differing_variables(
 Payload = dict[str, Any]
 
 
-def _preload() -> tuple[Callable[[Payload], int], Callable[[Payload], None]]:
-    """Import what a measuring process needs, here and once (importing starts no thread
-    pool); returns the process's body and what to ask before forking it.
+def _preload(
+    families: Collection[str] = (),
+) -> tuple[Callable[[Payload], int], Callable[[Payload], None]]:
+    """Import what a measuring process of `families` (by name; none named: every
+    registered family) needs, here and once (importing starts no thread pool); returns
+    the process's body and what to ask before forking it. A process of another family
+    makes its own imports after the fork.
 
     Imported in the server only: the clients (every job's supervisor, the
     Snakefile) import this module and must stay light.
@@ -130,7 +134,7 @@ def _preload() -> tuple[Callable[[Payload], int], Callable[[Payload], None]]:
     from accelbench.families import FAMILIES
     from accelbench.job import measurement, measuring_process
 
-    measurement.preload(*FAMILIES.values())
+    measurement.preload(*(FAMILIES[name] for name in families or FAMILIES))
     return measuring_process.main, measuring_process.before_fork
 
 
@@ -201,22 +205,23 @@ def _measure(
         os._exit(code)
 
 
-def serve(address: str) -> None:
+def serve(address: str, families: Collection[str] = ()) -> None:
     """Accept requests on the Unix socket `address` until stopped (SIGTERM), one process per
-    request; then remove the socket and its folder."""
+    request, pre-imported for `families` (none named: all); then remove the socket and its
+    folder."""
     # Stopped (by `stop`, or by the death of the Snakemake that started it), it leaves no
     # folder behind; its processes die with it.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        _serve(address)
+        _serve(address, families)
     finally:
         shutil.rmtree(Path(address).parent, ignore_errors=True)
 
 
-def _serve(address: str) -> None:
+def _serve(address: str, families: Collection[str]) -> None:
     # The imports set variables of their own, which a job's process sets too when it imports.
     before = dict(os.environ)
-    main, before_fork = _preload()
+    main, before_fork = _preload(families)
     environment = dict(os.environ)
     with_imports = functools.partial(
         after_imports, before=before, imported=set_by(before, environment)
@@ -292,11 +297,13 @@ def _refusal(
 
 
 _server: subprocess.Popen | None = None  # the server this process started, if any
+_server_folder: str | None = None  # its socket's folder
 
 
-def start(log_file: str | Path) -> None:
-    """Start a server for this process's jobs; they find it through ADDRESS_VARIABLE."""
-    global _server
+def start(log_file: str | Path, families: Collection[str] = ()) -> None:
+    """Start a server for this process's jobs, pre-imported for `families` (by name; none
+    named: every registered family); the jobs find it through ADDRESS_VARIABLE."""
+    global _server, _server_folder
     if _server is not None:
         raise RuntimeError(f"a fork server is already running (pid {_server.pid})")
     Path(log_file).parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +312,7 @@ def start(log_file: str | Path) -> None:
         address = os.path.join(folder, "socket")
         try:
             server = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.job.fork_server", address],
+                [sys.executable, "-m", "accelbench.job.fork_server", address, *families],
                 stdout=subprocess.PIPE,
                 stderr=output,
                 preexec_fn=lambda: die_with_parent(signal.SIGTERM),
@@ -320,20 +327,20 @@ def start(log_file: str | Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError(f"the fork server did not start; see {log_file}")
     os.environ[ADDRESS_VARIABLE] = address
-    _server = server
+    _server, _server_folder = server, folder
 
 
 def stop() -> None:
     """Stop the server `start` started (if any); it removes its socket and folder."""
-    global _server
+    global _server, _server_folder
     if _server is None:
         return
     os.environ.pop(ADDRESS_VARIABLE, None)
     _server.terminate()
     _server.wait()
     # A server killed before it could clean up (SIGKILL) leaves them to us.
-    shutil.rmtree(Path(_server.args[-1]).parent, ignore_errors=True)
-    _server = None
+    shutil.rmtree(_server_folder, ignore_errors=True)
+    _server = _server_folder = None
 
 
 # --- the client, in a job's supervisor ------------------------------------------------
@@ -404,4 +411,4 @@ def request(payload: dict[str, Any], stderr: int = 2) -> ServedProcess | None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], sys.argv[2:])

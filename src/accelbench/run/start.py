@@ -29,6 +29,13 @@ def experiment_files(jobs: Iterable[Any]) -> list[str]:
     ]
 
 
+def measured_families(jobs: Iterable[Any]) -> list[str]:
+    """The names of the families with an experiment among the jobs: what a local run's
+    fork server imports before the first job (none: the run starts no server)."""
+    rules = {member.rule.name for member in progress.member_jobs(jobs)}
+    return [name for name, family in FAMILIES.items() if family.rule in rules]
+
+
 def start(jobs: Iterable[Any], planned: Grid, folder: Path) -> str:
     """Refuse a results folder that cannot be written; copy every record (and its job's
     logs) about to be measured again to this run's results/replaced/ folder, since
