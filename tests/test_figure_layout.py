@@ -148,8 +148,7 @@ def texts(fig):
     return found
 
 
-def overlaps(fig):
-    renderer = rendered(fig)
+def overlaps(fig, renderer):
     boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in texts(fig)]
     boxes = [(name, box.expanded(0.98, 0.9)) for name, box in boxes]  # glyph padding
     return [
@@ -159,9 +158,8 @@ def overlaps(fig):
     ]
 
 
-def covered_points(fig):
+def covered_points(fig, renderer):
     """(text, axes title) of every note inside an axes that sits on a plotted marker."""
-    renderer = rendered(fig)
     covered = []
     for ax in (ax for ax in fig.axes if ax.get_visible()):
         boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in ax.texts]
@@ -189,9 +187,13 @@ def numeric(labels):
 
 
 def layout_problems(name, fig):
-    problems = [f"{name}: {first!r} overlaps {second!r}" for first, second in overlaps(fig)]
+    renderer = rendered(fig)  # one drawing serves every check below
+    problems = [
+        f"{name}: {first!r} overlaps {second!r}" for first, second in overlaps(fig, renderer)
+    ]
     problems += [
-        f"{name}: {text!r} covers a point in {title!r}" for text, title in covered_points(fig)
+        f"{name}: {text!r} covers a point in {title!r}"
+        for text, title in covered_points(fig, renderer)
     ]
     width, height = fig.get_size_inches()
     if width > PAGE[0] + 1e-6 or height > PAGE[1] + 1e-6:
