@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 
@@ -169,3 +171,15 @@ def test_no_table_footnote_names_a_cell(frame):
     ):
         labels = [str(label) for label in table.index]
         assert footnotes and not [note for note in footnotes if any(x in note for x in labels)]
+
+
+def test_the_summary_starts_without_the_plotting_libraries():
+    """The summary rule runs in every aggregation and needs numbers only (the crossovers
+    among them): matplotlib and seaborn cost it a second or two to import."""
+    code = (
+        "import sys\n"
+        "from accelbench.analysis import summary\n"
+        "print(sorted(name for name in ('matplotlib', 'seaborn') if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -3,23 +3,25 @@
 Crossovers compare, size by size, the best CPU result with the best GPU result of
 a kernel or workload, once for the work alone and once with the host<->device
 transfer included. The summary page names them; the crossover figure and table
-(rule kernel_crossover) draw and list them.
+(rule kernel_crossover) draw and list them. Only the figure needs the plotting
+libraries, so only drawing it imports them: the summary, which needs the numbers
+alone, starts without their second or two of imports.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
-from accelbench.analysis import style
 from accelbench.analysis.tidy import natural_devices
 from accelbench.platform.devices import names_a_gpu
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _throughput(
@@ -185,6 +187,11 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
     marks where the best GPU result overtakes the best CPU result. Rows shrink to
     fit a page.
     """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from accelbench.analysis import style
+
     style.apply()
     groups = _both_sides(frame)
     if not groups:
