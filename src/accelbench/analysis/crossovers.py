@@ -188,7 +188,6 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
     fit a page.
     """
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
     from accelbench.analysis import style
 
@@ -231,10 +230,19 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
             ax.set_title(f"{group.title}, {'with transfer' if with_transfer else alone}")
             ax.set_xlabel("Problem size n")
             ax.set_ylabel(f"Throughput ({group.unit})")
-    handles = [Line2D([], [], color=palette[b], label=b) for b in backends]
+    _legend(fig, palette, looks)
+    return fig
+
+
+def _legend(fig: Figure, palette: dict[str, Any], looks: dict[str, tuple[str, str]]) -> None:
+    """One entry per backend (its colour) and per device (its marker and line)."""
+    from matplotlib.lines import Line2D
+
+    from accelbench.analysis import style
+
+    handles = [Line2D([], [], color=colour, label=backend) for backend, colour in palette.items()]
     handles += [
-        Line2D([], [], color="black", marker=looks[d][0], linestyle=looks[d][1], label=d)
-        for d in devices
+        Line2D([], [], color="black", marker=marker, linestyle=line, label=device)
+        for device, (marker, line) in looks.items()
     ]
     style.legend(fig, handles)
-    return fig
