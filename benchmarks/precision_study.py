@@ -16,8 +16,9 @@ noisy shared machine such as a cloud VM (no quiet one needed):
   - rows of the kernel time and speedup tables whose best and runner-up medians
     differ by more than 10% that name a winner in bold: most of them (over half);
 
-and, without a target, the share of records within +-5%, the share flagged imprecise and
-the half-widths (median, 90th percentile). Exits 1 when a target is missed. The records
+and, without a target, the share of records within +-5%, the share flagged imprecise, the
+half-widths (median, 90th percentile) and each rerun median outside the first run's
+interval (how far it moved against how wide the interval was). Exits 1 when a target is missed. The records
 say how busy the machine was (`conditions.other_cpus`) and how fast the host ran
 (`conditions.host_speed_of_best`), and so does this study. `--configfile` merges a
 smaller grid over the default one, to try the study on a few cells. `--cpus 2,3` runs
@@ -149,10 +150,12 @@ def marked(row: pd.Series) -> bool:
     return tidy.flagged(row.get("busy")) or tidy.flagged(row.get("imprecise"))
 
 
-def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> tuple[int, int]:
-    """(rerun medians inside the first run's intervals, medians compared)."""
+def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> tuple[int, int, list[str]]:
+    """(rerun medians inside the first run's intervals, medians compared, a line for each
+    median outside: how far the rerun moved against how wide the interval was)."""
     again = rerun[rerun["status"] == "ok"].set_index("id")
     inside = compared = 0
+    outside = []
     for _, row in first[first["status"] == "ok"].iterrows():
         if row["id"] not in again.index:
             continue
@@ -160,8 +163,17 @@ def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> tuple[int, int]:
             median = again.loc[row["id"]].get(f"{name}_median")
             if pd.notna(median):
                 compared += 1
-                inside += row[f"{name}_ci_low"] <= median <= row[f"{name}_ci_high"]
-    return inside, compared
+                low, high, centre = (
+                    row[f"{name}_{field}"] for field in ("ci_low", "ci_high", "median")
+                )
+                if low <= median <= high:
+                    inside += 1
+                else:
+                    outside.append(
+                        f"{row['id']} {name}: rerun {median / centre:.2f}x the first median, "
+                        f"interval {low / centre:.2f}x to {high / centre:.2f}x"
+                    )
+    return inside, compared, outside
 
 
 def clear_rows(table: pd.DataFrame, higher_is_better: bool) -> tuple[int, int]:
@@ -209,7 +221,7 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
     measured = widths.dropna()
     unmarked_wide = ran[(widths > WIDE) & ~ran.apply(marked, axis=1)] if len(ran) else ran
     busy = int(ran["busy"].map(tidy.flagged).sum()) if "busy" in ran else 0
-    inside, compared = coverage(first, rerun)
+    inside, compared, outside = coverage(first, rerun)
     verdicts = compare.compare(first, rerun)
     regressions = verdicts[verdicts["verdict"] == compare.REGRESSION]
     kernel_time, _ = tables.comparison_table(first, "kernel")
@@ -274,6 +286,7 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
             else "none"
         ),
     ]
+    figures += [f"rerun outside: {line}" for line in outside]
     return targets, widths, figures
 
 
