@@ -18,7 +18,8 @@ noisy shared machine such as a cloud VM (no quiet one needed):
 
 and, without a target, the share of records within +-5%, the share flagged imprecise, the
 half-widths (median, 90th percentile) and each rerun median outside the first run's
-interval (how far it moved against how wide the interval was). Exits 1 when a target is missed. The records
+interval (how far it moved against how wide the interval was). Exits 1 when a target is
+missed. The records
 say how busy the machine was (`conditions.other_cpus`) and how fast the host ran
 (`conditions.host_speed_of_best`), and so does this study. `--configfile` merges a
 smaller grid over the default one, to try the study on a few cells. `--cpus 2,3` runs

@@ -152,12 +152,13 @@ onstart:
         interrupts.interrupt_once()
         group_errors.show_group_messages()
     # The plan, and a copy of each record about to be measured again.
-    print(run_start.start(workflow.dag.needrun_jobs(), GRID, Path("results")), file=sys.stderr)
+    jobs = list(workflow.dag.needrun_jobs())
+    print(run_start.start(jobs, GRID, Path("results")), file=sys.stderr)
     # For the commands that follow without --configfile (the report, accelbench status).
     run_config.write(config, workflow.overwrite_configfiles)
     # Local experiment jobs get their measuring processes from one server, pre-imported for
     # the families they measure; a run that measures nothing starts none.
-    measured = run_start.measured_families(workflow.dag.needrun_jobs())
+    measured = run_start.measured_families(jobs)
     if workflow.executor_plugin.name == "local" and measured:
         fork_server.start("results/logs/fork_server.log", measured)
 

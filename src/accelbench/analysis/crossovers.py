@@ -230,19 +230,16 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
             ax.set_title(f"{group.title}, {'with transfer' if with_transfer else alone}")
             ax.set_xlabel("Problem size n")
             ax.set_ylabel(f"Throughput ({group.unit})")
-    _legend(fig, palette, looks)
+    style.legend(fig, _legend_handles(palette, looks))
     return fig
 
 
-def _legend(fig: Figure, palette: dict[str, Any], looks: dict[str, tuple[str, str]]) -> None:
+def _legend_handles(palette: dict[str, Any], looks: dict[str, tuple[str, str]]) -> list[Any]:
     """One entry per backend (its colour) and per device (its marker and line)."""
     from matplotlib.lines import Line2D
 
-    from accelbench.analysis import style
-
     handles = [Line2D([], [], color=colour, label=backend) for backend, colour in palette.items()]
-    handles += [
+    return handles + [
         Line2D([], [], color="black", marker=marker, linestyle=line, label=device)
         for device, (marker, line) in looks.items()
     ]
-    style.legend(fig, handles)
