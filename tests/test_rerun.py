@@ -4,6 +4,7 @@ three runs, the runs a goal needs, and the host's record of its cells' spreads."
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -91,8 +92,25 @@ def test_the_host_keeps_its_recent_cells_spreads_and_tells_the_typical_one(tmp_p
     again = HostSpreads.load(path)
     assert again.typical("cpu") == pytest.approx(rerun.own_spread([0.0, 0.02, -0.02]))
     assert again.typical("cuda") is None
-    again.entries = [(time.time() - 2 * rerun.RECENT_S, "cpu", 1.0)] * 10
+    again.entries = [(time.time() - 2 * rerun.RECENT_S, "cpu", 1.0, 1.0)] * 10
     assert again.typical("cpu") is None  # older than the recent minutes
+    assert again.swing("cpu") is None
+
+
+def test_the_host_swing_is_the_upper_quartile_of_its_cells_deviations(tmp_path):
+    spreads = HostSpreads.load(tmp_path / "spreads.json")
+    for shift in (0.01, 0.02, 0.03, 0.04, 0.4):
+        spreads.add("cpu", [0.0, 0.0, shift])  # the robust spread cannot see one odd run
+    assert spreads.typical("cpu") == 0.0
+    deviations = sorted(float(np.std([0.0, 0.0, s], ddof=1)) for s in (0.01, 0.02, 0.03, 0.04, 0.4))
+    assert spreads.swing("cpu") == pytest.approx(deviations[3])
+    assert HostSpreads.load(tmp_path / "spreads.json").swing("cpu") == spreads.swing("cpu")
+
+
+def test_spreads_kept_in_an_older_form_are_set_aside(tmp_path):
+    path = tmp_path / "spreads.json"
+    path.write_text(json.dumps([[time.time(), "cpu", 0.05]] * 10))
+    assert HostSpreads.load(path).entries == []
 
 
 def test_a_goal_out_of_reach_stops_at_once_and_says_how_many_runs_it_needs():
@@ -131,12 +149,48 @@ def test_an_interval_wider_than_a_factor_of_two_is_imprecise_whatever_the_target
     assert "spans more than a factor of 2" in report["imprecise_reason"]
 
 
-def test_the_host_drift_is_taken_at_least_as_large_as_its_typical_spread(tmp_path):
+def test_the_host_drift_is_the_largest_of_its_probes_swing_and_typical_spread(tmp_path):
     spreads = HostSpreads.load(tmp_path / "spreads.json")
     for _ in range(5):
         spreads.add("cpu", [0.0, 0.05, -0.05])
-    typical = spreads.typical("cpu")
+    typical, swing = spreads.typical("cpu"), spreads.swing("cpu")
+    assert typical > swing  # even runs: the robust spread, scaled for three runs, is larger
     assert rerun.spread_for("cpu", 0.01, spreads) == Spread(typical, typical)
     assert rerun.spread_for("cpu", 3 * typical, spreads) == Spread(typical, 3 * typical)
     assert rerun.spread_for("cpu", None, spreads) == Spread(typical, typical)
     assert rerun.spread_for("cuda", 0.0, spreads) is None
+    for _ in range(20):
+        spreads.add("cpu", [0.0, 0.0, 0.6])  # runs that met a slower stretch
+    swing = spreads.swing("cpu")
+    assert swing > spreads.typical("cpu")
+    assert rerun.spread_for("cpu", 0.01, spreads) == Spread(spreads.typical("cpu"), swing)
+
+
+def stretched_cell(rng, stretches: float, noise: float, runs: int = 3) -> np.ndarray:
+    """A cell's log run medians on a host that switches between speeds for stretches of
+    seconds: between two runs, one time in two, another stretch begins."""
+    levels = np.full(runs, rng.normal(0, stretches))
+    for run in range(1, runs):
+        if rng.random() < 0.5:
+            levels[run:] = rng.normal(0, stretches)
+    return levels + rng.normal(0, noise, runs)
+
+
+def test_reruns_on_a_host_of_stretches_land_inside_with_the_swing_and_not_without():
+    """The typical spread sees the runs' own noise; the swing sees the stretches too.
+    (Where stretches change between runs only one time in four, five times the runs'
+    noise, the swing gives 81%: too few cells show a change.)"""
+    rng = np.random.default_rng(4)
+    spreads = HostSpreads([])
+    for _ in range(40):
+        spreads.add("cpu", list(stretched_cell(rng, 0.15, 0.03)))
+    swing = Spread(spreads.typical("cpu"), spreads.swing("cpu"))
+    typical = Spread(spreads.typical("cpu"), spreads.typical("cpu"))
+    inside = {swing: 0, typical: 0}
+    for _ in range(3_000):
+        first, again = stretched_cell(rng, 0.15, 0.03), stretched_cell(rng, 0.15, 0.03)
+        for spread in inside:
+            inside[spread] += abs(np.median(first) - np.median(again)) <= spread.half_width(
+                list(first)
+            )
+    assert inside[swing] / 3_000 >= 0.9 > 0.8 > inside[typical] / 3_000
