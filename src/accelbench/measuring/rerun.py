@@ -18,7 +18,7 @@ values (MEDIAN_VARIANCE). The 95% interval is m exp(+-1.96 sqrt(that)), where:
   medians, so one odd run or one odd cell moves neither far.
 - sigma_d is the host's drift from one measurement to the next: the larger of what the
   probes that bracket every CPU run saw (host_speed.HostHistory.drift; a GPU's runs are
-  not timed by the host's CPUs) and the upper quartile of the standard deviations of the
+  not timed by the host's CPUs) and the 80th percentile of the standard deviations of the
   log run medians of the host's recent cells of that kind (`spread_for`). Runs seconds
   apart rarely see it; a rerun minutes later meets it.
 
@@ -62,7 +62,7 @@ RECENT_S = 1800.0
 LEAST_CELLS = 5
 KEPT = 1000
 # The quantile of the recent cells' standard deviations taken as the host's drift.
-DRIFT_QUANTILE = 0.75
+DRIFT_QUANTILE = 0.8
 # An interval spanning more than this factor (high / low) says little: marked imprecise.
 MOST_SPAN = 2.0
 
@@ -149,7 +149,7 @@ class HostSpreads:
         return statistics.median(spread for spread, _ in recent) if recent else None
 
     def swing(self, kind: str) -> float | None:
-        """The upper quartile (DRIFT_QUANTILE) of the standard deviations of this kind's
+        """The 80th percentile (DRIFT_QUANTILE) of the standard deviations of this kind's
         recent cells; None with fewer than LEAST_CELLS."""
         deviations = sorted(deviation for _, deviation in self._recent(kind))
         if not deviations:
@@ -181,17 +181,13 @@ def spread_for(kind: str, drift: float | None, spreads: HostSpreads) -> Spread |
     """The host's word on a cell of device kind `kind` whose probes drifted by `drift`, or
     None where it has too few recent cells of that kind to say.
 
-    The drift is taken at least as large as the upper quartile of the recent cells'
-    standard deviations. The stretches in which a host runs slower last seconds to
-    minutes: most cells' runs fall within one, and their spread is the runs' own, while
-    the cells whose runs met a change show how far a change moves a run. A rerun minutes
-    later almost surely meets another stretch, so it moves like those cells, not like
-    the typical one; the robust spread, blind to one odd run by design, cannot tell
-    it, and the probe, a Python loop, feels less of it than kernels do. On a 2-vCPU VM,
-    reruns of cells whose three runs agreed within 1% landed 40 to 60% away while the
-    probes' drift read 4% and the typical spread 5%. Replayed over two runs of the default
-    grid there, in the order the cells were measured, this floor put 91% of 108 rerun
-    medians inside, against 82% with the typical spread (docs/methodology.md)."""
+    The drift is taken at least as large as the 80th percentile of the recent cells'
+    standard deviations. A host runs slower in stretches of seconds to minutes: most
+    cells' runs fall within one, while the cells whose runs met a change show how far a
+    change moves a run, which is what a rerun minutes later meets. The robust spread is
+    blind to one odd run by design, and the probe, a Python loop, feels less of a
+    stretch than kernels do. The percentile is set from reruns of the default grid on a
+    noisy VM (docs/methodology.md)."""
     typical = spreads.typical(kind)
     if typical is None:
         return None
