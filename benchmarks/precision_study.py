@@ -300,6 +300,23 @@ def planted_load(count: int, cpus: set[int]) -> list[subprocess.Popen]:
     ]
 
 
+def silent_slurm_controller() -> str | None:
+    """A warning where `scontrol` is installed but no controller answers it: importing
+    snakemake-executor-plugin-slurm asks it, so every Snakemake start then waits about 9 s,
+    which a fresh machine (no Slurm) or a cluster (a controller) does not."""
+    if not shutil.which("scontrol"):
+        return None
+    try:
+        subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=2, check=True)
+    except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
+        return (
+            "warning: scontrol is installed but no Slurm controller answers it, so each "
+            "Snakemake start waits about 9 s, counted in the wall time "
+            "(tools/slurm-local/start.sh starts the local one)"
+        )
+    return None
+
+
 def cpu_list(text: str) -> set[int]:
     """CPUs as taskset lists them: 2,3 or 2-3 or 0,4-5."""
     cpus: set[int] = set()
@@ -352,6 +369,8 @@ def main() -> int:
     else:
         listed = ",".join(map(str, sorted(cpus)))
         on = f" on CPUs {listed}, {cores} core{'s' * (cores != 1)}" if args.cpus else ""
+        if warning := silent_slurm_controller():
+            print(warning, file=sys.stderr)
         load = planted_load(args.load, cpus)
         try:
             print(f"first run in {folder / 'first'}{on}", file=sys.stderr)
