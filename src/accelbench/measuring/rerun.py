@@ -148,13 +148,13 @@ class HostSpreads:
         recent = self._recent(kind)
         return statistics.median(spread for spread, _ in recent) if recent else None
 
-    def swing(self, kind: str) -> float | None:
-        """The 80th percentile (DRIFT_QUANTILE) of the standard deviations of this kind's
+    def swing(self, kind: str, quantile: float = DRIFT_QUANTILE) -> float | None:
+        """That quantile (the 80th percentile) of the standard deviations of this kind's
         recent cells; None with fewer than LEAST_CELLS."""
         deviations = sorted(deviation for _, deviation in self._recent(kind))
         if not deviations:
             return None
-        position = DRIFT_QUANTILE * (len(deviations) - 1)
+        position = quantile * (len(deviations) - 1)
         below = math.floor(position)
         above = min(below + 1, len(deviations) - 1)
         return deviations[below] + (position - below) * (deviations[above] - deviations[below])
