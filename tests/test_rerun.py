@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 
 import numpy as np
 import pytest
 from test_precision import Clock, kernel_goal, run_metrics
 
-from accelbench.measuring import precision, rerun
+from accelbench.families.kernel import KernelExperiment
+from accelbench.job import measurement
+from accelbench.measuring import contention, precision, rerun
+from accelbench.measuring import statistics as sample_stats
+from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.rerun import HostSpreads, Spread
+from accelbench.records.record import load_record
+
+SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
 
 
 def test_the_median_variances_and_madn_factors_are_what_a_simulation_gives():
@@ -196,3 +204,30 @@ def test_reruns_on_a_host_of_stretches_land_inside_with_the_swing_and_not_withou
                 list(first)
             )
     assert inside[swing] / 3_000 >= 0.9 > 0.8 > inside[typical] / 3_000
+
+
+class SeenWatch:
+    """A contention watch that saw `other_cpus` of other processes' load."""
+
+    other_cpus = 0.0
+
+    def stop(self) -> contention.Conditions:
+        return contention.Conditions(1.0, self.other_cpus, 0.0, 0.0, 0.0, 2, None, None, 0.01)
+
+
+@pytest.mark.parametrize(("other_cpus", "kept"), [(0.0, 1), (1.5, 0)])
+def test_only_a_measurement_no_other_process_disturbed_tells_the_host_its_spread(
+    monkeypatch, tmp_path, other_cpus, kept
+):
+    def measure(exp, settings):
+        seconds = 1e-3 * (1 + os.getpid() % 7 / 100)  # each run a process of its own
+        return Outcome("ok", metrics={"time": sample_stats.summarize([seconds] * 3, "s")})
+
+    monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
+    monkeypatch.setattr(SeenWatch, "other_cpus", other_cpus)
+    monkeypatch.setattr(contention, "Watch", SeenWatch)
+    settings = {"seed": 0, "config_hash": "t", "runs": 3, "contention": {"retries": 0}}
+    output = tmp_path / "record.json"
+    assert measurement.run(SAXPY, settings, str(output), fresh_processes=True) == "ok"
+    assert load_record(output)["conditions"]["busy"] is bool(other_cpus)
+    assert len(HostSpreads.load().entries) == kept

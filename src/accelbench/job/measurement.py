@@ -185,9 +185,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     if forked:
         before_runs(exp, settings)
     host = _host_history(exp, settings) if forked else None
-    spreads = rerun.HostSpreads.load() if forked else None
-    kind = exp.parsed_device.kind
-    spread = _host_spread(exp, host, spreads) if forked else None
+    spread = _host_spread(exp, host, rerun.HostSpreads.load()) if forked else None
     progress = precision.Progress(goal, spread=spread)
     run_cpus = cpus_used(exp.parsed_device)  # the runs' own CPUs, which the probe times
     slowdowns: list[float] = []
@@ -233,10 +231,6 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     combined.conditions = progress.report()
     if spread is not None:
         combined.conditions.update(spread.as_record())
-    if spreads is not None and goal.metrics and len(progress.runs) > 1:
-        medians = [run[goal.metrics[0]]["median"] for run in progress.runs]
-        if min(medians) > 0:
-            spreads.add(kind, [math.log(median) for median in medians])
     if host:
         combined.conditions.update(
             host_slowed_runs=sum(map(host.slowed, slowdowns)),
@@ -311,6 +305,8 @@ def measure_watched(
             f"(attempt {attempt + 1} of {retries + 1})"
         )
         time.sleep(guard["pause_s"])
+    if fresh_processes and not others:
+        _keep_spread(exp, outcome)
     reached = (outcome.conditions or {}) if outcome.status == "ok" else {}
     if busy and reached.get("imprecise"):
         reached["imprecise_reason"] = (
@@ -332,6 +328,20 @@ def measure_watched(
         machine = f"{_busy_text(seen, slowed, others, 'CPUs busy elsewhere')}; " if busy else ""
         _tell(f"{exp.id}: flagged {flags}: {machine}{precision.describe(reached)}")
     return outcome
+
+
+def _keep_spread(exp: Experiment, outcome: Outcome) -> None:
+    """Add the spread of the figure of merit's run medians to the host's recent cells
+    (rerun.HostSpreads), whose spreads widen the intervals of the next half hour's cells.
+    Called only for a measurement no other process disturbed: one taken beside other load
+    tells of that load, not of the host (with two processes spinning beside them, cells
+    moved fifty-fold between runs)."""
+    metrics = family_of(exp).precise_metrics
+    found = (outcome.series or {}).get(f"{metrics[0]}_run_medians") if metrics else None
+    medians = found["values"] if found and outcome.status == "ok" else []
+    if len(medians) > 1 and min(medians) > 0:
+        kind = exp.parsed_device.kind
+        rerun.HostSpreads.load().add(kind, [math.log(median) for median in medians])
 
 
 def _host_slowed(outcome: Outcome) -> int:
