@@ -23,7 +23,10 @@ missed. The records
 say how busy the machine was (`conditions.other_cpus`) and how fast the host ran
 (`conditions.host_speed_of_best`), and so does this study. `--configfile` merges a
 smaller grid over the default one, to try the study on a few cells. `--cpus 2,3` runs
-both runs on those CPUs only (Snakemake and every job it starts).
+both runs on those CPUs only (Snakemake and every job it starts). What a host keeps
+between measurements (its probes and its cells' spreads) starts empty in a temporary
+folder of the study's own: the first run meets the host as a fresh machine does, the
+rerun what the first left, and nothing measured here before counts.
 
     python benchmarks/precision_study.py [--configfile FILE ...] [--cores N] [--cpus LIST]
                                          [--load N] [--out DIR]
@@ -87,10 +90,15 @@ def fresh_copy(destination: Path) -> Path:
     return destination
 
 
-def snakemake(folder: Path, *args: str, cpus: set[int] | None = None) -> None:
+def snakemake(folder: Path, host: Path, *args: str, cpus: set[int] | None = None) -> None:
     """Snakemake of this environment in `folder`, on `cpus` only where given (its jobs
-    inherit the affinity); its console goes to ours."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    inherit the affinity), keeping what a host keeps between measurements (its probes and
+    its cells' spreads, in the temporary folder) in `host`; its console goes to ours."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "TMPDIR": str(host),
+    }
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     command = [sys.executable, "-m", "snakemake", *args]
     done = subprocess.run(command, cwd=folder, env=env, preexec_fn=pin)
@@ -99,16 +107,21 @@ def snakemake(folder: Path, *args: str, cpus: set[int] | None = None) -> None:
 
 
 def run_workflow(
-    folder: Path, cores: int, configfiles: list[str], report: bool, cpus: set[int] | None = None
+    folder: Path,
+    host: Path,
+    cores: int,
+    configfiles: list[str],
+    report: bool,
+    cpus: set[int] | None = None,
 ) -> float:
-    """The grid (and the report) in a fresh copy at `folder`, on `cpus` only where given;
-    returns the wall time (s)."""
+    """The grid (and the report) in a fresh copy at `folder`, on `cpus` only where given,
+    with the host's kept measurements in `host`; returns the wall time (s)."""
     fresh_copy(folder)
     extra = ["--configfile", *configfiles] if configfiles else []
     started = time.perf_counter()
-    snakemake(folder, "--cores", str(cores), *extra, cpus=cpus)
+    snakemake(folder, host, "--cores", str(cores), *extra, cpus=cpus)
     if report:
-        snakemake(folder, "--report", "results/report.html", *extra, cpus=cpus)
+        snakemake(folder, host, "--report", "results/report.html", *extra, cpus=cpus)
     wall_s = time.perf_counter() - started
     (folder / WALL_FILE).write_text(f"{wall_s}\n")
     return wall_s
@@ -371,15 +384,20 @@ def main() -> int:
         on = f" on CPUs {listed}, {cores} core{'s' * (cores != 1)}" if args.cpus else ""
         if warning := silent_slurm_controller():
             print(warning, file=sys.stderr)
+        # Short: the fork server's socket lies in it.
+        host = Path(tempfile.mkdtemp(prefix="ab-host-"))
         load = planted_load(args.load, cpus)
         try:
             print(f"first run in {folder / 'first'}{on}", file=sys.stderr)
-            wall_s = run_workflow(folder / "first", cores, configfiles, report=True, cpus=args.cpus)
+            wall_s = run_workflow(
+                folder / "first", host, cores, configfiles, report=True, cpus=args.cpus
+            )
             print(f"rerun in {folder / 'rerun'}{on}", file=sys.stderr)
-            run_workflow(folder / "rerun", cores, configfiles, report=False, cpus=args.cpus)
+            run_workflow(folder / "rerun", host, cores, configfiles, report=False, cpus=args.cpus)
         finally:
             for process in load:
                 process.kill()
+            shutil.rmtree(host, ignore_errors=True)
     first, rerun = load_run(folder / "first"), load_run(folder / "rerun")
     targets, widths, figures = study(
         first, rerun, wall_s, judged_time=not configfiles, loaded=args.load > 0
