@@ -70,20 +70,20 @@ def replayed(cells: list[Cell], quantile: float | None) -> dict[tuple[str, str],
     spreads = rerun.HostSpreads([])
     found = {}
     for cell in cells:
-        typical = spreads.typical(cell.kind)
+        spread = rerun.spread_for(cell.kind, None, spreads, quantile or 0.0)
+        if spread is not None and quantile is None:
+            spread = rerun.Spread(spread.host, spread.host)
         for name, logs in cell.logs.items():
-            half = None
-            if typical is not None:
-                swing = typical if quantile is None else spreads.swing(cell.kind, quantile)
-                half = rerun.Spread(typical, max(typical, swing)).half_width(logs)
+            half = spread.half_width(logs) if spread else None
             found[cell.id, name] = (statistics.median(logs), half)
         spreads.add(cell.kind, next(iter(cell.logs.values())))
     return found
 
 
-def coverage(study: Path, quantile: float | None) -> tuple[int, int, list[float]]:
-    """(other run's medians inside, medians compared, half-widths as fractions) of a study."""
-    first, again = (replayed(cells_of(study / run / "results"), quantile) for run in RUNS)
+def coverage(runs: list[list[Cell]], quantile: float | None) -> tuple[int, int, list[float]]:
+    """(other run's medians inside, medians compared, half-widths as fractions) of a study's
+    two runs."""
+    first, again = (replayed(cells, quantile) for cells in runs)
     inside = compared = 0
     widths = []
     for mine, other in ((first, again), (again, first)):
@@ -103,6 +103,7 @@ def main() -> int:
     missing = [str(s) for s in args.studies if not all((s / run).is_dir() for run in RUNS)]
     if missing:
         parser.error(f"not a kept precision study (no first/ and rerun/): {', '.join(missing)}")
+    runs = {study: [cells_of(study / run / "results") for run in RUNS] for study in args.studies}
     print("| floor | study | inside | median half-width |")
     print("|:---|:---|---:|---:|")
     for quantile in QUANTILES:
@@ -111,7 +112,7 @@ def main() -> int:
             name += " (used)"
         total = [0, 0, []]
         for study in args.studies:
-            inside, compared, widths = coverage(study, quantile)
+            inside, compared, widths = coverage(runs[study], quantile)
             total = [total[0] + inside, total[1] + compared, total[2] + widths]
             print(f"| {name} | {study} | {share(inside, compared)} | {median(widths)} |")
         if len(args.studies) > 1:

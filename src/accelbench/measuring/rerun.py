@@ -177,9 +177,12 @@ class HostSpreads:
             partial.unlink(missing_ok=True)
 
 
-def spread_for(kind: str, drift: float | None, spreads: HostSpreads) -> Spread | None:
+def spread_for(
+    kind: str, drift: float | None, spreads: HostSpreads, quantile: float = DRIFT_QUANTILE
+) -> Spread | None:
     """The host's word on a cell of device kind `kind` whose probes drifted by `drift`, or
-    None where it has too few recent cells of that kind to say.
+    None where it has too few recent cells of that kind to say (`quantile`: the swing's,
+    which benchmarks/swing_replay.py varies).
 
     The drift is taken at least as large as the 80th percentile of the recent cells'
     standard deviations. A host runs slower in stretches of seconds to minutes: most
@@ -191,4 +194,4 @@ def spread_for(kind: str, drift: float | None, spreads: HostSpreads) -> Spread |
     typical = spreads.typical(kind)
     if typical is None:
         return None
-    return Spread(typical, max(typical, spreads.swing(kind) or 0.0, drift or 0.0))
+    return Spread(typical, max(typical, spreads.swing(kind, quantile) or 0.0, drift or 0.0))
