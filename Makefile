@@ -22,10 +22,17 @@ $(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	$(PYTHON) -m venv $(VENV)
 	@# pip >= 25.1 reads pyproject.toml's dependency groups (--group).
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	@# uv first, the lock's own pin and hashes (its block: the `uv==` line and its hashes).
+	awk '/^uv==/ {keep = 1; print; next} keep && /^ +--hash=/ {print; next} {keep = 0}' \
+		$(LOCK) > $(VENV)/uv-pin.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(VENV)/uv-pin.txt
 	@# The two stacks' CuPy builds install the same module: remove the other one first.
-	$(BIN)/python -m pip uninstall --quiet --yes cupy-cuda12x cupy-cuda13x
-	@# Exactly the lock, each file checked against its hash.
-	$(BIN)/python -m pip install --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/uv pip uninstall --quiet --python $(BIN)/python cupy-cuda12x cupy-cuda13x
+	@# Exactly the lock, each file checked against its hash. uv unpacks in parallel and links
+	@# from its cache (minutes with pip; seconds once cached); compiled now, as pip would, so
+	@# that no import compiles where PYTHONDONTWRITEBYTECODE is set.
+	$(BIN)/uv pip install --python $(BIN)/python --require-hashes --no-deps --compile-bytecode \
+		-r $(LOCK)
 	@# The package with pyproject.toml's lists, which the lock must satisfy: --no-index lets
 	@# nothing else in (CUDA 12: only what requirements-cuda12.txt names, and its needs).
 	$(BIN)/python -m pip install --no-build-isolation $(if $(OFF_LOCK),-r $(OFF_LOCK),--no-index) \
@@ -86,7 +93,7 @@ docs: venv
 LOCK_VENV := .venv-lock
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install --quiet uv==0.13.9 packaging
+	$(LOCK_VENV)/bin/python -m pip install --quiet "$$(grep -o '^uv==[^ ]*' $(LOCK))" packaging
 	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
 		$(if $(UPGRADE),--upgrade)
 
