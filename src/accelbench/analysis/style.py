@@ -19,7 +19,6 @@ matplotlib.use("Agg")  # files only: no display on cluster or CI nodes
 import math  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.colors import Colormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
@@ -123,12 +122,20 @@ def legend(fig: Figure, handles: list) -> None:
 
 
 def apply() -> None:
-    """Seaborn's paper theme with the sizes above and a colour-blind-safe palette."""
+    """Seaborn's paper theme with the sizes above and a colour-blind-safe palette.
+
+    Seaborn is imported here and in `colors`, where figures are drawn: it brings SciPy's
+    statistics (about a second), which processes that only read the sizes above skip.
+    """
+    import seaborn as sns
+
     sns.set_theme(context="paper", style="ticks", palette=PALETTE, rc=RC)
 
 
 def colors(count: int) -> list[tuple[float, float, float]]:
     """`count` colours from the palette, in order, so a category keeps its colour."""
+    import seaborn as sns
+
     return sns.color_palette(PALETTE, n_colors=count)
 
 
