@@ -17,14 +17,15 @@ LOCK := requirements-cuda$(CUDA).lock
 # PyTorch wheel index and the CUDA wheels that must match it (requirements-cuda12.txt).
 OFF_LOCK := $(if $(filter 12,$(CUDA)),requirements-cuda12.txt)
 STAMP := $(VENV)/.installed-cuda$(CUDA)
+# uv's block of the lock (its `uv==` line and hashes): uv installs the lock and makes it.
+UV_PIN = awk '/^uv==/ {keep = 1; print; next} keep && /^ +--hash=/ {print; next} {keep = 0}' $(LOCK)
 
 $(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	$(PYTHON) -m venv $(VENV)
 	@# pip >= 25.1 reads pyproject.toml's dependency groups (--group).
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	@# uv first, the lock's own pin and hashes (its block: the `uv==` line and its hashes).
-	awk '/^uv==/ {keep = 1; print; next} keep && /^ +--hash=/ {print; next} {keep = 0}' \
-		$(LOCK) > $(VENV)/uv-pin.txt
+	@# uv first, at the lock's own pin, checked against its hashes.
+	$(UV_PIN) > $(VENV)/uv-pin.txt
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(VENV)/uv-pin.txt
 	@# The two stacks' CuPy builds install the same module: remove the other one first.
 	$(BIN)/uv pip uninstall --quiet --python $(BIN)/python cupy-cuda12x cupy-cuda13x
@@ -93,7 +94,9 @@ docs: venv
 LOCK_VENV := .venv-lock
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install --quiet "$$(grep -o '^uv==[^ ]*' $(LOCK))" packaging
+	$(UV_PIN) > $(LOCK_VENV)/uv-pin.txt
+	$(LOCK_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK_VENV)/uv-pin.txt
+	$(LOCK_VENV)/bin/python -m pip install --quiet packaging
 	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
 		$(if $(UPGRADE),--upgrade)
 

@@ -64,15 +64,22 @@ def cells_of(results: Path) -> list[Cell]:
     return sorted(cells, key=lambda cell: cell.finished)
 
 
+def host_spread(kind: str, spreads: rerun.HostSpreads, quantile: float | None):
+    """The package's spread for a cell (rerun.spread_for, without the probes' drift) with
+    the swing at `quantile`; for None the rule before the swing, the typical spread alone."""
+    if quantile is not None:
+        return rerun.spread_for(kind, None, spreads, quantile)
+    typical = spreads.typical(kind)
+    return None if typical is None else rerun.Spread(typical, typical)
+
+
 def replayed(cells: list[Cell], quantile: float | None) -> dict[tuple[str, str], tuple]:
     """(cell id, metric) -> (median of the log run medians, half-width on the log scale, or
     None where fewer than five earlier cells of its kind could tell the host's spread)."""
     spreads = rerun.HostSpreads([])
     found = {}
     for cell in cells:
-        spread = rerun.spread_for(cell.kind, None, spreads, quantile or 0.0)
-        if spread is not None and quantile is None:
-            spread = rerun.Spread(spread.host, spread.host)
+        spread = host_spread(cell.kind, spreads, quantile)
         for name, logs in cell.logs.items():
             half = spread.half_width(logs) if spread else None
             found[cell.id, name] = (statistics.median(logs), half)
