@@ -56,7 +56,7 @@ def hand_written_median_ci(sorted_samples, level=sample_stats.CI_LEVEL):
 
 
 @pytest.mark.parametrize("n", [*range(2, 60), 97, 200, 401])
-def test_median_ci_from_scipy_is_the_hand_written_interval(n):
+def test_median_ci_is_the_hand_written_interval(n):
     samples = [float(value) for value in range(n)]
     low, high, level = sample_stats.median_ci(samples)
     expected_low, expected_high, expected_level = hand_written_median_ci(samples)
@@ -64,8 +64,18 @@ def test_median_ci_from_scipy_is_the_hand_written_interval(n):
     assert level == pytest.approx(expected_level, abs=1e-12)
 
 
+def test_madn_is_scipys_normal_consistent_median_absolute_deviation():
+    rng = np.random.default_rng(5)
+    for count in range(2, sample_stats.MAX_RUNS + 1):
+        values = list(rng.lognormal(size=count))
+        assert sample_stats.madn(values) == pytest.approx(
+            stats.median_abs_deviation(values, scale="normal"), rel=1e-12
+        )
+    assert sample_stats.madn([1.0, 1.0, 1.0, 2.0]) == 0.0  # more than half equal
+
+
 def test_median_ci_of_many_samples_is_the_normal_approximation():
-    n = 1_000_000  # a quarter-hour wait for the hand-written sum; scipy's binomial at once
+    n = 1_000_000  # a quarter-hour wait for the hand-written sum; the terms near the tail at once
     low, high, level = sample_stats.median_ci(range(n))
     assert (high - low) / 2 == pytest.approx(1.96 * math.sqrt(n) / 2, abs=2)
     assert level == pytest.approx(sample_stats.CI_LEVEL, abs=1e-3)

@@ -110,7 +110,6 @@ def preload(*families: Family) -> None:
     wherever CUDA_HOME, nvcc or /usr/local/cuda exists); its slow dependency,
     setuptools, is imported here, leaving the run 20 ms of the import.
     """
-    import scipy.stats  # noqa: F401  (every run's statistics, accelbench.measuring.statistics: a second)
     import setuptools  # noqa: F401  (torch.utils.cpp_extension's: 50 ms)
     import torch  # noqa: F401  (seconds to import)
 

@@ -1,7 +1,7 @@
 """The statistics every metric carries: one run's summary, and the interval across runs.
 
 The summary of one run is the median with a distribution-free 95% confidence
-interval (order statistics of a binomial, scipy.stats), because benchmark times
+interval (order statistics of a binomial), because benchmark times
 are skewed and the mean is not robust. That interval only describes the jitter
 inside one run: everything the run shares (the process's memory layout, the
 machine's load, the CPU's clock) moves all its samples together. An experiment
@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from accelbench.measuring.rerun import Spread
 
 CI_LEVEL = 0.95
+# The standard normal's third quartile: MADn's denominator (`madn`).
+NORMAL_Q3 = statistics.NormalDist().inv_cdf(0.75)
 # The 95% quantile of |median(X) - median(Y)| / MADn(X) for X, Y two independent samples
 # of R standard normal values, R = 2..MAX_RUNS (entry R - 2): the factor of the rerun
 # interval (`across_runs`). Each is a simulation of 2,000,000 pairs with
@@ -55,7 +57,7 @@ def median_ci(
     """Order-statistic confidence interval for the median.
 
     Returns (low, high, achieved_level): [x_k, x_(n-k+1)] for the largest k with
-    P(B <= k - 1) <= (1 - level) / 2, B ~ Binomial(n, 1/2) (scipy.stats.binom).
+    P(B <= k - 1) <= (1 - level) / 2, B ~ Binomial(n, 1/2).
     With too few samples for the requested level the widest interval (min, max)
     is returned with the level it really has, so a reader never sees a 95% claim
     that the data cannot support.
@@ -65,15 +67,38 @@ def median_ci(
         raise ValueError("no samples")
     if n == 1:
         return sorted_samples[0], sorted_samples[0], 0.0
-    from scipy import stats  # a second to import: not for every reader of this module
-
-    tail = (1.0 - level) / 2
-    binomial = stats.binom(n, 0.5)
-    # ppf: the least j with P(B <= j) >= tail; a binomial CDF of n halves never equals
-    # a tail such as 0.025 exactly, so k - 1 = j - 1.
-    k = min(max(int(binomial.ppf(tail)), 1), n // 2)
-    achieved = 1.0 - 2.0 * float(binomial.cdf(k - 1))
+    # The least j with P(B <= j) >= tail; a binomial CDF of n halves never equals a tail
+    # such as 0.025 exactly, so k - 1 = j - 1.
+    k = min(max(_half_binomial_quantile(n, (1.0 - level) / 2), 1), n // 2)
+    achieved = 1.0 - 2.0 * _half_binomial_cdf(n, k - 1)
     return sorted_samples[k - 1], sorted_samples[n - k], achieved
+
+
+# Terms of Binomial(n, 1/2) more than this many standard deviations below its mean add
+# less than exp(-SKIPPED_SIGMAS^2 / 2) ~ 1e-22 to its CDF: the sums start there, so that a
+# million samples cost thousands of terms, not half a million.
+SKIPPED_SIGMAS = 10.0
+
+
+def _half_binomial_cdfs(n: int) -> Iterator[tuple[int, float]]:
+    """(j, P(B <= j)) for B ~ Binomial(n, 1/2), j rising from where the CDF starts to count;
+    each term from log-gamma, which stays finite where C(n, j) / 2^n would overflow a float."""
+    first = max(0, math.floor(n / 2 - SKIPPED_SIGMAS * math.sqrt(n) / 2))
+    log_all = math.lgamma(n + 1) - n * math.log(2.0)
+    total = 0.0
+    for j in range(first, n + 1):
+        total += math.exp(log_all - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+        yield j, total
+
+
+def _half_binomial_quantile(n: int, tail: float) -> int:
+    """The least j with P(B <= j) >= tail, B ~ Binomial(n, 1/2)."""
+    return next((j for j, cdf in _half_binomial_cdfs(n) if cdf >= tail), n)
+
+
+def _half_binomial_cdf(n: int, j: int) -> float:
+    """P(B <= j), B ~ Binomial(n, 1/2)."""
+    return next((cdf for at, cdf in _half_binomial_cdfs(n) if at == j), 0.0)
 
 
 def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
@@ -108,13 +133,18 @@ def rerun_half_width(values: Sequence[float], floor: float = 0.0) -> float:
     log scale for times and rates; see `across_runs`). Where more than half the values are
     equal (a coarse timer) MADn is 0; `floor`, the scale the runs' own jitter gives one
     run's median, stands in for it then."""
-    from scipy import stats  # a second to import: not for every reader of this module
-
     count = len(values)
     if not 2 <= count <= MAX_RUNS:
         raise ValueError(f"a rerun interval needs 2 to {MAX_RUNS} runs, not {count}")
-    scale = float(stats.median_abs_deviation(values, scale="normal"))
+    scale = madn(values)
     return RERUN_QUANTILES[count - 2] * (scale if scale > 0 else floor)
+
+
+def madn(values: Sequence[float]) -> float:
+    """The normal-consistent median absolute deviation: median(|x - median(x)|) over the
+    standard normal's third quartile, so that it estimates sigma for normal values."""
+    centre = statistics.median(values)
+    return float(statistics.median(abs(value - centre) for value in values)) / NORMAL_Q3
 
 
 def _median_error(run: dict[str, Any]) -> float:
