@@ -449,6 +449,66 @@ def test_a_target_no_rule_makes_is_told_which_part_is_wrong(target, message):
     assert message in grid.unmade_target_reason(target, "/work/flow")
 
 
+def refusal(target: str, config: dict) -> str:
+    """What the workflow says of a bad target, found as it finds it: a path of a record's
+    shape is parsed by its family's rule (grid.target_check, with the config), any other is
+    told which part is wrong (grid.check_targets). tests/test_workflow.py runs each way
+    through Snakemake."""
+    cell = grid.cell_of_path(target)
+    if cell is None:
+        return grid.unmade_target_reason(target, "/work/flow")
+    with pytest.raises(grid.GridError) as refused:
+        grid.parse_path(target, cell[0], config)
+    return str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def default_config() -> dict:
+    """The default config as the workflow reads it: validated, its defaults filled in."""
+    return accelbench_config.load()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("results/kernels/matmul/gpu3/numpy/float64/n64.json", "device 'gpu3' is malformed"),
+        (
+            "results/kernels/matmull/cpu1/numpy/float64/n64.json",
+            "kernel 'matmull' is not known; allowed: fft1d, fft2d, mandelbrot, matmul",
+        ),
+        ("results/kernels/matmul/cpu1/numpi/float64/n64.json", "backend 'numpi' is not known"),
+        ("results/kernels/matmul/cpu1/numpy/int8/n64.json", "dtype 'int8' is not known"),
+        (
+            "results/kernels/matmul/cpu1/numpy/float16/n64.json",
+            "kernel 'matmul' on backend 'numpy' computes in float64, float32 only, not in float16",
+        ),
+        (
+            "results/kernels/transfer-h2d/cpu1/torch/float32/n64.json",
+            "kernel 'transfer-h2d' runs on cuda devices only, not on cpu1",
+        ),
+        ("results/roofs/cpu1/float8.json", "dtype 'float8' is not known"),
+        ("results/kernels/matmul/cpu1/numpy/float64/n6x4.json", "size '6x4' must be a positive"),
+        (
+            "results/kernels/matmul/cuda1/numpy/float64/n64.json",
+            "excluded from the grid: backend 'numpy' runs on cpu devices",
+        ),
+        ("results/train/resnet18/cpu1/tf32/single/bs16.json", "tf32 is a CUDA tensor-core mode"),
+        ("results/train/resnet18/cpu1/fp32/single/bs0.json", "batch size '0' must be a positive"),
+        ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one node"),
+        ("results/roofs/2x1cuda/float32.json", "2x1cuda spans 2 nodes"),
+        ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one node"),
+        ("results/kernels/matmul/2x2cpu/numpy/float32/n64.json", "2x2cpu spans 2"),
+        (
+            "results/kernels/matmul/cpu1/numpy/float32/16.json",
+            "part 7, '16.json', must read 'n{size}.json'",
+        ),
+        ("results/kernel/matmul/cpu1/numpy/float32/n16.json", "(did you mean 'kernels'?)"),
+    ],
+)
+def test_a_bad_target_is_refused_naming_its_wrong_part(default_config, target, message):
+    assert message in refusal(target, default_config)
+
+
 def test_an_absolute_target_is_told_the_path_to_name(tmp_path):
     inside = tmp_path / "results/kernels/matmul/cpu1/numpy/float64/n16.json"
     assert grid.unmade_target_reason(str(inside), str(tmp_path)) == (
