@@ -13,6 +13,7 @@ from accelbench import config as workflow_config
 from accelbench.job import measurement
 
 from conftest import REPO_ROOT
+from refusals import BAD_CONFIGS
 
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
 
@@ -53,37 +54,8 @@ def test_every_command_refuses_what_the_workflow_refuses(tmp_path, capsys, comma
     assert not target.exists()
 
 
-@pytest.mark.parametrize(
-    ("config", "message"),
-    [
-        (
-            "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'plugins', 'kernels', "
-            "'datasci', 'train', 'contention', 'energy', 'resources', 'slurm', "
-            "'cluster_analysis', 'report']",
-        ),
-        ("train:\n  stepz: 3\n", "'stepz' is not one of ['devices', 'precisions'"),
-        (
-            "kernels:\n  backends: [numpy, cuda-magic]\n",
-            "config key kernels.backends: unknown backend 'cuda-magic'; allowed: numpy, numba",
-        ),
-        (
-            "train:\n  batch_sizes:\n    vgg99: [8]\n",
-            "config key train.batch_sizes: unknown model 'vgg99'; "
-            "allowed: alexnet, alexnet-r, alexnet-s, autoencoder",
-        ),
-        ("kernels:\n  devices: [gpu0]\n", "'gpu0' does not match"),
-        ("train:\n  precisions: [fp8]\n", "'fp8' is not one of ['fp32', 'tf32', 'fp16', 'bf16'"),
-        ("report:\n  baseline_device: gpu1\n", "'gpu1' does not match"),
-        ("report:\n  figure_width: wide\n", "'wide' is not one of ['auto', 'single', 'double']"),
-        (
-            "kernels:\n  runs: 2\n",
-            "bad.yaml: config key kernels.runs: 2 is less than the minimum of 3",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("config", "message"), BAD_CONFIGS.values(), ids=BAD_CONFIGS)
 def test_the_workflows_check_names_the_bad_key(tmp_path, config, message):
-    """tests/test_workflow.py sees Snakemake stop on each kind of these."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(config)
     assert message in workflow_message([workflow_config.default_config_path(), bad])

@@ -24,6 +24,7 @@ from accelbench.slurm import resources as cluster
 from accelbench.train.cells import exclusion as train_exclusion
 
 from conftest import REPO_ROOT
+from refusals import BAD_TARGETS
 
 
 @pytest.fixture
@@ -468,43 +469,7 @@ def default_config() -> dict:
     return accelbench_config.load()
 
 
-@pytest.mark.parametrize(
-    ("target", "message"),
-    [
-        ("results/kernels/matmul/gpu3/numpy/float64/n64.json", "device 'gpu3' is malformed"),
-        (
-            "results/kernels/matmull/cpu1/numpy/float64/n64.json",
-            "kernel 'matmull' is not known; allowed: fft1d, fft2d, mandelbrot, matmul",
-        ),
-        ("results/kernels/matmul/cpu1/numpi/float64/n64.json", "backend 'numpi' is not known"),
-        ("results/kernels/matmul/cpu1/numpy/int8/n64.json", "dtype 'int8' is not known"),
-        (
-            "results/kernels/matmul/cpu1/numpy/float16/n64.json",
-            "kernel 'matmul' on backend 'numpy' computes in float64, float32 only, not in float16",
-        ),
-        (
-            "results/kernels/transfer-h2d/cpu1/torch/float32/n64.json",
-            "kernel 'transfer-h2d' runs on cuda devices only, not on cpu1",
-        ),
-        ("results/roofs/cpu1/float8.json", "dtype 'float8' is not known"),
-        ("results/kernels/matmul/cpu1/numpy/float64/n6x4.json", "size '6x4' must be a positive"),
-        (
-            "results/kernels/matmul/cuda1/numpy/float64/n64.json",
-            "excluded from the grid: backend 'numpy' runs on cpu devices",
-        ),
-        ("results/train/resnet18/cpu1/tf32/single/bs16.json", "tf32 is a CUDA tensor-core mode"),
-        ("results/train/resnet18/cpu1/fp32/single/bs0.json", "batch size '0' must be a positive"),
-        ("results/roofs/cuda2/float32.json", "roofs bound kernels, which run on one node"),
-        ("results/roofs/2x1cuda/float32.json", "2x1cuda spans 2 nodes"),
-        ("results/kernels/matmul/2x1cuda/cupy/float32/n64.json", "kernels run on one node"),
-        ("results/kernels/matmul/2x2cpu/numpy/float32/n64.json", "2x2cpu spans 2"),
-        (
-            "results/kernels/matmul/cpu1/numpy/float32/16.json",
-            "part 7, '16.json', must read 'n{size}.json'",
-        ),
-        ("results/kernel/matmul/cpu1/numpy/float32/n16.json", "(did you mean 'kernels'?)"),
-    ],
-)
+@pytest.mark.parametrize(("target", "message"), BAD_TARGETS.values(), ids=BAD_TARGETS)
 def test_a_bad_target_is_refused_naming_its_wrong_part(default_config, target, message):
     assert message in refusal(target, default_config)
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from conftest import planned_jobs, snakemake
+from refusals import BAD_CONFIGS, BAD_TARGETS
 
 pytestmark = pytest.mark.workflow
 
@@ -62,17 +63,7 @@ def test_one_result_path_plans_exactly_one_job(workflow_dir, target):
 # record's shape (the Snakefile's target check). Every message: tests/test_grid.py.
 @pytest.mark.parametrize(
     ("target", "message"),
-    [
-        (
-            "results/kernels/matmull/cpu1/numpy/float64/n64.json",
-            "kernel 'matmull' is not known; allowed: fft1d, fft2d, mandelbrot, matmul",
-        ),
-        (
-            "results/kernels/matmul/cuda1/numpy/float64/n64.json",
-            "excluded from the grid: backend 'numpy' runs on cpu devices",
-        ),
-        ("results/kernel/matmul/cpu1/numpy/float32/n16.json", "(did you mean 'kernels'?)"),
-    ],
+    [BAD_TARGETS[kind] for kind in ("unknown kernel", "CPU backend on a GPU", "misspelt family")],
 )
 def test_bad_target_names_the_wrong_part(workflow_dir, target, message):
     done = snakemake(workflow_dir, "-n", target)
@@ -114,22 +105,7 @@ def test_a_target_the_config_makes_impossible_is_refused(workflow_dir, target, m
 # tests/test_config.py.
 @pytest.mark.parametrize(
     ("config", "message"),
-    [
-        (
-            "kernls: {}\n",
-            "'kernls' is not one of ['seed', 'retries', 'cuda_stack', 'plugins', 'kernels', "
-            "'datasci', 'train', 'contention', 'energy', 'resources', 'slurm', "
-            "'cluster_analysis', 'report']",
-        ),
-        (
-            "kernels:\n  backends: [numpy, cuda-magic]\n",
-            "config key kernels.backends: unknown backend 'cuda-magic'; allowed: numpy, numba",
-        ),
-        (
-            "kernels:\n  runs: 2\n",
-            "config/bad.yaml: config key kernels.runs: 2 is less than the minimum of 3",
-        ),
-    ],
+    [BAD_CONFIGS[kind] for kind in ("unknown key", "unknown backend", "below its minimum")],
 )
 def test_bad_config_stops_before_any_job(workflow_dir, config, message):
     (workflow_dir / "config" / "bad.yaml").write_text(config)
