@@ -141,10 +141,22 @@ def paper(layout: str, body: str) -> str:
     )
 
 
-def compile_latex(directory: Path, name: str, text: str) -> tuple[str, list[str]]:
-    """(pdflatex's log, what is wrong on paper) for the document `text`."""
+# Written to the log before each item of a document, so that what TeX says is told of it.
+ITEM_MARK = "PAPER-READY-ITEM="
+
+
+def compile_latex(
+    directory: Path, name: str, layout: str, items: dict[str, str]
+) -> dict[str, tuple[str, list[str]]]:
+    """Compile `items` (name -> body) in one `layout` paper, each on pages of its own; per
+    item, (what pdflatex logged of it, what is wrong with it on paper). One document for
+    many items: a pdflatex start costs more than most items."""
     pdflatex = tool("pdflatex", shutil.which("pdflatex"))
-    (directory / f"{name}.tex").write_text(text, encoding="utf-8")
+    bodies = [
+        rf"\typeout{{{ITEM_MARK}{item}}}" + f"\n{text}\n" + r"\clearpage"
+        for item, text in items.items()
+    ]
+    (directory / f"{name}.tex").write_text(paper(layout, "\n".join(bodies)), encoding="utf-8")
     done = subprocess.run(
         [pdflatex, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", name],
         cwd=directory,
@@ -153,17 +165,52 @@ def compile_latex(directory: Path, name: str, text: str) -> tuple[str, list[str]
         timeout=120,
         env={**os.environ, "max_print_line": "10000"},  # one log line per message
     )
-    log = (directory / f"{name}.log").read_text(encoding="utf-8", errors="replace")
-    problems = []
-    if done.returncode != 0:
-        errors = [line for line in log.splitlines() if line.startswith("!")]
-        problems.append(f"{name}: pdflatex failed: {errors or done.stdout[-1000:]}")
-    for wider, where in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)(.*)", log):
-        if float(wider) > OVERFULL_TOLERANCE_PT:
-            problems.append(f"{name}: a line {wider} pt wider than its column{where}")
-    for taller in re.findall(r"Float too large for page by ([\d.]+)pt", log):
-        problems.append(f"{name}: a float {taller} pt taller than the page")
-    return log, problems
+    logged: dict[str, list[str]] = {}
+    for line in (
+        (directory / f"{name}.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    ):
+        if line.startswith(ITEM_MARK):
+            logged[line.removeprefix(ITEM_MARK)] = []
+        elif logged:
+            logged[list(logged)[-1]].append(line)
+    found = {}
+    for item in items:
+        log, problems = "\n".join(logged.get(item, [])), []
+        if item not in logged:
+            problems.append(f"{item}: pdflatex stopped before it")
+        elif done.returncode != 0 and item == list(logged)[-1]:
+            errors = [line for line in logged[item] if line.startswith("!")]
+            problems.append(f"{item}: pdflatex failed: {errors or done.stdout[-1000:]}")
+        for wider, where in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)(.*)", log):
+            if float(wider) > OVERFULL_TOLERANCE_PT:
+                problems.append(f"{item}: a line {wider} pt wider than its column{where}")
+        for taller in re.findall(r"Float too large for page by ([\d.]+)pt", log):
+            problems.append(f"{item}: a float {taller} pt taller than the page")
+        found[item] = (log, problems)
+    return found
+
+
+def test_one_document_tells_each_items_problems_apart(tmp_path):
+    """The checks below compile many items in one document: what TeX says of one must not be
+    told of another; an error is told of the item that made it, and the items after it as
+    not compiled."""
+    items = {
+        "fits": r"\begin{table}[h]\centering\begin{tabular}{ll}a & b\\\end{tabular}\end{table}",
+        "too wide": r"\noindent\rule{9in}{1pt}",
+        "too tall": r"\begin{figure}[p]\rule{1in}{12in}\end{figure}",
+        "also fits": "Text.",
+        "fails": r"\undefinedcommand",
+        "after the failure": "Text.",
+    }
+    found = {
+        item: problems
+        for item, (_, problems) in compile_latex(tmp_path, "planted", "one-column", items).items()
+    }
+    assert found["fits"] == found["also fits"] == []
+    assert len(found["too wide"]) == 1 and "wider than its column" in found["too wide"][0]
+    assert len(found["too tall"]) == 1 and "taller than the page" in found["too tall"][0]
+    assert len(found["fails"]) == 1 and "Undefined control sequence" in found["fails"][0]
+    assert found["after the failure"] == ["after the failure: pdflatex stopped before it"]
 
 
 def latex_tables(results: Path) -> list[Path]:
@@ -173,11 +220,12 @@ def latex_tables(results: Path) -> list[Path]:
 def test_every_latex_table_fits_a_one_and_a_two_column_paper(made, tmp_path):
     problems = []
     for grid, results in made.items():
-        for table in latex_tables(results):
-            for layout in PAPERS:
-                name = f"{grid}-{table.stem}-{layout}"
-                _, found = compile_latex(tmp_path, name, paper(layout, rf"\input{{{table}}}"))
-                problems += found
+        inputs = {table.stem: rf"\input{{{table}}}" for table in latex_tables(results)}
+        for layout in PAPERS:
+            name = f"{grid}-tables-{layout}"
+            items = {f"{name}: {table}": body for table, body in inputs.items()}
+            compiled = compile_latex(tmp_path, name, layout, items)
+            problems += [problem for _, found in compiled.values() for problem in found]
     assert problems == []
     for grid, results in made.items():
         with_tex = {*tables.TABLES, "offload_break_even", "shi2016_comparison"}
@@ -218,17 +266,27 @@ def figure_body(pdf: Path, environment: str) -> str:
 def test_every_figure_is_legible_at_the_width_a_paper_sets_it(made, tmp_path):
     problems = []
     for grid, results in made.items():
+        measured = {}
         for pdf in sorted(results.glob("figures/*.pdf")):
             width, sizes = pdf_width_and_font_sizes(pdf)
             assert sizes, f"{pdf.name}: no text found in the PDF"
+            measured[pdf] = width, sizes
+        for layout in PAPERS:
+            name = f"{grid}-figures-{layout}"
             # A column's figure in a column, a wider one across the text (figure*).
-            environment = "figure" if width <= COLUMN_FIGURE_BP else "figure*"
-            for layout in PAPERS:
-                name = f"{grid}-{pdf.stem}-{layout}"
-                log, found = compile_latex(
-                    tmp_path, name, paper(layout, figure_body(pdf, environment))
+            bodies = {
+                f"{name}: {pdf.stem}": figure_body(
+                    pdf, "figure" if width <= COLUMN_FIGURE_BP else "figure*"
                 )
+                for pdf, (width, _) in measured.items()
+            }
+            compiled = compile_latex(tmp_path, name, layout, bodies)
+            for (item, (log, found)), (width, sizes) in zip(
+                compiled.items(), measured.values(), strict=True
+            ):
                 problems += found
+                if found:
+                    continue
                 included = float(re.search(r"FIGURE-WIDTH=([\d.]+)pt", log)[1]) / TEX_PER_BP
                 for size in sorted(set(sizes)):
                     on_paper, least = size * included / width, MIN_FONT_PT
@@ -236,7 +294,7 @@ def test_every_figure_is_legible_at_the_width_a_paper_sets_it(made, tmp_path):
                         least *= SCRIPT_SHRINK
                     if on_paper < least:
                         problems.append(
-                            f"{name}: {size:g} pt type in a {width / 72:.2f} in figure set "
+                            f"{item}: {size:g} pt type in a {width / 72:.2f} in figure set "
                             f"{included / 72:.2f} in wide is {on_paper:.1f} pt on paper, "
                             f"under {least:.1f} pt"
                         )
