@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -160,6 +162,30 @@ def test_the_doctor_runs_here_and_says_there_is_no_gpu():
     assert "\n  runs on: sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\n" in done.stdout
     assert "libcudart.so.13" in done.stdout  # torch's CUDA 13 runtime, loaded on import
     assert "initialised CUDA" not in done.stdout
+
+
+def modules_to_unpickle(data: bytes) -> set[str]:
+    """The modules whose classes unpickling `data` imports."""
+    modules = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module, name):
+            modules.add(module)
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO(data)).load()
+    return modules
+
+
+@pytest.mark.parametrize("name", list(doctor.PROBES))
+def test_a_backends_report_reads_back_without_importing_the_backend(name):
+    """Reports are made in a forked child (forked_cuda.ask): reading one back must not import
+    the backend into the asking process (torch's version is a class of torch's: seconds)."""
+    report = doctor.inspect_backend(name, doctor.PROBES[name], None)
+    assert all(
+        module.startswith(("accelbench.", "builtins"))
+        for module in modules_to_unpickle(pickle.dumps(report))
+    )
 
 
 def test_loaded_libraries_are_read_from_the_process_maps(tmp_path):

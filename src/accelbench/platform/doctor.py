@@ -254,7 +254,9 @@ def probe_torch(kernel_gpu: int | None, torch=None) -> BackendReport:
     if (torch := torch or _import(report, "torch")) is None:
         return report
     report.imported = True
-    report.version = torch.__version__
+    # A str, not torch's own version class: the process that reads the report back would
+    # import torch for it (forked_cuda.ask).
+    report.version = str(torch.__version__)
     report.cuda = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
     report.archs = torch.cuda.get_arch_list()
     if torch.cuda.is_available():
