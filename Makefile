@@ -19,6 +19,11 @@ OFF_LOCK := $(if $(filter 12,$(CUDA)),requirements-cuda12.txt)
 STAMP := $(VENV)/.installed-cuda$(CUDA)
 # uv's block of the lock (its `uv==` line and hashes): uv installs the lock and makes it.
 UV_PIN = awk '/^uv==/ {keep = 1; print; next} keep && /^ +--hash=/ {print; next} {keep = 0}' $(LOCK)
+# The package is installed editable: its bytecode (and the test helpers') is compiled before
+# a run, as the lock's is at install, so that where PYTHONDONTWRITEBYTECODE is set the
+# hundreds of processes of a run or the suite do not each compile what they import. Only
+# what changed since is compiled again.
+BYTECODE = $(BIN)/python -m compileall -q src
 
 $(STAMP): pyproject.toml $(LOCK) $(OFF_LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +50,7 @@ venv: $(STAMP)
 
 # The default grid (config/config.yaml): CPU only, a few minutes on 2 cores.
 run: venv
+	$(BYTECODE)
 	$(BIN)/snakemake --cores all --config cuda_stack=$(CUDA)
 	$(BIN)/snakemake --report results/report.html --config cuda_stack=$(CUDA)
 	@echo
@@ -63,6 +69,7 @@ run: venv
 # then, alone, the tests that measure the machine's own load (marker `quiet`).
 TEST_WORKERS ?= 3
 test: venv
+	$(BYTECODE) tests
 	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh && tools/paper-tools/install.sh; \
 	 else echo "not root: no local Slurm, no TeX or Chromium installed; their tests will skip"; fi
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
