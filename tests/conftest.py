@@ -215,9 +215,18 @@ SLURM_MODULES = {
 }
 
 
-# Modules whose tests share one costly module-scoped fixture: under pytest-xdist each is
-# one work unit, so that the fixture is built once, in one worker.
-SHARED_FIXTURE_MODULES = {"tests/test_paper_ready.py": "paper-ready"}
+# Tests that share one costly module-scoped fixture, by module or by test function (all its
+# parameters): under pytest-xdist each entry is one work unit, so that the fixture is built
+# once, in one worker, not once in every worker that gets one of its tests.
+SHARED_FIXTURES = {
+    "tests/test_paper_ready.py": "the planted grids (made)",
+    "tests/test_fork_server.py": "a fork server for the kernel jobs (server)",
+    "tests/test_plugin_jobs.py": "a fork server for the users' units (server)",
+    "tests/test_kernels.py": "the CUDA simulator's runs (simulator_report, capped_grid_cases)",
+    "tests/test_train_parallel.py::test_two_processes_match_one_on_the_same_global_batch": (
+        "two gloo processes' runs"
+    ),
+}
 
 
 def _module(nodeid: str) -> str:
@@ -240,12 +249,16 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Each test is a work unit of its own, except the Slurm modules' tests (one unit per
-    group of nodes) and those of a module that shares a costly fixture (one unit each)."""
+    group of nodes) and the tests that share a costly fixture (SHARED_FIXTURES)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = _module(nodeid)
-            return SLURM_MODULES.get(module) or SHARED_FIXTURE_MODULES.get(module, nodeid)
+            module, function = _module(nodeid), nodeid.split("[", 1)[0]
+            return (
+                SLURM_MODULES.get(module)
+                or SHARED_FIXTURES.get(function)
+                or SHARED_FIXTURES.get(module, nodeid)
+            )
 
     return SlurmTogether(config, log)
