@@ -63,8 +63,10 @@ RC = {
 }
 
 
-# Marker and line style cycles, for series that colour alone must not tell apart.
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+# Marker and line style cycles, for series that colour alone must not tell apart. The
+# triangle pointing down comes last: on one point with the one pointing up it reads as the
+# diamond, another series' marker.
+MARKERS = ("o", "s", "^", "D", "P", "X", "*", "v")
 LINESTYLES = ("-", "--", ":", "-.")
 
 
