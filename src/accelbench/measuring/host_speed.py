@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accelbench.measuring.statistics import madn
+
 # About a millisecond of interpreter work, timed PROBE_REPEATS times per CPU (the median).
 PROBE_ITERATIONS = 20_000
 PROBE_REPEATS = 5
@@ -51,7 +53,6 @@ KEPT = 2000
 DRIFT_PROBES = 20
 DRIFT_SPAN_S = 60.0
 DRIFT_JOBS = 4
-MADN = 1.4826  # the median absolute deviation's factor to a normal standard deviation
 
 
 def _loop(iterations: int) -> int:
@@ -90,11 +91,6 @@ def history_file() -> Path:
     directory lasts (a Slurm job with a private one keeps its own)."""
     name = f"accelbench-host-speed-{os.getuid()}-{socket.gethostname()}.json"
     return Path(tempfile.gettempdir()) / name
-
-
-def _mad(values: list[float]) -> float:
-    centre = statistics.median(values)
-    return MADN * statistics.median(abs(value - centre) for value in values)
 
 
 @dataclass
@@ -169,7 +165,7 @@ class HostHistory:
         centres = [statistics.median(logs) for logs in by_job.values()]
         within = [value - statistics.median(logs) for logs in by_job.values() for value in logs]
         per_job = statistics.median(len(logs) for logs in by_job.values())
-        excess = _mad(centres) ** 2 - _mad(within) ** 2 / per_job
+        excess = madn(centres) ** 2 - madn(within) ** 2 / per_job
         return math.sqrt(max(excess, 0.0))
 
     def _save(self) -> None:

@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelbench.measuring.statistics import madn
+
 Z = 1.959963984540054  # the 97.5% quantile of the standard normal
 # Var(median of R standard normal values), R = 1..30 (entry R - 1): 400,000 draws of each
 # with numpy.random.default_rng(2026); tests/test_rerun.py repeats it with fewer.
@@ -55,7 +57,6 @@ MADN_FACTOR = (
     1.053, 1.050, 1.049, 1.046, 1.046, 1.042, 1.041, 1.040, 1.038,
 )  # fmt: skip
 MAX_RUNS = len(MEDIAN_VARIANCE)
-MADN = 1.4826
 # The cells whose spreads make a host's: those of the last RECENT_S seconds, at least
 # LEAST_CELLS of them, at most KEPT in all.
 RECENT_S = 1800.0
@@ -69,10 +70,7 @@ MOST_SPAN = 2.0
 
 def own_spread(log_medians: list[float]) -> float:
     """The cell's own robust spread: c(R) MADn of its R >= 2 log run medians."""
-    count = len(log_medians)
-    centre = statistics.median(log_medians)
-    mad = MADN * statistics.median(abs(value - centre) for value in log_medians)
-    return MADN_FACTOR[min(count, MAX_RUNS) - 2] * mad
+    return MADN_FACTOR[min(len(log_medians), MAX_RUNS) - 2] * madn(log_medians)
 
 
 @dataclass(frozen=True)
