@@ -166,19 +166,21 @@ def compile_latex(
         env={**os.environ, "max_print_line": "10000"},  # one log line per message
     )
     logged: dict[str, list[str]] = {}
+    current: list[str] = []  # the lines of the item last marked (none before the first)
     for line in (
         (directory / f"{name}.log").read_text(encoding="utf-8", errors="replace").splitlines()
     ):
         if line.startswith(ITEM_MARK):
-            logged[line.removeprefix(ITEM_MARK)] = []
-        elif logged:
-            logged[list(logged)[-1]].append(line)
+            current = logged[line.removeprefix(ITEM_MARK)] = []
+        else:
+            current.append(line)
+    last = list(logged)[-1] if logged else None
     found = {}
     for item in items:
         log, problems = "\n".join(logged.get(item, [])), []
         if item not in logged:
             problems.append(f"{item}: pdflatex stopped before it")
-        elif done.returncode != 0 and item == list(logged)[-1]:
+        elif done.returncode != 0 and item == last:
             errors = [line for line in logged[item] if line.startswith("!")]
             problems.append(f"{item}: pdflatex failed: {errors or done.stdout[-1000:]}")
         for wider, where in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)(.*)", log):
