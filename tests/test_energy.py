@@ -216,13 +216,10 @@ def test_an_idle_baseline_older_than_its_age_limit_is_measured_again(clock, tmp_
 def test_only_the_first_window_runs_of_a_measurement_take_an_energy_window(
     monkeypatch, tmp_path, clock
 ):
-    clock.tick = 1e-3
-    nvml = FakeNvml([iter(range(0, 10**9, 1000))])
-    monkeypatch.setattr(
-        energy, "open_meter", lambda is_gpu, gpus: energy.nvml_meter(gpus, nvml, visible="0")
-    )
+    fast_nvml(monkeypatch, clock)
     output = tmp_path / "saxpy.json"
-    settings = {**SETTINGS, "runs": 3, "energy": {"window_runs": 1}}
+    energy_settings = {"window_runs": 1, "min_window_s": {"cpu": 1e-3}}
+    settings = {**SETTINGS, "runs": 3, "energy": energy_settings}
     measurement.run(SAXPY, settings, str(output))
     record = load_record(output)
     assert len(record["energy"]["windows"]) == 1
@@ -372,21 +369,51 @@ def test_a_cpu_kernel_on_this_machine_records_its_energy_or_why_not(tmp_path):
         assert record["metrics"]["energy_per_call"]["unit"] == "J"
 
 
-def test_a_kernel_measured_with_nvml_records_energy_per_call(monkeypatch, tmp_path, clock):
-    # The GPU's counter rises 1 J per reading; the clock moves 1 ms per reading besides the
-    # baseline's sleep, so every window is too short for the counter: recorded as such.
-    clock.tick = 1e-3
+def fast_nvml(monkeypatch, clock) -> FakeNvml:
+    """An NVML counter that rises 1 J per reading and updates every 0.1 ms, on a clock that
+    moves 2 ms per reading: a window of real calls reaches its ten updates in one reading
+    (with the real 0.1 s period the window would top up real calls to a fake second)."""
+    clock.tick = 2e-3
+    monkeypatch.setattr(energy, "NVML_PERIOD_S", 1e-4)
     nvml = FakeNvml([iter(range(0, 10**9, 1000))])
     monkeypatch.setattr(
         energy, "open_meter", lambda is_gpu, gpus: energy.nvml_meter(gpus, nvml, visible="0")
     )
+    return nvml
+
+
+def test_a_kernel_measured_with_nvml_records_energy_per_call(monkeypatch, tmp_path, clock):
+    nvml = fast_nvml(monkeypatch, clock)
     output = tmp_path / "saxpy.json"
-    measurement.run(SAXPY, {**SETTINGS, "runs": 2}, str(output))
-    found = load_record(output)["energy"]
+    settings = {**SETTINGS, "runs": 2, "energy": {"min_window_s": {"cpu": 1e-3}}}
+    measurement.run(SAXPY, settings, str(output))
+    record = load_record(output)
+    found = record["energy"]
     assert found["method"] == "nvml total-energy counter (GPU-0)"
-    assert found["baseline_s"] == pytest.approx(1.0, abs=0.01)
-    assert len(found["windows"]) == 2 and found["status"] == "too_short"
+    assert found["baseline_s"] == pytest.approx(0.5, abs=0.01)  # the CPU's baseline_s
+    assert len(found["windows"]) == 2 and found["status"] == "ok"
+    assert all(window["seconds"] >= 1e-3 for window in found["windows"])
+    assert record["metrics"]["energy_per_call"]["unit"] == "J"
     assert nvml.started == 0
+
+
+def test_a_window_that_ran_faster_than_planned_is_topped_up_to_ten_counter_updates(
+    monkeypatch, clock
+):
+    """On an H200 the windows planned from the timed median for NVML's 1 s lasted 0.90 to
+    1.0 s (the calls back to back ran faster than timed), and every GPU record's energy
+    was too short. The window now adds calls at the rate it has shown."""
+    nvml = FakeNvml([iter(range(0, 10**9, 1000))])
+    meter = energy.nvml_meter([0], nvml)
+    window = energy.measure_window(meter, lambda: clock.sleep(0.09), 10, min_seconds=1.0)
+    assert window.calls == 12 and window.seconds == pytest.approx(1.08)
+    assert energy.measure_window(meter, lambda: clock.sleep(0.09), 10).calls == 10
+    monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
+    with energy.Probe(True, [0], {"energy": {"min_window_s": {"cuda": 0.5}}}) as probe:
+        probe.window(lambda: clock.sleep(0.09), 0.1)  # planned: 5 calls for 0.5 s
+    found = probe.section("call")
+    assert found["status"] == "ok", found["reason"]
+    assert found["windows"][0]["seconds"] >= 1.0  # ten updates, above the config's 0.5 s
 
 
 def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, clock):
@@ -394,10 +421,13 @@ def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, 
     meter = energy.rapl_meter(root)
     counted = iter(range(0, 10**12, 2_000_000))  # 2 J more at every reading
     meter.counters[0] = energy.Counter("package-0", lambda: next(counted), 2**40, 1e-6)
-    clock.tick = 0.02  # a window lasts 20 ms on this clock: 20 updates of RAPL's counter
+    # A window lasts 20 ms on this clock (one reading): 20 updates of RAPL's counter,
+    # longer than the window the settings ask for.
+    clock.tick = 0.02
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
     settings = {"seed": 0, "steps": 2, "warmup_steps": 1, "runs": 1, "config_hash": "t"}
+    settings["energy"] = {"min_window_s": {"cpu": 0.01}}
     output = tmp_path / "fcn.json"
     measurement.run(exp, settings, str(output))
     record = load_record(output)
@@ -416,7 +446,8 @@ def test_a_data_science_workload_records_energy_per_call(monkeypatch, tmp_path, 
     clock.tick = 0.02
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
     output = tmp_path / "groupby.json"
-    measurement.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), SETTINGS, str(output))
+    settings = {**SETTINGS, "energy": {"min_window_s": {"cpu": 0.01}}}
+    measurement.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), settings, str(output))
     record = load_record(output)
     assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "call"
     calls = record["energy"]["windows"][0]["calls"]

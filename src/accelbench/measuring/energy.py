@@ -18,13 +18,14 @@ device whose counter cannot be read gets a record section that says
   whatever else runs on it, which the contention guard watches.
 
 The energy window is separate from the timing: after the timed samples, the
-same work is repeated for at least `min_window_s` (planned from the median
-time of one call), so the timing is untouched and the window spans enough
-counter updates; the first `window_runs` runs of a measurement take one each. An
-idle baseline (power with nothing running) is measured before the first job's work
-and kept per host (BASELINE_MAX_AGE_S): measured again before every job, it would
-cost a GPU job a second and read a device still warm from the job before. "Above
-idle" energy subtracts it over the window.
+same work is repeated for at least `min_window_s` and MIN_PERIODS counter updates
+(planned from the median time of one call, then topped up at the window's own rate),
+so the timing is untouched and the window spans enough counter updates; the
+first `window_runs` runs of a measurement take one each. An idle baseline (power
+with nothing running) is measured before the first job's work and kept per host
+(BASELINE_MAX_AGE_S): measured again before every job, it would cost a GPU job a
+second and read a device still warm from the job before. "Above idle" energy
+subtracts it over the window.
 """
 
 from __future__ import annotations
@@ -346,15 +347,28 @@ def measure_window(
     work: Callable[[], object],
     calls: int,
     synchronize: Callable[[], None] = lambda: None,
+    min_seconds: float = 0.0,
 ) -> Window:
-    """Run `work` `calls` times between two readings of the meter, devices synchronised."""
+    """Run `work` `calls` times between two readings of the meter, devices synchronised,
+    then more, at the rate the window has shown, until it has lasted `min_seconds`.
+
+    The planned count comes from the timed median, which calls run back to back need not
+    repeat: on an H200, windows planned for 1 s lasted 0.90 to 1.0 s, under the ten
+    updates of NVML's counter that make a measurement.
+    """
     synchronize()
     before, started = meter.read(), CLOCK.now()
-    for _ in range(calls):
-        work()
-    synchronize()
-    seconds = CLOCK.now() - started
-    return Window(meter.joules(before, meter.read()), seconds, calls)
+    done = 0
+    while True:
+        for _ in range(calls):
+            work()
+        done += calls
+        synchronize()
+        seconds = CLOCK.now() - started
+        if seconds >= min_seconds or done >= MAX_CALLS:
+            break
+        calls = min(MAX_CALLS - done, planned_calls(min_seconds - seconds, seconds / done))
+    return Window(meter.joules(before, meter.read()), seconds, done)
 
 
 def without_window(settings: dict[str, Any]) -> dict[str, Any]:
@@ -431,12 +445,14 @@ class Probe:
         seconds_per_call: float,
         synchronize: Callable[[], None] = lambda: None,
     ) -> None:
-        """One window of `work` repeated for at least min_window_s (none without a meter)."""
+        """One window of `work` repeated for at least min_window_s, and at least the ten
+        counter updates a measurement needs (none without a meter)."""
         if self.meter is None:
             return
-        calls = planned_calls(self.min_window_s, seconds_per_call)
+        seconds = max(self.min_window_s, self.meter.min_seconds)
+        calls = planned_calls(seconds, seconds_per_call)
         try:
-            self.windows.append(measure_window(self.meter, work, calls, synchronize))
+            self.windows.append(measure_window(self.meter, work, calls, synchronize, seconds))
         except EnergyUnavailable as err:
             self._lost(err)
 
