@@ -4,8 +4,9 @@ placement (accelbench.measuring.placement)."""
 import numpy as np
 import pytest
 
+from accelbench.families.kernel import KernelExperiment
 from accelbench.kernels import host_dtype, kernels
-from accelbench.kernels.measure import check_kernel
+from accelbench.kernels.measure import check_kernel, prepare_kernel
 from accelbench.measuring import placement
 from accelbench.platform.devices import parse_device
 from accelbench.platform.processes import call_in_fork
@@ -49,3 +50,22 @@ def test_a_checked_kernel_still_matches_its_reference_on_placed_arrays():
             kernels()["matmul"], backend, parse_device("cpu1"), np.dtype("float64"), 64, 0
         )
         assert checked.check["passed"], (backend, checked.check)
+
+
+def flop_counts_made_in_a_forked_run(size: int) -> tuple[float, int]:
+    from accelbench.kernels import mandelbrot
+
+    misses = mandelbrot.steps.cache_info().misses
+    return kernels()["mandelbrot"].flops(size), mandelbrot.steps.cache_info().misses - misses
+
+
+def test_a_jobs_runs_inherit_a_flop_count_that_depends_on_the_data():
+    """Mandelbrot's flops are the steps of a float64 run over its grid: made once in the
+    job's process (prepare_kernel), not in each forked run (1 to 3 s a run)."""
+    from accelbench.kernels import mandelbrot
+
+    mandelbrot.steps.cache_clear()
+    exp = KernelExperiment("mandelbrot", "cpu1", "numpy", "float32", 96)
+    prepare_kernel(exp, {"seed": 0})
+    flops, computed = call_in_fork(flop_counts_made_in_a_forked_run, 96)
+    assert computed == 0 and flops == kernels()["mandelbrot"].flops(96) > 0

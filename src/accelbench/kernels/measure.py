@@ -139,13 +139,17 @@ def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellDa
 
 
 def prepare_kernel(exp, settings: dict[str, Any]) -> None:
-    """Make the cell's inputs and reference in the job's process, before its runs fork."""
+    """Make the cell's inputs and reference, and its flop count, in the job's process,
+    before its runs fork: a count that depends on the data (Mandelbrot's escape steps, a
+    float64 run over the grid) is cached by its spec, and each run inherits it instead of
+    computing it again (1 to 3 s a run)."""
     spec, backend = kernels()[exp.kernel], BACKENDS[exp.backend]
     if backend.unavailable_reason(exp.parsed_device, exp.dtype):
         return
     if backend.naive and exp.size > naive_size_limit(spec, settings):
         return
     cell_data(spec, exp.size, host_dtype(exp.dtype), settings["seed"])
+    spec.flops(exp.size)
 
 
 def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: int, seed: int):
