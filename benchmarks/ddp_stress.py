@@ -9,12 +9,16 @@ processes write their Python stacks to stderr (processes.ask_for_stacks), then t
 are killed; a launch whose ranks gave up waiting for each other (PeersTimedOut)
 counts as one too. `--load N` keeps N processes spinning on the CPUs meanwhile.
 
-Printed: each cell's launches, hangs and failures, and its launch times (median,
-90th percentile, max: from the fork of the launch to its result). The exit status is
-1 if a launch hung, failed, or did not fork the cell's processes; 0 wanted.
+Printed: a line as each launch ends (so a stress stopped from outside still tells what
+it saw), then each cell's launches, hangs and failures, and its launch times (median,
+90th percentile, max: from the fork of the launch to its result). `--seconds` ends it
+by itself: no launch starts that could not reach its deadline in that time, so a hang
+is always told with its stacks. The exit status is 1 if a launch hung, failed, or did
+not fork the cell's processes; 0 wanted.
 
-    python benchmarks/ddp_stress.py [--launches 300] [--load 0] [--deadline 60]
-        [--steps 2] [--cells train/fcn/cpu2/fp32/ddp/bs64 train/lstm/cpu2/fp32/ddp/bs32]
+    python benchmarks/ddp_stress.py [--launches 300] [--seconds S] [--load 0]
+        [--deadline 60] [--steps 2]
+        [--cells train/fcn/cpu2/fp32/ddp/bs64 train/lstm/cpu2/fp32/ddp/bs32]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import select
 import signal
@@ -105,7 +110,7 @@ def launch(exp, settings: dict, deadline: float) -> tuple[str, float]:
         if ready:
             ended = pipe.read() or "the launch's process died without a word"
         else:
-            print(f"{exp.id}: still running after {deadline:.0f} s:", file=sys.stderr, flush=True)
+            print(f"{exp.id}: still running after {deadline:g} s:", file=sys.stderr, flush=True)
             ask_for_stacks(pid)
             os.kill(pid, signal.SIGKILL)  # its ranks die with it (PR_SET_PDEATHSIG)
             ended = HUNG
@@ -130,6 +135,9 @@ def summary(seconds: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launches", type=int, default=300, help="in all, the cells in turn")
+    parser.add_argument(
+        "--seconds", type=float, default=math.inf, help="no launch starts later than this"
+    )
     parser.add_argument("--load", type=int, default=0, help="processes spinning meanwhile")
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds per launch")
     parser.add_argument("--steps", type=int, default=2, help="measured steps per launch")
@@ -140,27 +148,30 @@ def main() -> int:
     dump_stacks_on_request(sys.stderr)  # inherited by every launch and its ranks
     experiments = [experiment_of_id(cell) for cell in args.cells]
     settings = {"steps": args.steps, "warmup_steps": 1, "model_options": {}}
+    started = time.perf_counter()
     measurement.preload(FAMILIES["train"])  # as the fork server does: imports only, no thread pool
+    print(f"imports: {time.perf_counter() - started:.1f} s", flush=True)
     load = start_load(args.load)
     ended: dict[str, list[tuple[str, float]]] = {exp.id: [] for exp in experiments}
-    started = time.perf_counter()
+    launched = 0
     try:
-        for number in range(args.launches):
-            exp = experiments[number % len(experiments)]
+        while launched < args.launches:
+            if time.perf_counter() - started + args.deadline > args.seconds:
+                print(f"{args.seconds:.0f} s would be over before another deadline", flush=True)
+                break
+            exp = experiments[launched % len(experiments)]
             how, seconds = launch(exp, settings, args.deadline)
+            launched += 1
             ended[exp.id].append((how, seconds))
-            if how != "ok":
-                print(f"launch {number + 1}, {exp.id}: {how}", flush=True)
-            if (number + 1) % max(1, args.launches // 10) == 0:
-                print(f"{number + 1} of {args.launches} launches done", flush=True)
+            print(f"launch {launched}, {exp.id}: {how} ({seconds:.2f} s)", flush=True)
     finally:
         for pid in load:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
     print(
-        f"\n{args.launches} launches in {time.perf_counter() - started:.0f} s, "
-        f"{args.load} spinning processes beside them, deadline {args.deadline:.0f} s"
+        f"\n{launched} launches in {time.perf_counter() - started:.0f} s, "
+        f"{args.load} spinning processes beside them, deadline {args.deadline:g} s"
     )
     bad = 0
     for cell, launches in ended.items():

@@ -61,6 +61,20 @@ def run(command: list[str], cwd: Path, **env: str) -> subprocess.CompletedProces
     )
 
 
+def device_script(repo: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """tools/gpu-check/run.sh without wheels, archiving into tmp_path/out, with the
+    stand-in commands of tmp_path/bin first on the PATH."""
+    script = ["tools/gpu-check/run.sh", str(tmp_path / "no-wheels"), str(tmp_path / "out")]
+    return run(script, repo, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env)
+
+
+def stand_in(tmp_path: Path, name: str, script: str) -> None:
+    """A command of that name in tmp_path/bin, running this shell script."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / name).write_text("#!/bin/sh\n" + script)
+    (tmp_path / "bin" / name).chmod(0o755)
+
+
 @pytest.mark.workflow
 def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_left(tmp_path):
     repo = checkout(tmp_path / "repo")
@@ -82,26 +96,17 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
     assert seen.stdout.strip() == str(repo / "src" / "accelbench" / "__init__.py")
     # A machine whose nvidia-smi lists a GPU that its driver cannot reach: the check runs
     # until a step fails (this copy has no tests to run), and the logs come back packed.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(
-        "#!/bin/sh\n"
+    stand_in(
+        tmp_path,
+        "nvidia-smi",
         '[ "$1" = -L ] && { echo "GPU 0: Stand-in (UUID: GPU-0)"; exit 0; }\n'
         'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the driver"\n'
-        "exit 9\n"
+        "exit 9\n",
     )
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    out = tmp_path / "out"
-    done = run(
-        ["tools/gpu-check/run.sh", str(tmp_path / "no-wheels"), str(out)],
-        repo,
-        PATH=f"{bin_dir}:{os.environ['PATH']}",
-        BUDGET_S="400",
-        DDP_STRESS_LAUNCHES="2",
-    )
+    done = device_script(repo, tmp_path, BUDGET_S="400", DDP_STRESS_LAUNCHES="2")
     assert done.returncode != 0, done.stdout
     assert "no reference/<gpu>/ was written" in done.stdout
-    [archive] = out.glob("gpu-check-*.tar.gz")
+    [archive] = (tmp_path / "out").glob("gpu-check-*.tar.gz")
     with tarfile.open(archive) as packed:
         names = set(packed.getnames())
     logs = "results/gpu-check-logs"
@@ -115,3 +120,39 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
     made = (repo / logs / "make.txt").read_text()
     assert made.index("gpu-check: the doctor") < made.index("gpu-check: the GPU tests")
     assert "No NVIDIA GPU" in (repo / logs / "gpu-check" / "doctor.txt").read_text()
+    # Again with RESUME=1, as on the same machine after a check that ran out of time: the
+    # venv, the doctor that passed and the stress that ended are kept.
+    doctor_output = (repo / "results" / "gpu-check" / "doctor.txt").stat().st_mtime_ns
+    resumed = device_script(repo, tmp_path, BUDGET_S="400", RESUME="1")
+    steps = (repo / logs / "steps.txt").read_text().split("resuming")
+    assert len(steps) == 2, resumed.stdout
+    assert "make gpu-check GPU_RESUME=1" in steps[1] and "DDP stress" not in steps[1]
+    assert (repo / "results" / "gpu-check" / "doctor.txt").stat().st_mtime_ns == doctor_output
+    assert (repo / logs / "make.txt").read_text().count("gpu-check: the doctor") == 2
+
+
+def test_a_check_cut_by_its_time_is_judged_on_the_records_it_made(tmp_path):
+    """`make` stands in: a check that outlasts what the budget leaves it is stopped, and
+    the verdict (make gpu-verdict) still judges and keeps what was measured."""
+    repo = checkout(tmp_path / "repo")
+    stand_in(
+        tmp_path,
+        "make",
+        'echo "make $*" >> "$MAKE_CALLS"\n'
+        '[ "$1" = gpu-check ] && exec sleep 60\n'
+        "mkdir -p reference/stand-in-gpu && echo judged > reference/stand-in-gpu/acceptance.md\n",
+    )
+    calls = tmp_path / "make-calls.txt"
+    done = device_script(
+        repo,
+        tmp_path,
+        MAKE_CALLS=str(calls),
+        BUDGET_S="74",  # 4 s for the check, 70 for what follows it
+        DDP_STRESS_S="0",
+    )
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert calls.read_text().splitlines() == ["make gpu-check CUDA=13", "make gpu-verdict CUDA=13"]
+    assert "out of time: the verdict on the records made" in done.stdout
+    [archive] = (tmp_path / "out").glob("gpu-check-stand-in-gpu.tar.gz")
+    with tarfile.open(archive) as packed:
+        assert "reference/stand-in-gpu/acceptance.md" in packed.getnames()

@@ -12,7 +12,11 @@
 # gpu-check-<gpu>.tar.gz goes; unpacked in a checkout (tar -xzf FILE), it restores
 # reference/<gpu>/ and results/gpu-check-logs/. BUDGET_S (default 570): the seconds it all
 # may take, so that what was made is still packed; the check gets what the install and
-# the stress (DDP_STRESS_S, default 60, DDP_STRESS_LAUNCHES launches, default 60) leave.
+# the stress (DDP_STRESS_S, default 60, at most DDP_STRESS_LAUNCHES launches, default 60,
+# each a hang after DDP_STRESS_DEADLINE s, default 20) leave. A check that runs out of
+# time is judged on the records it made (make gpu-verdict). RESUME=1, on the same machine,
+# goes on from such a check: the install, the doctor and the GPU tests that passed and the
+# stress that ended are not done again, the records made are kept and the rest measured.
 # Exits with the check's status.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,31 +24,48 @@ wheels=${1:-.whl}
 archive_dir=${2:-results/gpu-check-archive}
 budget=${BUDGET_S:-570}
 stress_s=${DDP_STRESS_S:-60}
+deadline=${DDP_STRESS_DEADLINE:-20}
+resume=${RESUME:-}
 logs=results/gpu-check-logs
+[ -n "$resume" ] || rm -rf "$logs"
 mkdir -p "$archive_dir" "$logs"
 started=$(date +%s)
 say() { printf '[gpu-check %4ds] %s\n' $(($(date +%s) - started)) "$*" | tee -a "$logs/steps.txt"; }
 
 # 1. What the image lacks, from the wheels (tools/gpu-check/install.sh).
-if compgen -G "$wheels/*.whl" >/dev/null; then
+if [ -n "$resume" ] && [ -e .venv/.installed-cuda13 ]; then
+    say "resuming: the installed .venv is kept"
+elif compgen -G "$wheels/*.whl" >/dev/null; then
     say "installing $(ls "$wheels"/*.whl | wc -l) carried wheels into .venv"
     tools/gpu-check/install.sh "$wheels" 2>&1 | tee -a "$logs/steps.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || { say "installing failed"; exit 1; }
 fi
 
-# 2. The check itself, stopped where the budget ends (its jobs die with it).
-left=$((budget - ($(date +%s) - started) - stress_s - 20))
-say "make gpu-check (${left} s left for it)"
-timeout --signal=TERM --kill-after=15 "$left" make gpu-check CUDA=13 2>&1 | tee "$logs/make.txt"
+# 2. The check itself, stopped where the budget ends (its jobs die with it), leaving time
+# for the stress (unless a resumed one ended before), a verdict and the packing: 70 s
+# besides the stress's own.
+stress_done() { grep -q " launches in " "$logs/ddp-stress.txt" 2>/dev/null; }
+[ -n "$resume" ] && stress_done && stress_s=0
+left=$((budget - ($(date +%s) - started) - stress_s - 70))
+say "make gpu-check${resume:+ GPU_RESUME=1} (${left} s left for it)"
+timeout --signal=TERM --kill-after=15 "$left" make gpu-check CUDA=13 ${resume:+GPU_RESUME=1} \
+    2>&1 | tee -a "$logs/make.txt"
 status=${PIPESTATUS[0]}
 say "make gpu-check ended with status $status"
+if [ "$status" = 124 ]; then
+    say "out of time: the verdict on the records made (RESUME=1 goes on)"
+    timeout 25 make gpu-verdict CUDA=13 2>&1 | tee -a "$logs/make.txt"
+fi
 
 # 3. The local DDP cells launched over and over beside CPU load: do they ever hang here?
-load=$(($(nproc) / 2))
-say "DDP stress: ${DDP_STRESS_LAUNCHES:-60} launches beside $load spinning processes"
-timeout --signal=TERM --kill-after=10 "$stress_s" .venv/bin/python benchmarks/ddp_stress.py \
-    --launches "${DDP_STRESS_LAUNCHES:-60}" --load "$load" >"$logs/ddp-stress.txt" 2>&1
-say "DDP stress ended with status $? ($(tail -1 "$logs/ddp-stress.txt"))"
+if [ "$stress_s" -gt 0 ]; then
+    load=$(($(nproc) / 2))
+    say "DDP stress: up to ${DDP_STRESS_LAUNCHES:-60} launches in ${stress_s} s beside $load spinning processes"
+    timeout --signal=TERM --kill-after=10 $((stress_s + 10)) .venv/bin/python \
+        benchmarks/ddp_stress.py --launches "${DDP_STRESS_LAUNCHES:-60}" --seconds "$stress_s" \
+        --deadline "$deadline" --load "$load" >"$logs/ddp-stress.txt" 2>&1
+    say "DDP stress ended with status $? ($(tail -1 "$logs/ddp-stress.txt"))"
+fi
 
 # 4. One archive: the reference (records, tables, figures, verdict) and the logs.
 cp -r results/gpu-check "$logs/" 2>/dev/null
