@@ -176,6 +176,26 @@ def test_the_host_drift_is_the_largest_of_its_probes_swing_and_typical_spread(tm
     assert rerun.spread_for("cpu", 0.01, spreads) == Spread(spreads.typical("cpu"), swing)
 
 
+def test_a_gpus_cells_take_no_swing_from_the_launch_bound_ones(tmp_path):
+    """As on an H200: launch-bound cells and pageable copies moved 20-30% from run to run
+    in fresh processes, device-bound ones 0.1-3%. Their swing is no drift of the device: a
+    device copy whose runs were 0.4% apart keeps an interval of a few percent."""
+    spreads = HostSpreads.load(tmp_path / "spreads.json")
+    for _ in range(6):
+        spreads.add("cuda", [0.0, 0.01, -0.01])  # device-bound
+    for _ in range(4):
+        spreads.add("cuda", [0.0, 0.25, -0.3])  # launch-bound
+    typical = spreads.typical("cuda")
+    assert typical < 0.05 < spreads.swing("cuda")
+    gpu = rerun.spread_for("cuda", 0.0, spreads, device_timed=True)
+    assert gpu == Spread(typical, typical)
+    assert rerun.spread_for("cuda", 0.0, spreads).drift == spreads.swing("cuda")
+    copy = [math.log(34.76e-6), math.log(34.74e-6), math.log(34.89e-6)]
+    assert math.expm1(gpu.half_width(copy)) < 0.1
+    device_copy = KernelExperiment("transfer-d2d", "cuda1", "torch", "float32", 1 << 24)
+    assert measurement._host_spread(device_copy, None, spreads) == gpu
+
+
 def stretched_cell(rng, stretches: float, noise: float, runs: int = 3) -> np.ndarray:
     """A cell's log run medians on a host that switches between speeds for stretches of
     seconds: between two runs, one time in two, another stretch begins."""

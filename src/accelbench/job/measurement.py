@@ -256,8 +256,9 @@ def _host_spread(
 ) -> rerun.Spread | None:
     """What the host's recent cells of the experiment's device kind and its probes say of
     the runs (accelbench.measuring.rerun): a GPU's runs do not drift with the host's CPUs."""
-    drift = 0.0 if exp.parsed_device.is_gpu else (host.drift() if host else None)
-    return rerun.spread_for(exp.parsed_device.kind, drift, spreads)
+    gpu = exp.parsed_device.is_gpu
+    drift = 0.0 if gpu else (host.drift() if host else None)
+    return rerun.spread_for(exp.parsed_device.kind, drift, spreads, device_timed=gpu)
 
 
 def _tell(text: str) -> None:

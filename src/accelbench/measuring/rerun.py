@@ -18,9 +18,9 @@ values (MEDIAN_VARIANCE). The 95% interval is m exp(+-1.96 sqrt(that)), where:
   medians, so one odd run or one odd cell moves neither far.
 - sigma_d is the host's drift from one measurement to the next: the larger of what the
   probes that bracket every CPU run saw (host_speed.HostHistory.drift; a GPU's runs are
-  not timed by the host's CPUs) and the 80th percentile of the standard deviations of the
-  log run medians of the host's recent cells of that kind (`spread_for`). Runs seconds
-  apart rarely see it; a rerun minutes later meets it.
+  not timed by the host's CPUs), the typical spread and, on CPUs, the 80th percentile of
+  the standard deviations of the log run medians of the host's recent cells of that kind
+  (`spread_for`). Runs seconds apart rarely see it; a rerun minutes later meets it.
 
 Without neighbours yet (the first cells a host measures), the interval is the
 distribution-free pivot of the runs alone (statistics.RERUN_QUANTILES), wide at three runs.
@@ -176,7 +176,11 @@ class HostSpreads:
 
 
 def spread_for(
-    kind: str, drift: float | None, spreads: HostSpreads, quantile: float = DRIFT_QUANTILE
+    kind: str,
+    drift: float | None,
+    spreads: HostSpreads,
+    quantile: float = DRIFT_QUANTILE,
+    device_timed: bool = False,
 ) -> Spread | None:
     """The host's word on a cell of device kind `kind` whose probes drifted by `drift`, or
     None where it has too few recent cells of that kind to say (`quantile`: the swing's,
@@ -188,8 +192,14 @@ def spread_for(
     change moves a run, which is what a rerun minutes later meets. The robust spread is
     blind to one odd run by design, and the probe, a Python loop, feels less of a
     stretch than kernels do. The percentile is set from reruns of the default grid on a
-    noisy VM (docs/methodology.md)."""
+    noisy VM (docs/methodology.md).
+
+    A GPU's cells are timed by the device (`device_timed`): the host's stretches reach
+    only the launch-bound ones, whose own spread shows them, so there is no swing. On an
+    H200's host, launch-bound cells and pageable copies moved 20-30% from run to run, and
+    as a swing they gave a device copy whose runs were 0.4% apart +-72%."""
     typical = spreads.typical(kind)
     if typical is None:
         return None
-    return Spread(typical, max(typical, spreads.swing(kind, quantile) or 0.0, drift or 0.0))
+    swing = None if device_timed else spreads.swing(kind, quantile)
+    return Spread(typical, max(typical, swing or 0.0, drift or 0.0))
