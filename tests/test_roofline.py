@@ -224,6 +224,14 @@ def test_the_roofline_draws_the_ceiling_a_roof_has_and_names_the_one_it_lacks(tm
     assert layout_problems("partial roofline", fig) == []
 
 
+def test_a_value_is_written_in_the_si_prefix_that_keeps_three_figures():
+    assert roofline.scaled(669_016, "GFLOP/s") == "669 TFLOP/s"
+    assert roofline.scaled(4_347, "GB/s") == "4.35 TB/s"
+    assert roofline.scaled(999.7, "GB/s") == "1 TB/s"
+    assert roofline.scaled(55.2, "GB/s") == "55.2 GB/s"
+    assert roofline.scaled(1_234, "flop/byte") == "1.23e+03 flop/byte"
+
+
 def test_roof_table_lists_the_kernels_that_ran(frame):
     table = roofline.roof_table(frame)
     assert len(table) == sum(1 for _, r in RECORDS if r["experiment"] == "kernel")
@@ -291,8 +299,11 @@ def test_roofline_figure_draws_measured_ceilings(frame):
     # The ceilings under the device and dtype, outside the axes where points go.
     assert [ax.get_title().splitlines()[0] for ax in axes] == ["cpu2, float32", "cuda1, float32"]
     assert axes[0].get_title().splitlines()[1] == "GEMM 100 GFLOP/s, memory 20 GB/s"
+    # In the prefix that keeps three figures: 1e+04 GFLOP/s made a GPU's title too wide.
+    assert axes[1].get_title().splitlines()[1].startswith("GEMM 10 TFLOP/s, memory ")
     assert axes[1].get_title().splitlines()[2].startswith("host→device")
     assert not any(ax.texts for ax in axes)
+    assert layout_problems("roofline", fig) == []
     gpu = axes[1]
     ceiling = gpu.lines[0].get_ydata()
     assert np.max(ceiling) == pytest.approx(10000.0)

@@ -159,19 +159,34 @@ def _plotted_kernels(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+SI_PREFIXES = "kMGTPE"
+
+
+def scaled(value: float, unit: str) -> str:
+    """A value in its unit's next SI prefix up while it reaches 1000, three figures:
+    (669016, "GFLOP/s") -> "669 TFLOP/s". A GPU's roofs in G units read 6.69e+05 and made
+    its panel's title run into the next one's."""
+    step = SI_PREFIXES.find(unit[:1]) if len(unit) > 1 else -1
+    if step < 0 or not np.isfinite(value):
+        return f"{value:.3g} {unit}"
+    while abs(value) >= 999.5 and step < len(SI_PREFIXES) - 1:
+        value, step = value / 1000, step + 1
+    return f"{value:.3g} {SI_PREFIXES[step]}{unit[1:]}"
+
+
 def _ceilings(ax, roof, x: np.ndarray, gflops_unit: str) -> list[str]:
     """Draw a roof's ceilings; returns the panel's title lines, which name their values
     (under the title: inside the axes any corner can hold a measured point)."""
     # A ceiling the roof record lacks bounds nothing: fmin keeps the other one alone.
     ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
-    gemm = f"{roof.peak_gflops:.3g} {gflops_unit}" if np.isfinite(roof.peak_gflops) else None
-    memory = f"{roof.memory_bandwidth:.3g} GB/s" if np.isfinite(roof.memory_bandwidth) else None
+    gemm = scaled(roof.peak_gflops, gflops_unit) if np.isfinite(roof.peak_gflops) else None
+    memory = scaled(roof.memory_bandwidth, "GB/s") if np.isfinite(roof.memory_bandwidth) else None
     title = [
         f"{roof.device}, {roof.dtype}",
         f"GEMM {gemm or 'not measured'}, memory {memory or 'not measured'}",
     ]
     if np.isfinite(roof.h2d_bandwidth):
-        title.append(f"host→device {roof.h2d_bandwidth:.3g} GB/s (dashed)")
+        title.append(f"host→device {scaled(roof.h2d_bandwidth, 'GB/s')} (dashed)")
         ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
     return title
 
