@@ -166,15 +166,22 @@ def _throughput_lines(ax, here: pd.DataFrame, values: pd.Series, series, palette
         )
 
 
-def _crossover_marks(ax, found: pd.DataFrame, group: _Curves) -> None:
-    """A dotted line where the GPU overtakes the CPU, said in the panel's corner."""
+def _crossover_marks(ax, found: pd.DataFrame, group: _Curves) -> list[str]:
+    """A dotted line where the GPU overtakes the CPU; returns what the panel's title says
+    of it (under the title: inside the axes, a corner held the GPU's point on an H200).
+    Where the GPU is ahead at the smallest size measured, that size is no crossover: the
+    title says so, and no line is drawn."""
     found = found[found["experiment"] == group.family]
     for key, value in group.names.items():
         found = found[found[key] == value]
-    for size in found["crossover_size"].dropna():
+    said = []
+    for size, first in found[["crossover_size", "first_gpu_size"]].dropna().to_numpy(float):
+        if size == first == group.rows["size"].astype(float).min():
+            said.append(f"GPU ahead at every size measured (n ≥ {size:,.0f})")
+            continue
         ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
-        # In the corner, not at the line: there it ran out of the panel.
-        ax.text(0.03, 0.97, f"GPU wins from n≈{size:.3g}", transform=ax.transAxes, va="top")
+        said.append(f"GPU wins from n ≈ {float(f'{size:.3g}'):,.0f}")
+    return said
 
 
 def crossover_figure(frame: pd.DataFrame) -> Figure:
@@ -223,11 +230,12 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
         for ax, with_transfer in zip(row_axes, (False, True), strict=True):
             values = _throughput(group.rows, with_transfer, compute, end_to_end)
             _throughput_lines(ax, group.rows, values, series, palette, looks)
-            _crossover_marks(ax, marks[with_transfer], group)
+            said = _crossover_marks(ax, marks[with_transfer], group)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             alone = "kernel only" if group.family == "kernel" else "call only"
-            ax.set_title(f"{group.title}, {'with transfer' if with_transfer else alone}")
+            title = f"{group.title}, {'with transfer' if with_transfer else alone}"
+            ax.set_title("\n".join([title, *said]))
             ax.set_xlabel("Problem size n")
             ax.set_ylabel(f"Throughput ({group.unit})")
     style.legend(fig, _legend_handles(palette, looks))
