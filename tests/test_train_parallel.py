@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -356,6 +357,67 @@ def _launcher_chosen_here(with_another_thread: bool) -> list[str]:
 def test_ranks_are_forked_only_from_a_process_that_runs_a_single_thread():
     assert processes.call_in_fork(_launcher_chosen_here, False) == ["fork"]
     assert processes.call_in_fork(_launcher_chosen_here, True) == ["torchrun"]
+
+
+# Run by a new interpreter (this test process may have initialised CUDA, which a forked
+# rank cannot then use): a DDP cell whose forked ranks note the gloo workers they run
+# before and after destroy_process_group, one line per rank.
+NOTE_GLOO_WORKERS = """\
+import os
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+from accelbench.families.train import TrainExperiment
+from accelbench.platform import processes, ranks
+from accelbench.train.loop import measure_training
+
+notes = Path(sys.argv[1])
+
+
+def gloo_workers():
+    tasks = os.listdir("/proc/self/task")
+    names = [Path(f"/proc/self/task/{task}/comm").read_text().strip() for task in tasks]
+    return names.count("pt_gloo_runloop")
+
+
+destroy = dist.destroy_process_group
+
+
+def noted(*args, **kwargs):
+    before = gloo_workers()
+    destroy(*args, **kwargs)
+    with notes.open("a") as file:
+        file.write(f"{before} {gloo_workers()}\\n")
+
+
+def train():
+    settings = {"seed": 0, "steps": 3, "warmup_steps": 1, "runs": 2, "config_hash": "t"}
+    with ranks.ranks_may_fork():
+        outcome = measure_training(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), settings)
+    return outcome.status, outcome.reason, outcome.params.get("launcher")
+
+
+dist.destroy_process_group = noted
+print(*processes.call_in_fork(train))
+"""
+
+
+def test_a_ranks_gloo_workers_end_in_destroy_process_group(tmp_path):
+    """Not later, when the frame that holds the last run's model is dropped: the workers
+    would then be joined while the rank holds the GIL, and one that is releasing a
+    collective's tensor waits for the GIL for good (forked ranks hung so on a 16-CPU host)."""
+    script, notes = tmp_path / "note_gloo_workers.py", tmp_path / "gloo-workers"
+    script.write_text(NOTE_GLOO_WORKERS)
+    ended = subprocess.run(
+        [sys.executable, str(script), str(notes)], capture_output=True, text=True, timeout=120
+    )
+    assert ended.returncode == 0, ended.stderr
+    assert ended.stdout.split() == ["ok", "None", "fork"]
+    counts = [tuple(map(int, line.split())) for line in notes.read_text().splitlines()]
+    assert len(counts) == 2  # one line per rank
+    assert all(before >= 1 and after == 0 for before, after in counts), counts
 
 
 def _join_and_tell(rendezvous):

@@ -275,8 +275,12 @@ def train_process(
         torch.cuda.set_device(place.device)
     gpus = sum(1 for unit in place.devices if unit.type == "cuda")
     if grouped:
+        # Imported by the first optimiser otherwise, once the group has started: a group
+        # started before torch._dynamo is imported outlives destroy_process_group (below).
+        preload()
         backend = "nccl" if device.is_gpu else "gloo"
         distributed.init_process_group(rendezvous, backend, place.device)
+    session = None
     try:
         if grouped and device.is_gpu:
             gpus = distributed.check_distinct_gpus(place.device)
@@ -309,6 +313,7 @@ def train_process(
                     energy_window(session, probe, measured)
                     settings = replace(settings, flops_per_sample=session.flops_per_sample)
                 used = probe.section("step", exp.batch)
+            built = _built(session)
             if grouped and used is not None:  # every process of the group takes it or none
                 used = _combine_energy(used, place.device)
     except RuntimeError as err:
@@ -318,21 +323,27 @@ def train_process(
         raise hung from err
     finally:
         if grouped:
+            # The last run's model holds the group: dropped with this frame, it would end the
+            # group's gloo threads while holding the GIL, and a thread that was releasing a
+            # collective's tensor waits for the GIL for good (forked ranks hung so on a 16-CPU
+            # host). Dropped first, the group ends in destroy_process_group, which frees the GIL.
+            session = None
+            gc.collect()
             dist.destroy_process_group()
     result = {
         "runs": runs,
         "losses": runs[0]["losses"],
         "memory_metric": memory_name,
         "peak_memory": max(peaks),
-        "parameters": session.parameters,
-        "flops_per_sample": session.flops_per_sample,
+        "parameters": built["parameters"],
+        "flops_per_sample": built["flops_per_sample"],
         "processes": rendezvous.world_size,
         "hosts": hosts,
         "threads": threads,
         "gpus": gpus,
-        "options": session.options,
-        "data": session.data,
-        "data_note": session.data_note,
+        "options": built["options"],
+        "data": built["data"],
+        "data_note": built["data_note"],
         "launcher": rendezvous.launcher,
         "energy": used,
         "precision": progress.report(),
@@ -340,6 +351,12 @@ def train_process(
     if keep_state:
         result["state"] = state
     return result
+
+
+def _built(session) -> dict[str, Any]:
+    """What the record says of the model and data a session built, kept past the session."""
+    names = ("parameters", "flops_per_sample", "options", "data", "data_note")
+    return {name: getattr(session, name) for name in names}
 
 
 def _full_state(model) -> dict[str, Any]:
