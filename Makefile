@@ -111,8 +111,8 @@ lock:
 # experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
 # About 8 minutes on one H100, 10 on the H200 host measured; GPU_GRID=config/gpu-full.yaml
 # runs the complete grid (about half an hour). GPU_RESUME=1 goes on from a check that ran
-# out of time: the doctor and the GPU tests that passed are not run again, and the records
-# it measured are kept. The data science workloads join where RAPIDS is installed;
+# out of time: the doctor and the GPU tests that passed are not run again, the lock of the
+# workflow it stopped is lifted, and the records it measured are kept. The data science workloads join where RAPIDS is installed;
 # find_spec imports nothing. Each step prints the time it starts.
 GPU_CHECK_LOGS := results/gpu-check
 GPU_PASSED := results/.gpu-check-passed
@@ -135,6 +135,7 @@ gpu-check: venv
 		PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m gpu -n $(GPU_TEST_WORKERS) \
 		| tee $(GPU_CHECK_LOGS)/pytest-gpu.txt && touch $(GPU_PASSED)/tests; }
 	$(STEP) the grid $(GPU_CONFIGS)
+	$(if $(GPU_RESUME),$(BIN)/snakemake --unlock --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA))
 	$(BIN)/snakemake --cores all --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA) \
 		$(if $(GPU_RESUME),,--forcerun kernel_benchmark roof_benchmark train_benchmark datasci_benchmark)
 	$(STEP) the verdict

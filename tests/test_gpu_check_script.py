@@ -131,15 +131,21 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
     assert (repo / logs / "make.txt").read_text().count("gpu-check: the doctor") == 2
 
 
-def test_a_check_cut_by_its_time_is_judged_on_the_records_it_made(tmp_path):
-    """`make` stands in: a check that outlasts what the budget leaves it is stopped, and
-    the verdict (make gpu-verdict) still judges and keeps what was measured."""
+@pytest.mark.parametrize(
+    ("stopped", "status"),
+    [("exec sleep 60", 124), ("trap '' TERM; sleep 60", 137)],
+    ids=["ends-on-term", "killed-after-the-grace"],
+)
+def test_a_check_cut_by_its_time_is_judged_on_the_records_it_made(tmp_path, stopped, status):
+    """`make` stands in: a check that outlasts what the budget leaves it is stopped (killed
+    if it outlasts the grace too, as a snakemake waiting for its jobs did), and the verdict
+    (make gpu-verdict) still judges and keeps what was measured."""
     repo = checkout(tmp_path / "repo")
     stand_in(
         tmp_path,
         "make",
         'echo "make $*" >> "$MAKE_CALLS"\n'
-        '[ "$1" = gpu-check ] && exec sleep 60\n'
+        f'[ "$1" = gpu-check ] && {{ {stopped}; }}\n'
         "mkdir -p reference/stand-in-gpu && echo judged > reference/stand-in-gpu/acceptance.md\n",
     )
     calls = tmp_path / "make-calls.txt"
@@ -149,10 +155,25 @@ def test_a_check_cut_by_its_time_is_judged_on_the_records_it_made(tmp_path):
         MAKE_CALLS=str(calls),
         BUDGET_S="74",  # 4 s for the check, 70 for what follows it
         DDP_STRESS_S="0",
+        STOP_GRACE_S="1",
     )
-    assert done.returncode == 124, done.stdout + done.stderr
+    assert done.returncode == status, done.stdout + done.stderr
     assert calls.read_text().splitlines() == ["make gpu-check CUDA=13", "make gpu-verdict CUDA=13"]
     assert "out of time: the verdict on the records made" in done.stdout
     [archive] = (tmp_path / "out").glob("gpu-check-stand-in-gpu.tar.gz")
     with tarfile.open(archive) as packed:
         assert "reference/stand-in-gpu/acceptance.md" in packed.getnames()
+
+
+def test_a_resumed_check_lifts_the_lock_its_stopped_workflow_left():
+    """A snakemake killed with the check leaves its lock, and the next one would refuse the
+    directory; a check that is not resumed has nothing to unlock."""
+
+    def planned(*extra: str) -> list[str]:
+        made = run(["make", "-n", "gpu-check", "BIN=.venv/bin", *extra], REPO_ROOT)
+        assert made.returncode == 0, made.stderr
+        return [line for line in made.stdout.splitlines() if "snakemake" in line]
+
+    resumed = planned("GPU_RESUME=1")
+    assert "--unlock" in resumed[0] and "--cores all" in resumed[1]
+    assert not any("--unlock" in line for line in planned())

@@ -14,7 +14,8 @@
 # may take, so that what was made is still packed; the check gets what the install and
 # the stress (DDP_STRESS_S, default 60, at most DDP_STRESS_LAUNCHES launches, default 60,
 # each a hang after DDP_STRESS_DEADLINE s, default 20) leave. A check that runs out of
-# time is judged on the records it made (make gpu-verdict). RESUME=1, on the same machine,
+# time (stopped with TERM, then KILL after STOP_GRACE_S, default 15) is judged on the
+# records it made (make gpu-verdict). RESUME=1, on the same machine,
 # goes on from such a check: the install, the doctor and the GPU tests that passed and the
 # stress that ended are not done again, the records made are kept and the rest measured.
 # Exits with the check's status.
@@ -25,6 +26,7 @@ archive_dir=${2:-results/gpu-check-archive}
 budget=${BUDGET_S:-570}
 stress_s=${DDP_STRESS_S:-60}
 deadline=${DDP_STRESS_DEADLINE:-20}
+grace=${STOP_GRACE_S:-15}
 resume=${RESUME:-}
 logs=results/gpu-check-logs
 [ -n "$resume" ] || rm -rf "$logs"
@@ -48,11 +50,13 @@ stress_done() { grep -q " launches in " "$logs/ddp-stress.txt" 2>/dev/null; }
 [ -n "$resume" ] && stress_done && stress_s=0
 left=$((budget - ($(date +%s) - started) - stress_s - 70))
 say "make gpu-check${resume:+ GPU_RESUME=1} (${left} s left for it)"
-timeout --signal=TERM --kill-after=15 "$left" make gpu-check CUDA=13 ${resume:+GPU_RESUME=1} \
+timeout --signal=TERM --kill-after="$grace" "$left" make gpu-check CUDA=13 ${resume:+GPU_RESUME=1} \
     2>&1 | tee -a "$logs/make.txt"
 status=${PIPESTATUS[0]}
 say "make gpu-check ended with status $status"
-if [ "$status" = 124 ]; then
+# 124: stopped by TERM; 137: still running after the grace, killed (snakemake waits for
+# its jobs' ends, which can take longer).
+if [ "$status" = 124 ] || [ "$status" = 137 ]; then
     say "out of time: the verdict on the records made (RESUME=1 goes on)"
     timeout 25 make gpu-verdict CUDA=13 2>&1 | tee -a "$logs/make.txt"
 fi
