@@ -32,6 +32,8 @@ logs=results/gpu-check-logs
 [ -n "$resume" ] || rm -rf "$logs"
 mkdir -p "$archive_dir" "$logs"
 started=$(date +%s)
+# What this run writes is newer than this mark: a reference committed before is not packed.
+mark=$(mktemp) && trap 'rm -f "$mark"' EXIT
 say() { printf '[gpu-check %4ds] %s\n' $(($(date +%s) - started)) "$*" | tee -a "$logs/steps.txt"; }
 
 # 1. What the image lacks, from the wheels (tools/gpu-check/install.sh).
@@ -74,7 +76,7 @@ fi
 # 4. One archive: the reference (records, tables, figures, verdict) and the logs.
 cp -r results/gpu-check "$logs/" 2>/dev/null
 tar -czf "$logs/job-logs.tar.gz" results/logs .snakemake/log 2>/dev/null
-reference=$(ls -dt reference/*/ 2>/dev/null | head -1)
+reference=$(find reference -mindepth 2 -newer "$mark" 2>/dev/null | head -1 | cut -d/ -f1-2)
 gpu=$(basename "${reference:-no-reference}")
 archive="$archive_dir/gpu-check-$gpu.tar.gz"
 tar -czf "$archive" ${reference:+"$reference"} "$logs"
