@@ -109,7 +109,7 @@ lock:
 
 # The acceptance check of the GPU half, on a GPU node or in a GPU job (docs/gpu-acceptance.md): the doctor, the GPU tests, the GPU grid through the workflow (every
 # experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
-# About 8 minutes on one H100, 10 on the H200 host measured; GPU_GRID=config/gpu-full.yaml
+# About 10 minutes on the H200 host measured, 11 on the second H100 host; GPU_GRID=config/gpu-full.yaml
 # runs the complete grid (about half an hour). GPU_RESUME=1 goes on from a check that ran
 # out of time: the doctor and the GPU tests that passed are not run again, the lock of the
 # workflow it stopped is lifted, and the records it measured are kept. The data science workloads join where RAPIDS is installed;
