@@ -107,13 +107,15 @@ lock:
 	PATH="$(abspath $(LOCK_VENV))/bin:$$PATH" $(LOCK_VENV)/bin/python tools/lock.py \
 		$(if $(UPGRADE),--upgrade)
 
-# The acceptance check of the GPU half, on a GPU node or in a GPU job (docs/gpu-acceptance.md): the doctor, the GPU tests, the GPU grid through the workflow (every
-# experiment measured anew), then the verdict on its records, kept in reference/<gpu>/.
-# About 10 minutes on the H200 host measured, 11 on the second H100 host; GPU_GRID=config/gpu-full.yaml
-# runs the complete grid (about half an hour). GPU_RESUME=1 goes on from a check that ran
-# out of time: the doctor and the GPU tests that passed are not run again, the lock of the
-# workflow it stopped is lifted, and the records it measured are kept. The data science workloads join where RAPIDS is installed;
-# find_spec imports nothing. Each step prints the time it starts.
+# The acceptance check of the GPU half, on a GPU node or in a GPU job
+# (docs/gpu-acceptance.md): the doctor, the GPU tests, the GPU grid through the workflow
+# (every experiment measured anew), then the verdict on its records, kept in
+# reference/<gpu>/. About 10 minutes on the H200 host measured, 11 on the second H100
+# host; GPU_GRID=config/gpu-full.yaml runs the complete grid (about half an hour).
+# GPU_RESUME=1 goes on from a check that ran out of time: the doctor and the GPU tests
+# that passed are not run again, the lock of the workflow it stopped is lifted, and the
+# records it measured are kept. The data science workloads join where RAPIDS is
+# installed; find_spec imports nothing. Each step prints the time it starts.
 GPU_CHECK_LOGS := results/gpu-check
 GPU_PASSED := results/.gpu-check-passed
 GPU_GRID ?= config/gpu.yaml
