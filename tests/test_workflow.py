@@ -384,16 +384,17 @@ def test_a_run_says_what_it_measures_and_ctrl_c_names_what_it_left_unmeasured(wo
         )
         # As Ctrl-C at a terminal: to the whole foreground process group.
         os.killpg(run.pid, signal.SIGINT)
+
         # Under load Snakemake has lost it: the training died of it and was run again, and
         # Snakemake never said it was terminating. A user then presses Ctrl-C again.
+        def not_stopping() -> bool:
+            return run.poll() is None and "Terminating processes on user" not in log.read_text()
+
         again = time.monotonic() + 10
-        while run.poll() is None and time.monotonic() < again:
-            if "Terminating processes on user request" in log.read_text():
-                break
+        while not_stopping() and time.monotonic() < again:
             time.sleep(0.1)
-        else:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGINT)
+        if not_stopping():
+            os.killpg(run.pid, signal.SIGINT)
         assert run.wait(timeout=120) != 0
     said = log.read_text()
     assert (

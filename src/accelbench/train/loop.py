@@ -280,7 +280,6 @@ def train_process(
         preload()
         backend = "nccl" if device.is_gpu else "gloo"
         distributed.init_process_group(rendezvous, backend, place.device)
-    session = None
     try:
         if grouped and device.is_gpu:
             gpus = distributed.check_distinct_gpus(place.device)
@@ -335,15 +334,11 @@ def train_process(
         "losses": runs[0]["losses"],
         "memory_metric": memory_name,
         "peak_memory": max(peaks),
-        "parameters": built["parameters"],
-        "flops_per_sample": built["flops_per_sample"],
+        **built,
         "processes": rendezvous.world_size,
         "hosts": hosts,
         "threads": threads,
         "gpus": gpus,
-        "options": built["options"],
-        "data": built["data"],
-        "data_note": built["data_note"],
         "launcher": rendezvous.launcher,
         "energy": used,
         "precision": progress.report(),
