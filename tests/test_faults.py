@@ -395,6 +395,7 @@ def test_the_log_of_a_failed_attempt_is_kept_beside_its_retry(
     assert not out.exists()
 
 
+@pytest.mark.waits
 def test_a_hung_measurement_leaves_every_processs_stacks_in_the_log_and_is_measured_again(
     tmp_path, hanging_start_path, job_log, caplog, monkeypatch
 ):

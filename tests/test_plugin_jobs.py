@@ -122,6 +122,7 @@ def test_a_kernel_of_the_users_that_goes_wrong_gives_a_record_that_says_how(
         assert record["check"]["dtype"] == "float32"
 
 
+@pytest.mark.waits
 def test_a_kernel_of_the_users_that_runs_past_the_time_limit_gives_a_record_that_says_so(
     tmp_path, served
 ):

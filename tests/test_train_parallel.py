@@ -582,6 +582,7 @@ loop.train_process = rank_1_never_joins
 """
 
 
+@pytest.mark.waits
 def test_a_ddp_job_whose_rank_never_joins_ends_transient_with_every_processs_stacks(
     tmp_path, monkeypatch
 ):
