@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -129,15 +129,19 @@ def run_workflow(
 
 def load_run(folder: Path) -> pd.DataFrame:
     """A run's tidy table (whose conditions include the runs the host slowed), with the
-    runs each record took (its conditions; the tidy `runs` is the least asked)."""
+    runs each record took (its conditions; the tidy `runs` is the least asked) and whether
+    its interval had the host's word (`host_known`: its recent cells' spread and drift,
+    accelbench.measuring.rerun) or came from its own runs alone, as a host's first cells'."""
     frame, problems = compare.load_run(folder / "results")
     if problems:
         raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
-    runs = {}
+    runs, host_known = {}, {}
     for path in (folder / "results").rglob("*.json"):
         record = load_record(path)
-        runs[record["id"]] = (record.get("conditions") or {}).get("runs")
-    return frame.assign(runs=frame["id"].map(runs))
+        conditions = record.get("conditions") or {}
+        runs[record["id"]] = conditions.get("runs")
+        host_known[record["id"]] = conditions.get("host_run_spread") is not None
+    return frame.assign(runs=frame["id"].map(runs), host_known=frame["id"].map(host_known))
 
 
 def figure_columns(row: pd.Series) -> list[str]:
@@ -152,7 +156,7 @@ def widest(row: pd.Series) -> float:
     return max(
         (
             statistics.relative_half_width(
-                {field: row[f"{name}_{field}"] for field in ("median", "ci_low", "ci_high")}
+                {part: row[f"{name}_{part}"] for part in ("median", "ci_low", "ci_high")}
             )
             for name in figure_columns(row)
         ),
@@ -164,30 +168,45 @@ def marked(row: pd.Series) -> bool:
     return tidy.flagged(row.get("busy")) or tidy.flagged(row.get("imprecise"))
 
 
-def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> tuple[int, int, list[str]]:
-    """(rerun medians inside the first run's intervals, medians compared, a line for each
-    median outside: how far the rerun moved against how wide the interval was)."""
+@dataclass
+class Coverage:
+    """The rerun's medians against the first run's intervals: in all, and of the intervals
+    made from a cell's own runs alone (`alone_`: the cells a host measures before it knows
+    its spread and drift), with a line for each median outside."""
+
+    inside: int = 0
+    compared: int = 0
+    alone_inside: int = 0
+    alone_compared: int = 0
+    outside: list[str] = field(default_factory=list)
+
+
+def coverage(first: pd.DataFrame, rerun: pd.DataFrame) -> Coverage:
+    """How many rerun medians landed inside the first run's intervals, and for each one
+    outside how far the rerun moved against how wide the interval was."""
     again = rerun[rerun["status"] == "ok"].set_index("id")
-    inside = compared = 0
-    outside = []
+    found = Coverage()
     for _, row in first[first["status"] == "ok"].iterrows():
         if row["id"] not in again.index:
             continue
+        alone = not row.get("host_known", True)
         for name in figure_columns(row):
             median = again.loc[row["id"]].get(f"{name}_median")
-            if pd.notna(median):
-                compared += 1
-                low, high, centre = (
-                    row[f"{name}_{field}"] for field in ("ci_low", "ci_high", "median")
+            if pd.isna(median):
+                continue
+            low, high, centre = (row[f"{name}_{part}"] for part in ("ci_low", "ci_high", "median"))
+            inside = low <= median <= high
+            found.compared += 1
+            found.inside += inside
+            found.alone_compared += alone
+            found.alone_inside += alone and inside
+            if not inside:
+                found.outside.append(
+                    f"{row['id']} {name}: rerun {median / centre:.2f}x the first median, "
+                    f"interval {low / centre:.2f}x to {high / centre:.2f}x"
+                    + (" (from its own runs alone)" if alone else "")
                 )
-                if low <= median <= high:
-                    inside += 1
-                else:
-                    outside.append(
-                        f"{row['id']} {name}: rerun {median / centre:.2f}x the first median, "
-                        f"interval {low / centre:.2f}x to {high / centre:.2f}x"
-                    )
-    return inside, compared, outside
+    return found
 
 
 def clear_rows(table: pd.DataFrame, higher_is_better: bool) -> tuple[int, int]:
@@ -235,7 +254,8 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
     measured = widths.dropna()
     unmarked_wide = ran[(widths > WIDE) & ~ran.apply(marked, axis=1)] if len(ran) else ran
     busy = int(ran["busy"].map(tidy.flagged).sum()) if "busy" in ran else 0
-    inside, compared, outside = coverage(first, rerun)
+    covered = coverage(first, rerun)
+    inside, compared = covered.inside, covered.compared
     verdicts = compare.compare(first, rerun)
     regressions = verdicts[verdicts["verdict"] == compare.REGRESSION]
     kernel_time, _ = tables.comparison_table(first, "kernel")
@@ -300,7 +320,13 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
             else "none"
         ),
     ]
-    figures += [f"rerun outside: {line}" for line in outside]
+    figures.append(
+        "rerun medians inside intervals from a cell's own runs alone (the host's first "
+        f"cells): {share(covered.alone_inside, covered.alone_compared)}; with the host's "
+        "spread and drift: "
+        + share(covered.inside - covered.alone_inside, compared - covered.alone_compared)
+    )
+    figures += [f"rerun outside: {line}" for line in covered.outside]
     return targets, widths, figures
 
 
