@@ -51,8 +51,9 @@ import pandas as pd
 
 from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
-from accelbench.measuring import statistics
+from accelbench.measuring import rerun, statistics
 from accelbench.records.record import load_record
+from accelbench.run.first_cells import first_cells
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
@@ -120,6 +121,10 @@ def run_workflow(
     extra = ["--configfile", *configfiles] if configfiles else []
     started = time.perf_counter()
     snakemake(folder, host, "--cores", str(cores), *extra, cpus=cpus)
+    spreads = rerun.HostSpreads.load(host / rerun.spreads_file().name)
+    again = [str(path.relative_to(folder)) for path in first_cells(folder / "results", spreads)]
+    if again:  # as `make run` does: the host's first cells, now that it has shown its drift
+        snakemake(folder, host, "--cores", str(cores), *extra, "--forcerun", *again, cpus=cpus)
     if report:
         snakemake(folder, host, "--report", "results/report.html", *extra, cpus=cpus)
     wall_s = time.perf_counter() - started

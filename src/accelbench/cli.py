@@ -19,7 +19,7 @@ from accelbench.analysis import compare, plain_tables
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
 from accelbench.platform import doctor
 from accelbench.records import record as results
-from accelbench.run import launch
+from accelbench.run import first_cells, launch
 from accelbench.slurm import run_status
 from accelbench.studies.gpu_acceptance import acceptance
 from accelbench.studies.gpu_acceptance import check as gpu_check
@@ -243,6 +243,14 @@ def command_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_first_cells(args: argparse.Namespace) -> int:
+    """List the records measured before the host had shown its drift (their interval is
+    from their own runs alone), to measure again: `make run` does."""
+    for path in first_cells.first_cells(args.results):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -368,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="timed samples per measurement (default: the config's)",
     )
     bench.set_defaults(handler=command_benchmark)
+    firsts = commands.add_parser("first-cells", help=command_first_cells.__doc__)
+    firsts.add_argument(
+        "results", type=Path, nargs="?", default=Path("results"), help="default: results"
+    )
+    firsts.set_defaults(handler=command_first_cells)
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
     checking = commands.add_parser("gpu-check", help=command_gpu_check.__doc__)
     add_configfile(checking)
