@@ -2,9 +2,10 @@
 independent rerun confirm it?
 
 Runs the workflow twice, each time from scratch in a fresh copy of this checkout's
-workflow, as `make run` does on a fresh clone (the grid, then the report; the
-second run needs no report), and prints every figure the targets are stated in, for a
-noisy shared machine such as a cloud VM (no quiet one needed):
+workflow, as `make run` does on a fresh clone (the grid, the host's first cells again once
+it has shown its drift, then the report; the second run needs no report), and prints
+every figure the targets are stated in, for a noisy shared machine such as a cloud VM (no
+quiet one needed):
 
   - the wall time of the first run, grid and report: at most 240 s (the default grid
     on 2 cores; judged only without --configfile);

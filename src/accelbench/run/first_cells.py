@@ -48,7 +48,7 @@ def first_cells(
             record = load_record(path)
         except (OSError, ValueError):
             continue
-        device = (record.get("params") or {}).get("device") if isinstance(record, dict) else None
+        device = (record.get("params") or {}).get("device")
         if not (isinstance(device, str) and measured_alone(record)):
             continue
         if spreads.typical(parse_device(device).kind) is not None:
