@@ -82,7 +82,7 @@ test: venv
 # Style, Snakemake's own best-practice checks, the locks against pyproject.toml, and the
 # documentation site built strictly (into a folder of its own, thrown away); .ci/run runs it
 # before the tests.
-RUFF_PATHS := src scripts tests tools docs/hooks setup.py
+RUFF_PATHS := src scripts tests tools benchmarks docs/hooks setup.py
 lint: venv
 	$(BIN)/ruff check $(RUFF_PATHS)
 	$(BIN)/ruff format --check $(RUFF_PATHS)
