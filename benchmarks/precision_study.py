@@ -52,8 +52,9 @@ import pandas as pd
 
 from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
-from accelbench.measuring import rerun, statistics
-from accelbench.records.record import load_record
+from accelbench.measuring import statistics
+from accelbench.measuring.rerun import HostSpreads, spreads_file
+from accelbench.records.record import REPLACED_DIR, load_record
 from accelbench.run.first_cells import first_cells
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +123,7 @@ def run_workflow(
     extra = ["--configfile", *configfiles] if configfiles else []
     started = time.perf_counter()
     snakemake(folder, host, "--cores", str(cores), *extra, cpus=cpus)
-    spreads = rerun.HostSpreads.load(host / rerun.spreads_file().name)
+    spreads = HostSpreads.load(host / spreads_file().name)
     again = [str(path.relative_to(folder)) for path in first_cells(folder / "results", spreads)]
     if again:  # as `make run` does: the host's first cells, now that it has shown its drift
         snakemake(folder, host, "--cores", str(cores), *extra, "--forcerun", *again, cpus=cpus)
@@ -143,6 +144,8 @@ def load_run(folder: Path) -> pd.DataFrame:
         raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
     runs, host_known = {}, {}
     for path in (folder / "results").rglob("*.json"):
+        if REPLACED_DIR in path.relative_to(folder / "results").parts:
+            continue  # an earlier version of a record measured again
         record = load_record(path)
         conditions = record.get("conditions") or {}
         runs[record["id"]] = conditions.get("runs")
