@@ -54,7 +54,7 @@ from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
 from accelbench.measuring import statistics
 from accelbench.measuring.rerun import HostSpreads, spreads_file
-from accelbench.records.record import REPLACED_DIR, load_record
+from accelbench.records.record import load_record, record_files
 from accelbench.run.first_cells import first_cells
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -143,9 +143,7 @@ def load_run(folder: Path) -> pd.DataFrame:
     if problems:
         raise SystemExit(f"invalid records in {folder}: {problems[:3]}")
     runs, host_known = {}, {}
-    for path in (folder / "results").rglob("*.json"):
-        if REPLACED_DIR in path.relative_to(folder / "results").parts:
-            continue  # an earlier version of a record measured again
+    for path in record_files(folder / "results"):
         record = load_record(path)
         conditions = record.get("conditions") or {}
         runs[record["id"]] = conditions.get("runs")

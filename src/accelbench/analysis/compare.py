@@ -84,11 +84,7 @@ def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, list[tuple[str
     if path.is_file() and path.suffix == ".parquet":
         return pd.read_parquet(path), []
     if path.is_dir():
-        records = sorted(
-            record
-            for record in path.rglob("*.json")
-            if results.REPLACED_DIR not in record.relative_to(path).parts
-        )
+        records = results.record_files(path)
         if records:
             frame, problems = tidy.collect(records)
             return tidy.with_invalid_records(frame, problems), problems

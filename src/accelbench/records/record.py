@@ -707,6 +707,17 @@ def ensure_writable(results: Path) -> None:
         ) from None
 
 
+def record_files(results: str | os.PathLike[str]) -> list[Path]:
+    """The record files under a results folder, sorted, without the earlier versions of
+    records measured again (REPLACED_DIR)."""
+    results = Path(results)
+    return sorted(
+        path
+        for path in results.rglob("*.json")
+        if REPLACED_DIR not in path.relative_to(results).parts
+    )
+
+
 def replaced_folder(results: Path) -> Path:
     """The folder of this run's replaced records: results/replaced/<run start>."""
     return results / REPLACED_DIR / time.strftime("%Y-%m-%dT%H%M%S")

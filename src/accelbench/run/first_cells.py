@@ -19,7 +19,7 @@ from typing import Any
 from accelbench.measuring import rerun
 from accelbench.measuring.statistics import RERUN_INTERVAL
 from accelbench.platform.devices import parse_device
-from accelbench.records.record import REPLACED_DIR, load_record
+from accelbench.records.record import load_record, record_files
 
 
 def measured_alone(record: dict[str, Any]) -> bool:
@@ -38,12 +38,9 @@ def first_cells(
     Measured again, they get the host's word; a kind it still does not know (a grid with
     too few cells of it, or a run over half an hour ago) would only be measured alone
     again, so it is left. Records that cannot be read are the aggregation's to list."""
-    results = Path(results)
     spreads = spreads or rerun.HostSpreads.load()
     found = []
-    for path in sorted(results.rglob("*.json")):
-        if REPLACED_DIR in path.relative_to(results).parts:
-            continue
+    for path in record_files(results):
         try:
             record = load_record(path)
         except (OSError, ValueError):
