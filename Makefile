@@ -70,14 +70,15 @@ run: venv
 # in TEST_WORKERS processes (pytest-xdist): the Slurm tests of one group of nodes one
 # after another in one of them (they mostly wait for the scheduler), the others
 # alongside (tests/conftest.py);
-# then, alone, the tests that measure the machine's own load (marker `quiet`).
+# then, alone, the tests that measure the machine's own load (marker `quiet`, all in
+# tests/conftest.py's QUIET_MODULE).
 TEST_WORKERS ?= 3
 test: venv
 	$(BYTECODE) tests
 	@if [ "$$(id -u)" = 0 ]; then tools/slurm-local/start.sh && tools/paper-tools/install.sh; \
 	 else echo "not root: no local Slurm, no TeX or Chromium installed; their tests will skip"; fi
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not quiet"
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m quiet tests/test_contention.py
 
 # Style, Snakemake's own best-practice checks, the locks against pyproject.toml, and the
 # documentation site built strictly (into a folder of its own, thrown away); .ci/run runs it

@@ -233,6 +233,12 @@ SHARED_FIXTURES = {
 }
 
 
+# Where the tests that read the machine's load (marker `quiet`) live: `make test` runs this
+# module alone, after the others, and collects nothing else for it (collecting the whole
+# suite to select them took 7 s).
+QUIET_MODULE = "tests/test_contention.py"
+
+
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
@@ -243,8 +249,13 @@ def pytest_collection_modifyitems(config, items):
     end-to-end runs (marker `workflow`), so that the workers end together on short tests
     instead of one of them alone on a long one (a wait at the end left both cores idle for
     20 s); a test on the cluster outside those modules is refused (it would share the
-    cluster)."""
+    cluster), and so is a test marked quiet outside QUIET_MODULE (it would never run)."""
     for item in items:
+        if item.get_closest_marker("quiet") and _module(item.nodeid) != QUIET_MODULE:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked quiet: move it to {QUIET_MODULE}, the module "
+                "`make test` runs alone"
+            )
         on_slurm = "slurm" in item.fixturenames or item.get_closest_marker("slurm")
         if on_slurm and _module(item.nodeid) not in SLURM_MODULES:
             raise pytest.UsageError(
