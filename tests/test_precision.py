@@ -62,8 +62,9 @@ def kernel_goal(**settings) -> precision.Goal:
 
 
 def test_a_measurement_stops_as_soon_as_it_is_precise():
-    # Four runs within 1% of each other: +-3% with R = 4 (three give +-17 x their MAD).
-    progress = measure(kernel_goal(budget_s=100), [1.00, 1.01, 0.99, 1.005, 1.0, 1.0])
+    # Three runs 3% apart give +-6% (2.02 x their range); a fourth close to two of them,
+    # +-1.7% (4.5 x their MADn): it stops there.
+    progress = measure(kernel_goal(budget_s=100), [1.00, 1.03, 1.00, 1.005, 1.0, 1.0])
     report = progress.report()
     assert report["runs"] == 4
     assert not report["imprecise"] and report["imprecise_reason"] is None
@@ -104,9 +105,9 @@ def test_runs_stop_where_the_rerun_interval_ends():
 
 
 def test_run_medians_that_tie_do_not_make_a_zero_width_interval():
-    # A coarse timer: two of three runs report the same median, so MADn is 0; the runs'
-    # own jitter (IQR 2% of 5 samples) stands in for it.
-    progress = measure(kernel_goal(budget_s=0.0), [1.0, 1.0, 1.2])
+    # A coarse timer: the three runs report the same median, so their range is 0; the
+    # runs' own jitter (IQR 2% of 5 samples) stands in for it.
+    progress = measure(kernel_goal(budget_s=0.0), [1.0, 1.0, 1.0])
     half = statistics.RERUN_QUANTILES[1] * 0.929 * 0.02 / math.sqrt(5)  # on the log scale
     assert progress.achieved() == pytest.approx(math.expm1(half), rel=1e-3)
 

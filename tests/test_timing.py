@@ -184,9 +184,13 @@ def test_steady_state_ignores_one_slow_block():
 
 
 def rerun_pivots(runs: int, pairs: int, rng) -> np.ndarray:
-    """|median(X) - median(Y)| / MADn(X) for X, Y of `runs` standard normal values each."""
+    """|median(X) - median(Y)| / S(X) for X, Y of `runs` standard normal values each, S the
+    range at three values and MADn otherwise (sample_stats.rerun_scale)."""
     first, rerun = rng.standard_normal((2, pairs, runs))
-    scale = stats.median_abs_deviation(first, axis=1, scale="normal")
+    if runs == 3:
+        scale = first.max(1) - first.min(1)
+    else:
+        scale = stats.median_abs_deviation(first, axis=1, scale="normal")
     return np.abs(np.median(first, 1) - np.median(rerun, 1)) / scale
 
 
@@ -252,9 +256,10 @@ def test_the_rerun_interval_covers_an_independent_reruns_median_and_narrows_with
     }
     assert all(covered >= 0.9 for covered, _ in found.values()), found
     widths = [width for _, width in found.values()]
-    # From R = 4 on (MADn of three values is the smaller of two gaps: often near zero,
-    # so R = 3 needs a wide factor, RERUN_QUANTILES).
+    # Three runs' range gives about the width four runs' MADn gives (3.4 and 3.3 sigma on
+    # average): from R = 4 on, each more run narrows it.
     assert widths[1:] == sorted(widths[1:], reverse=True), found
+    assert widths[0] < 1.5 * widths[1], found  # not the 17.3 MADn of three runs
     assert widths[-1] < widths[1] / 2.5  # 16 runs: well under half of 4 runs' width
 
 

@@ -23,7 +23,7 @@ values (MEDIAN_VARIANCE). The 95% interval is m exp(+-1.96 sqrt(that)), where:
   (`spread_for`). Runs seconds apart rarely see it; a rerun minutes later meets it.
 
 Without neighbours yet (the first cells a host measures), the interval is the
-distribution-free pivot of the runs alone (statistics.RERUN_QUANTILES), wide at three runs.
+pivot of the runs alone (statistics.RERUN_QUANTILES), which sees no drift.
 The prediction of how many runs a half-width needs follows from the same formula
 (`runs_needed`): with drift as large as the target, no number of runs reaches it.
 """

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 CI_LEVEL = 0.95
 # The standard normal's third quartile: MADn's denominator (`madn`).
 NORMAL_Q3 = statistics.NormalDist().inv_cdf(0.75)
-# The 95% quantile of |median(X) - median(Y)| / MADn(X) for X, Y two independent samples
-# of R standard normal values, R = 2..MAX_RUNS (entry R - 2): the factor of the rerun
+# The 95% quantile of |median(X) - median(Y)| / S(X) for X, Y two independent samples
+# of R standard normal values, S the rerun scale (`rerun_scale`: the range at three
+# values, MADn otherwise), R = 2..MAX_RUNS (entry R - 2): the factor of the rerun
 # interval (`across_runs`). Each is a simulation of 2,000,000 pairs with
 # numpy.random.default_rng(R); tests/test_timing.py repeats it with fewer pairs.
 RERUN_QUANTILES = (
-    12.088, 17.3, 4.479, 4.019, 2.514, 2.375, 1.84, 1.78, 1.501, 1.466,
+    12.088, 2.018, 4.479, 4.019, 2.514, 2.375, 1.84, 1.78, 1.501, 1.466,
     1.29, 1.271, 1.146, 1.133, 1.044, 1.032, 0.959, 0.953, 0.894, 0.891,
     0.843, 0.838, 0.796, 0.794, 0.758, 0.755, 0.725, 0.722, 0.695,
 )  # fmt: skip
@@ -38,9 +39,9 @@ MAX_RUNS = len(RERUN_QUANTILES) + 1
 RERUN_INTERVAL_OPENING = "95% prediction interval for the median an independent rerun"
 RERUN_INTERVAL = (
     f"{RERUN_INTERVAL_OPENING} of R runs reports: "
-    "median of the R run medians times exp(+-q(R) * MADn(log run medians)), q(R) the 95% "
-    "quantile of that pivot for normal log run medians "
-    "(accelbench.measuring.statistics.RERUN_QUANTILES)"
+    "median of the R run medians times exp(+-q(R) * S(log run medians)), S their range at "
+    "3 runs and their MADn otherwise, q(R) the 95% quantile of that pivot for normal log "
+    "run medians (accelbench.measuring.statistics.RERUN_QUANTILES)"
 )
 HOST_RERUN_INTERVAL = (
     f"{RERUN_INTERVAL_OPENING} of R runs reports, minutes "
@@ -129,15 +130,26 @@ def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
 
 
 def rerun_half_width(values: Sequence[float], floor: float = 0.0) -> float:
-    """q(R) x MADn(values): the half-width of the rerun interval of R run medians (on the
-    log scale for times and rates; see `across_runs`). Where more than half the values are
-    equal (a coarse timer) MADn is 0; `floor`, the scale the runs' own jitter gives one
-    run's median, stands in for it then."""
+    """q(R) x S(values): the half-width of the rerun interval of R run medians (on the
+    log scale for times and rates; see `across_runs`). Where the scale is 0 (a coarse
+    timer: more than half the values equal, all three at three runs) `floor`, the scale
+    the runs' own jitter gives one run's median, stands in for it."""
     count = len(values)
     if not 2 <= count <= MAX_RUNS:
         raise ValueError(f"a rerun interval needs 2 to {MAX_RUNS} runs, not {count}")
-    scale = madn(values)
+    scale = rerun_scale(values)
     return RERUN_QUANTILES[count - 2] * (scale if scale > 0 else floor)
+
+
+def rerun_scale(values: Sequence[float]) -> float:
+    """The spread the rerun interval scales with: MADn, robust to an odd run, except at
+    three values, where it is the range. MADn of three values is the smaller of the two
+    gaps to the middle one, often near zero, so its pivot needs 17.3 of it: on normal
+    runs 11.6 sigma on average, against 2.02 ranges, 3.4 sigma, for the same 95%. No
+    spread of three values is robust to an odd one; the range shows it."""
+    if len(values) == 3:
+        return max(values) - min(values)
+    return madn(values)
 
 
 def madn(values: Sequence[float]) -> float:
@@ -168,9 +180,11 @@ def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) ->
     sqrt(pi / R) (each median's variance is about pi sigma^2 / 2R). It is robust: one
     odd run shifts the median and the median absolute deviation by at most one order
     statistic, where it would inflate a standard deviation without bound (a cold
-    run 6 times slower than the others made a t interval 50 times wider). It is wide
-    at few runs (17 MADn at three): where the host has told how its runs spread and
-    drift (`spread`, accelbench.measuring.rerun), the interval is built from that instead.
+    run 6 times slower than the others made a t interval 50 times wider). At three runs
+    the range takes MADn's place (`rerun_scale`), the same pivot argument with its own
+    q(3). It covers no drift between runs minutes apart: where the host has told how its
+    runs spread and drift (`spread`, accelbench.measuring.rerun), the interval is built
+    from that instead.
     Times and rates vary by factors, hence the log scale: the interval stays
     positive, and a time's interval maps exactly onto its rate's. A metric with a
     median at or below zero gets the same interval on its own scale.
