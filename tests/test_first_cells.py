@@ -18,11 +18,14 @@ SAMPLES = [0.010, 0.011, 0.012]
 
 
 def planted(results, size, device="cpu2", interval=RERUN_INTERVAL, runs=3, status="ok"):
-    """A matmul record of `runs` runs whose interval is `interval`, under `results`."""
+    """A matmul record of `runs` runs whose interval is `interval`, under `results`; one
+    with the host's interval keeps the host's spread and drift, as a measured one does."""
     exp_id, record = kernel_record("numpy", device, size, status, SAMPLES, "it failed")
     if status == "ok":
         record["params"]["interval"] = interval
         record["conditions"] = {"busy": False, "runs": runs}
+        if interval == HOST_RERUN_INTERVAL:
+            record["conditions"].update(rerun.Spread(host=0.02, drift=0.03).as_record())
     return write_record(results / f"{exp_id}.json", record)
 
 
@@ -48,6 +51,16 @@ def test_only_cells_measured_alone_that_the_host_now_knows_are_listed(tmp_path):
 
     assert first_cells(results, knowing("cpu")) == [alone]
     assert first_cells(results, rerun.HostSpreads([])) == []  # nothing known: left alone
+
+
+def test_a_record_of_an_earlier_version_measured_alone_is_listed(tmp_path):
+    """Its interval is worded as that version worded it (three runs' MADn, before the
+    range): what tells it was measured alone is that it keeps no host spread."""
+    results = tmp_path / "results"
+    earlier = planted(
+        results, 8, interval=RERUN_INTERVAL.replace("S(log run medians)", "MADn(log run medians)")
+    )
+    assert first_cells(results, knowing("cpu")) == [earlier]
 
 
 def test_the_command_names_them_from_this_hosts_spreads(tmp_path, capsys):

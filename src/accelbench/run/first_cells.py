@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.measuring import rerun
-from accelbench.measuring.statistics import RERUN_INTERVAL
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record, record_files
 
 
 def measured_alone(record: dict[str, Any]) -> bool:
-    """Whether an ok record of several runs has the interval of its own runs alone (the
-    distribution-free pivot, statistics.RERUN_INTERVAL), not the host's."""
-    runs = (record.get("conditions") or {}).get("runs") or 1
-    interval = (record.get("params") or {}).get("interval")
-    return record.get("status") == "ok" and runs > 1 and interval == RERUN_INTERVAL
+    """Whether an ok record of several runs has the interval of its own runs alone (their
+    pivot, statistics.RERUN_INTERVAL), not the host's: a record with the host's word keeps
+    its spread in its conditions (`host_run_spread`). Read from the conditions, not the
+    interval's text, which records of an earlier version word differently."""
+    conditions = record.get("conditions") or {}
+    runs = conditions.get("runs") or 1
+    return record.get("status") == "ok" and runs > 1 and "host_run_spread" not in conditions
 
 
 def first_cells(
