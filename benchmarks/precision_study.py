@@ -55,7 +55,7 @@ from accelbench.families import FAMILIES
 from accelbench.measuring import statistics
 from accelbench.measuring.rerun import HostSpreads, spreads_file
 from accelbench.records.record import load_record, record_files
-from accelbench.run.first_cells import first_cells
+from accelbench.run.first_cells import first_cells, measured_alone
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
@@ -145,9 +145,8 @@ def load_run(folder: Path) -> pd.DataFrame:
     runs, host_known = {}, {}
     for path in record_files(folder / "results"):
         record = load_record(path)
-        conditions = record.get("conditions") or {}
-        runs[record["id"]] = conditions.get("runs")
-        host_known[record["id"]] = conditions.get("host_run_spread") is not None
+        runs[record["id"]] = (record.get("conditions") or {}).get("runs")
+        host_known[record["id"]] = not measured_alone(record)
     return frame.assign(runs=frame["id"].map(runs), host_known=frame["id"].map(host_known))
 
 
