@@ -233,6 +233,19 @@ SHARED_FIXTURES = {
 }
 
 
+# Tests that train a model in this process on one CPU. Such a measurement is pinned to the
+# lowest CPU it may use (host_cpus.choose_cpus), the same one in every worker: run side by
+# side, they took three times as long as alone and left the other core idle for the
+# suite's last 35 s. One work unit, started early, so that they run one after another while
+# the other workers' tests use the other core.
+ONE_CPU_TRAINING = (
+    "tests/test_train.py",
+    "tests/test_train_data.py",
+    "tests/test_train_models.py",
+    "tests/test_train_parallel.py::test_cpu_precisions",
+)
+
+
 # Where the tests that read the machine's load (marker `quiet`) live: `make test` runs this
 # module alone, after the others, and collects nothing else for it (collecting the whole
 # suite to select them took 7 s).
@@ -246,10 +259,11 @@ def _module(nodeid: str) -> str:
 def pytest_collection_modifyitems(config, items):
     """The Slurm modules' tests first, so that their worker starts on them at once, then the
     longest of the others: those that wait out a time limit (marker `waits`) and the
-    end-to-end runs (marker `workflow`), so that the workers end together on short tests
-    instead of one of them alone on a long one (a wait at the end left both cores idle for
-    20 s); a test on the cluster outside those modules is refused (it would share the
-    cluster), and so is a test marked quiet outside QUIET_MODULE (it would never run)."""
+    end-to-end runs (marker `workflow`), then the unit of ONE_CPU_TRAINING, so that the
+    workers end together on short tests instead of one of them alone on a long one (a wait
+    at the end left both cores idle for 20 s); a test on the cluster outside those modules
+    is refused (it would share the cluster), and so is a test marked quiet outside
+    QUIET_MODULE (it would never run)."""
     for item in items:
         if item.get_closest_marker("quiet") and _module(item.nodeid) != QUIET_MODULE:
             raise pytest.UsageError(
@@ -266,14 +280,24 @@ def pytest_collection_modifyitems(config, items):
         key=lambda item: (
             _module(item.nodeid) not in SLURM_MODULES,
             not any(map(item.get_closest_marker, ("waits", "workflow"))),
+            _one_cpu_training(item.nodeid) is None,
         )
     )
+
+
+def _one_cpu_training(nodeid: str) -> str | None:
+    """The work unit of a test in ONE_CPU_TRAINING, None for any other."""
+    function = nodeid.split("[", 1)[0]
+    if _module(nodeid) in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING:
+        return "training on one pinned CPU (ONE_CPU_TRAINING)"
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Each test is a work unit of its own, except the Slurm modules' tests (one unit per
-    group of nodes) and the tests that share a costly fixture (SHARED_FIXTURES)."""
+    group of nodes), the tests that train on one pinned CPU (ONE_CPU_TRAINING, one unit)
+    and the tests that share a costly fixture (SHARED_FIXTURES)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
@@ -281,6 +305,7 @@ def pytest_xdist_make_scheduler(config, log):
             module, function = _module(nodeid), nodeid.split("[", 1)[0]
             return (
                 SLURM_MODULES.get(module)
+                or _one_cpu_training(nodeid)
                 or SHARED_FIXTURES.get(function)
                 or SHARED_FIXTURES.get(module, nodeid)
             )
