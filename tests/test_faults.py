@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import faulthandler
 import logging
 import os
 import signal
@@ -101,6 +102,9 @@ def killed_by(signum: int, oom_kill: Path | None = None):
     def measure(exp, settings):
         if oom_kill is not None:  # as the kernel does: count the kill, then send SIGKILL
             oom_kill.write_text(oom_kill.read_text().replace("oom_kill 0", "oom_kill 1"))
+        # The fork inherits pytest's fatal-error handler, which would print the crash's
+        # "Fatal Python error" and stack to the suite's output as if the suite had crashed.
+        faulthandler.disable()
         os.kill(os.getpid(), signum)
         time.sleep(10)
 
