@@ -236,8 +236,8 @@ SHARED_FIXTURES = {
 # Tests that train a model in this process on one CPU. Such a measurement is pinned to the
 # lowest CPU it may use (host_cpus.choose_cpus), the same one in every worker: run side by
 # side, they took three times as long as alone and left the other core idle for the
-# suite's last 35 s. One work unit, started early, so that they run one after another while
-# the other workers' tests use the other core.
+# suite's last 35 s. One work unit, so that they run one after another while the other
+# workers' tests use the other core; one of the largest, so handed out among the first.
 ONE_CPU_TRAINING = (
     "tests/test_train.py",
     "tests/test_train_data.py",
@@ -257,12 +257,13 @@ def _module(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The Slurm modules' tests first, so that their worker starts on them at once, then the
-    longest of the others: those that wait out a time limit (marker `waits`) and the
-    end-to-end runs (marker `workflow`), then the unit of ONE_CPU_TRAINING, so that the
-    workers end together on short tests instead of one of them alone on a long one (a wait
-    at the end left both cores idle for 20 s); a test on the cluster outside those modules
-    is refused (it would share the cluster), and so is a test marked quiet outside
+    """The longest tests of one work unit each first: those that wait out a time limit
+    (marker `waits`) and the end-to-end runs (marker `workflow`), so that the workers end
+    together on short tests instead of one of them alone on a long one (a wait at the end
+    left both cores idle for 20 s). pytest-xdist hands out the units of several tests (the
+    Slurm groups, ONE_CPU_TRAINING, SHARED_FIXTURES) before them, the largest first, and
+    the units of one test in this order. A test on the cluster outside SLURM_MODULES is
+    refused (it would share the cluster), and so is a test marked quiet outside
     QUIET_MODULE (it would never run)."""
     for item in items:
         if item.get_closest_marker("quiet") and _module(item.nodeid) != QUIET_MODULE:
@@ -277,11 +278,7 @@ def pytest_collection_modifyitems(config, items):
                 "SLURM_MODULES in tests/conftest.py"
             )
     items.sort(  # stable
-        key=lambda item: (
-            _module(item.nodeid) not in SLURM_MODULES,
-            not any(map(item.get_closest_marker, ("waits", "workflow"))),
-            _one_cpu_training(item.nodeid) is None,
-        )
+        key=lambda item: not any(map(item.get_closest_marker, ("waits", "workflow")))
     )
 
 
