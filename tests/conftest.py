@@ -282,14 +282,6 @@ def pytest_collection_modifyitems(config, items):
     )
 
 
-def _one_cpu_training(nodeid: str) -> str | None:
-    """The work unit of a test in ONE_CPU_TRAINING, None for any other."""
-    function = nodeid.split("[", 1)[0]
-    if _module(nodeid) in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING:
-        return "training on one pinned CPU (ONE_CPU_TRAINING)"
-    return None
-
-
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     """Each test is a work unit of its own, except the Slurm modules' tests (one unit per
@@ -300,9 +292,10 @@ def pytest_xdist_make_scheduler(config, log):
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module, function = _module(nodeid), nodeid.split("[", 1)[0]
+            one_cpu = module in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING
             return (
                 SLURM_MODULES.get(module)
-                or _one_cpu_training(nodeid)
+                or ("training on one pinned CPU (ONE_CPU_TRAINING)" if one_cpu else None)
                 or SHARED_FIXTURES.get(function)
                 or SHARED_FIXTURES.get(module, nodeid)
             )
