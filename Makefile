@@ -67,9 +67,8 @@ run: venv
 # (tools/slurm-local/start.sh) so the real-scheduler tests run too, and installs
 # pdflatex and Chromium (tools/paper-tools/install.sh) for the paper-ready output
 # tests (tests/test_paper_ready.py). The tests run
-# in TEST_WORKERS processes (pytest-xdist): the Slurm tests of one group of nodes one
-# after another in one of them (they mostly wait for the scheduler), the others
-# alongside (tests/conftest.py);
+# in TEST_WORKERS processes (pytest-xdist): the Slurm tests one after another in one
+# of them (they mostly wait for the scheduler), the others alongside (tests/conftest.py);
 # then, alone, the tests that measure the machine's own load (marker `quiet`, all in
 # tests/conftest.py's QUIET_MODULE).
 TEST_WORKERS ?= 3

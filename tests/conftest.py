@@ -199,24 +199,19 @@ def two_nodes(slurm) -> list[str]:
     return usable
 
 
-# The modules with tests on the local Slurm, in groups. Under pytest-xdist (`make test`
-# runs `-n`) the modules of one group run in one worker, one after another; the groups
-# run side by side. The multi-node tests have node1 and node2 to themselves. The others
-# share localhost: each test asks only about its own jobs, so two groups of them only
-# queue behind each other's jobs, and the longest chain of waits is halved. They mostly
-# wait for the scheduler, so the other workers' tests overlap them.
-SLURM_MODULES = {
-    f"tests/{name}.py": group
-    for group, names in (
-        ("slurm-workflow", ("test_slurm",)),
-        (
-            "slurm-jobs",
-            ("test_cluster_slurm", "test_env_modules", "test_run_status", "test_train_slurm"),
-        ),
-        ("slurm-nodes", ("test_multinode_slurm",)),
-    )
-    for name in names
-}
+# The modules with tests on the local Slurm. Under pytest-xdist (`make test` runs `-n`) they
+# are one work unit: they run one after another in one worker, which mostly waits for the
+# scheduler while the other workers' tests use the cores. In two units side by side, two
+# workers waited at once, and with a third waiting out a time limit both cores were idle
+# for up to 20 s.
+SLURM_MODULES = (
+    "tests/test_cluster_slurm.py",
+    "tests/test_env_modules.py",
+    "tests/test_run_status.py",
+    "tests/test_train_slurm.py",
+    "tests/test_multinode_slurm.py",
+    "tests/test_slurm.py",
+)
 
 
 # Tests that share one costly module-scoped fixture, by module or by test function (all its
@@ -261,7 +256,7 @@ def pytest_collection_modifyitems(config, items):
     (marker `waits`) and the end-to-end runs (marker `workflow`), so that the workers end
     together on short tests instead of one of them alone on a long one (a wait at the end
     left both cores idle for 20 s). pytest-xdist hands out the units of several tests (the
-    Slurm groups, ONE_CPU_TRAINING, SHARED_FIXTURES) before them, the largest first, and
+    Slurm tests, ONE_CPU_TRAINING, SHARED_FIXTURES) before them, the largest first, and
     the units of one test in this order. A test on the cluster outside SLURM_MODULES is
     refused (it would share the cluster), and so is a test marked quiet outside
     QUIET_MODULE (it would never run)."""
@@ -284,17 +279,18 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
-    """Each test is a work unit of its own, except the Slurm modules' tests (one unit per
-    group of nodes), the tests that train on one pinned CPU (ONE_CPU_TRAINING, one unit)
-    and the tests that share a costly fixture (SHARED_FIXTURES)."""
+    """Each test is a work unit of its own, except the Slurm modules' tests (one unit), the
+    tests that train on one pinned CPU (ONE_CPU_TRAINING, one unit) and the tests that share
+    a costly fixture (SHARED_FIXTURES)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module, function = _module(nodeid), nodeid.split("[", 1)[0]
+            on_slurm = module in SLURM_MODULES
             one_cpu = module in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING
             return (
-                SLURM_MODULES.get(module)
+                ("the tests on the local Slurm (SLURM_MODULES)" if on_slurm else None)
                 or ("training on one pinned CPU (ONE_CPU_TRAINING)" if one_cpu else None)
                 or SHARED_FIXTURES.get(function)
                 or SHARED_FIXTURES.get(module, nodeid)
