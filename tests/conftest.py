@@ -203,7 +203,8 @@ def two_nodes(slurm) -> list[str]:
 # are one work unit: they run one after another in one worker, which mostly waits for the
 # scheduler while the other workers' tests use the cores. In two units side by side, two
 # workers waited at once, and with a third waiting out a time limit both cores were idle
-# for up to 20 s.
+# for up to 20 s. One of the largest units, it is handed out first: its chain of waits
+# (about 400 s) starts with the run.
 SLURM_MODULES = (
     "tests/test_cluster_slurm.py",
     "tests/test_env_modules.py",
