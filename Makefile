@@ -2,7 +2,14 @@
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
-PYTHON ?= python3
+# The interpreter the venv is made from (the locks are made for Python 3.11): the
+# distribution's own python3.11 where it can make a venv, else the first python3 on PATH;
+# `make PYTHON=...` chooses another (remove .venv first). The suite and the rules spend
+# much of their CPU in Python: a pyenv build with a shared libpython and without
+# --enable-optimizations ran the suite 10% slower than Debian's statically linked one
+# (docs/install.md, "The venv").
+DISTRIBUTION_PYTHON := /usr/bin/python3.11
+PYTHON ?= $(if $(shell $(DISTRIBUTION_PYTHON) -c 'import ensurepip' 2>/dev/null && echo 1),$(DISTRIBUTION_PYTHON),python3)
 # The CUDA stack the GPU backends use: 13 (default: PyPI's torch; Turing to Blackwell GPUs,
 # NVIDIA driver >= 580) or 12 (GPUs before Turing, or a driver < 580 and >= 525.60.13; torch's
 # CUDA 12.6 build from the PyTorch wheel index). See docs/install.md, "CUDA stacks"; `accelbench doctor`
