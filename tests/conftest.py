@@ -288,13 +288,10 @@ def pytest_xdist_make_scheduler(config, log):
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module, function = _module(nodeid), nodeid.split("[", 1)[0]
-            on_slurm = module in SLURM_MODULES
-            one_cpu = module in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING
-            return (
-                ("the tests on the local Slurm (SLURM_MODULES)" if on_slurm else None)
-                or ("training on one pinned CPU (ONE_CPU_TRAINING)" if one_cpu else None)
-                or SHARED_FIXTURES.get(function)
-                or SHARED_FIXTURES.get(module, nodeid)
-            )
+            if module in SLURM_MODULES:
+                return "the tests on the local Slurm (SLURM_MODULES)"
+            if module in ONE_CPU_TRAINING or function in ONE_CPU_TRAINING:
+                return "training on one pinned CPU (ONE_CPU_TRAINING)"
+            return SHARED_FIXTURES.get(function) or SHARED_FIXTURES.get(module, nodeid)
 
     return SlurmTogether(config, log)
