@@ -250,6 +250,29 @@ def test_roof_path_round_trips_and_bad_parts_are_named():
         roof_family.parse({"device": "gpu1", "dtype": "float32"})
 
 
+def test_training_precisions_given_per_device_kind_set_a_gpu_beside_its_cpu_baseline(config):
+    """A GPU in four precisions beside its host CPU in fp32 alone, the baseline of every GPU
+    row; a device kind the mapping leaves out trains in none."""
+    config = copy.deepcopy(config)
+    config["train"]["devices"] = ["cpu2", "cuda1"]
+    config["train"]["strategies"] = ["single"]
+    config["train"]["precisions"] = {"cpu": ["fp32"], "cuda": ["fp32", "tf32", "bf16", "fp16"]}
+    trained = {
+        (exp.model, exp.device, exp.precision)
+        for exp in grid.expand(config).experiments
+        if exp.family == "train"
+    }
+    models = {model for model, _, _ in trained}
+    assert trained == {(model, "cpu2", "fp32") for model in models} | {
+        (model, "cuda1", precision)
+        for model in models
+        for precision in ("fp32", "tf32", "bf16", "fp16")
+    }
+    config["train"]["precisions"] = {"cuda": ["bf16"]}
+    devices = {exp.device for exp in grid.expand(config).experiments if exp.family == "train"}
+    assert devices == {"cuda1"}
+
+
 def test_excluded_cells_keep_their_reason(config):
     config = copy.deepcopy(config)
     config["kernels"]["devices"] = ["cpu1", "cuda1"]

@@ -285,7 +285,15 @@ def setting_file(keys: Sequence[Any], sources: Sources) -> str:
 
 
 def _schema_problem(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
-    """(key path, what is wrong) of a schema error, saying which value repeats."""
+    """(key path, what is wrong) of a schema error, saying which value repeats. Of a value
+    that several forms allow (oneOf: a list, or a mapping by device kind), the form its type
+    chose tells what is wrong with it, not "valid under none of the given schemas"."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        # A form whose own type the value does not have fails at its top: not the one meant.
+        meant = [
+            found for found in error.context if found.validator != "type" or found.relative_path
+        ]
+        return _schema_problem(jsonschema.exceptions.best_match(meant or error.context))
     keys = list(error.absolute_path)
     if error.validator == "uniqueItems":
         counts = collections.Counter(map(repr, error.instance))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
+from accelbench.platform.devices import parse_device
 from accelbench.train import settings as train_settings
 from accelbench.train import strategies
 from accelbench.train.cells import exclusion
@@ -60,14 +62,25 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> TrainExperiment
     return raise_if_excluded(exp, exclusion(exp, section))
 
 
+def device_precisions(section: Config, device: str) -> list[str]:
+    """The precisions a device trains in: the config's list for every device, or, where
+    `train.precisions` maps device kinds to lists, its kind's (a GPU in four precisions
+    beside its host CPU in fp32 alone, its baseline)."""
+    precisions = section["precisions"]
+    if isinstance(precisions, Mapping):
+        return list(precisions.get(parse_device(device).kind, []))
+    return list(precisions)
+
+
 def expand(config: Config, planned: tuple[Experiment, ...] = ()) -> Expanded:
-    """Each model's batch sizes over the devices, precisions and strategies."""
+    """Each model's batch sizes over the devices, their precisions and the strategies."""
     section = config["train"]
     candidates = [
         TrainExperiment(model, device, precision, strategy, int(batch))
         for model, batches in section["batch_sizes"].items()
-        for device, precision, strategy, batch in itertools.product(
-            section["devices"], section["precisions"], section["strategies"], batches
+        for device in section["devices"]
+        for precision, strategy, batch in itertools.product(
+            device_precisions(section, device), section["strategies"], batches
         )
     ]
     return Expanded.judged(candidates, lambda exp: exclusion(exp, section))
