@@ -125,6 +125,19 @@ def test_queue_wait_bin_edges_must_increase(tmp_path):
         ("train:\n  warmup_steps: 1.5\n", "config key train.warmup_steps: 1.5 is not of type"),
         ("train:\n  min_run_time: fast\n", "config key train.min_run_time: 'fast' is not of type"),
         ("kernels:\n  warmup_s: -1\n", "config key kernels.warmup_s: -1 is less than the minimum"),
+        ("kernels:\n  max_call_s: 0\n", "config key kernels.max_call_s: 0 is less than or equal"),
+        (
+            "train:\n  precisions: {cpu: [fp32], gpu: [bf16]}\n",
+            "config key train.precisions: 'gpu' is not one of ['cpu', 'cuda']",
+        ),
+        (
+            "train:\n  precisions: {cuda: [fp8]}\n",
+            "config key train.precisions.cuda.0: 'fp8' is not one of ['fp32', 'tf32',",
+        ),
+        (
+            "train:\n  precisions: [fp32, fp8]\n",
+            "config key train.precisions.1: 'fp8' is not one of ['fp32', 'tf32',",
+        ),
     ],
 )
 def test_a_measurement_setting_that_makes_no_sense_is_refused_naming_key_and_file(
@@ -148,7 +161,7 @@ def test_the_schema_lists_the_names_the_package_knows():
     schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     train = schema["properties"]["train"]["properties"]
     assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == kernel_family.DTYPES
-    assert tuple(train["precisions"]["items"]["enum"]) == train_family.PRECISIONS
+    assert tuple(schema["$defs"]["precisions"]["items"]["enum"]) == train_family.PRECISIONS
     assert tuple(train["strategies"]["items"]["enum"]) == strategies.STRATEGY_NAMES
 
 

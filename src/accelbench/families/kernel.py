@@ -126,6 +126,7 @@ def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, An
         "runs": section["runs"],
         "half_width": section["half_width"],
         "budget_s": section["budget_s"],
+        "max_call_s": section["max_call_s"],
         "contention": dict(config.get("contention") or {}),
         "energy": dict(config.get("energy") or {}),
         "naive_size_limit": section.get("naive_size_limit", {}),

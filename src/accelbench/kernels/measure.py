@@ -181,6 +181,28 @@ def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: 
     return Checked(prepared, check, first_call, recheck)
 
 
+def too_slow(
+    checked: Checked, backend: str, device: Device, settings: dict[str, Any]
+) -> str | None:
+    """Why a checked cell is not timed: a call lasts longer than `max_call_s`, so its warm-up
+    and samples alone would take a minute or more (a 16-bit GEMM on a CPU without 16-bit
+    arithmetic runs at 1 GFLOP/s). The first call tells, unless the backend compiled in it:
+    then a second one is timed. None where the settings set no limit or the call is faster."""
+    limit = settings.get("max_call_s")
+    took = checked.first_call
+    if not limit or took <= limit:
+        return None
+    if BACKENDS[backend].compiles:
+        sync = timers.synchronizer(BACKENDS[backend].timer, device.is_gpu)
+        started = time.perf_counter()
+        checked.prepared.run()
+        sync()
+        took = time.perf_counter() - started
+        if took <= limit:
+            return None
+    return f"skipped: one call takes {took:.3g} s, more than max_call_s = {limit:g} s allows"
+
+
 def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
     """Check the kernel against its float64 reference, then time it with the backend's timer.
 
@@ -209,6 +231,8 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
         if isinstance(checked, Outcome):
             checked.measured_by = measured_by
             return checked
+        if slow := too_slow(checked, exp.backend, device, settings):
+            return Outcome("skipped", slow, check=checked.check, measured_by=measured_by)
         prepared = checked.prepared
         timed = time_function(prepared.run, backend.timer, threads, settings, exp.id)
         samples = timed.samples

@@ -65,6 +65,7 @@ class Backend:
     timer: str  # "torch" (torch.utils.benchmark), "cupy" (cupyx.profiler), "cuda-events"
     _reason: Callable[[Device, str | None], str | None]
     naive: bool = False  # plain interpreted loops: only run up to a configured size
+    compiles: bool = False  # its first call compiles (JIT), so it tells nothing of the next
 
     def unavailable_reason(self, device: Device, dtype: str | None = None) -> str | None:
         """Why this backend cannot run on `device` (in `dtype`, where one is named) here,
@@ -76,11 +77,11 @@ BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
         Backend("numpy", ("cpu",), "torch", _any),
-        Backend("numba", ("cpu",), "torch", _numba_reason),
-        Backend("numba-parallel", ("cpu",), "torch", _numba_reason),
+        Backend("numba", ("cpu",), "torch", _numba_reason, compiles=True),
+        Backend("numba-parallel", ("cpu",), "torch", _numba_reason, compiles=True),
         Backend("torch", ("cpu", "cuda"), "torch", _torch_reason),
         Backend("cupy", ("cuda",), "cupy", _cupy_reason),
-        Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason),
+        Backend("numba-cuda", ("cuda",), "cuda-events", _numba_cuda_reason, compiles=True),
         Backend("python", ("cpu",), "torch", _any, naive=True),
     )
 }
