@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
 import subprocess
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench import config as workflow_config
+from accelbench.families import roof as roof_family
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
@@ -706,6 +709,67 @@ def test_later_roof_runs_time_only_the_first_runs_winner(monkeypatch, tmp_path):
         assert len(candidates[name]) > 1  # the record keeps run 1's whole search
         assert record["metrics"][name]["runs"] == 3
     assert record["params"]["roof_search"].startswith("every candidate timed in run 1")
+
+
+def test_a_roof_in_another_dtype_times_the_float32_roofs_byte_winners_alone(monkeypatch, tmp_path):
+    """Bytes move at the memory's and the link's rate whatever their type: a roof in another
+    dtype times the float32 roof's memory winner alone, at its own copy length, and still
+    searches every GEMM candidate of its own dtype."""
+    timed = []
+    real = roofs.time_function
+
+    def counting(run, timer, threads, settings, label):
+        timed.append(label)
+        return real(run, timer, threads, settings, label)
+
+    float32 = run_record(RoofExperiment("cpu1", "float32"), tmp_path / "f32", ROOF_SETTINGS)
+    source = tmp_path / "f32" / "record.json"
+    won = float32["check"]["roofs"]["memory_bandwidth"]
+    monkeypatch.setattr(roofs, "time_function", counting)
+    settings = {**ROOF_SETTINGS, "search_from": str(source)}
+    record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, settings)
+    assert record["status"] == "ok", record["reason"]
+    memory = record["check"]["roofs"]["memory_bandwidth"]
+    assert (memory["kernel"], memory["backend"]) == (won["kernel"], won["backend"])
+    assert memory["size"] == won["size"] // 2  # 1 MiB of float64
+    assert [label for label in timed if "memory_bandwidth" in label] == [
+        f"roof memory_bandwidth cpu1 float64 {won['kernel']} {won['backend']} n={memory['size']}"
+    ]
+    assert len(record["check"]["roofs"]["peak_gflops"]["candidates"]) > 1
+    assert record["params"]["roof_search"].startswith(f"memory_bandwidth: the winners of {source}")
+
+
+def test_a_roof_searches_a_ceiling_whose_float32_winner_cannot_compute_in_its_dtype(tmp_path):
+    """Numba has no 16-bit arithmetic: a float32 memory winner in Numba leaves the 16-bit
+    roof to search its own backends."""
+    source = tmp_path / "float32.json"
+    won = {"kernel": "stream-read", "backend": "numba-parallel", "size": 262144, "passed": True}
+    source.write_text(json.dumps({"check": {"roofs": {"memory_bandwidth": won}}}))
+    exp = RoofExperiment("cpu1", "bfloat16")
+    assert roofs.borrowed_search(exp, {**ROOF_SETTINGS, "search_from": str(source)}) == {}
+
+
+def test_the_grid_plans_the_byte_search_from_the_devices_float32_roof():
+    config = workflow_config.load([])
+    config["kernels"]["dtypes"] = ["float32", "bfloat16"]
+    config["kernels"]["overrides"] = {}
+    assert (
+        roof_family.search_source(config, "cpu1", "bfloat16") == "results/roofs/cpu1/float32.json"
+    )
+    assert roof_family.search_source(config, "cpu1", "float32") is None
+    config["kernels"]["dtypes"] = ["bfloat16"]
+    assert roof_family.search_source(config, "cpu1", "bfloat16") is None
+
+
+def test_a_call_slower_than_max_call_s_is_skipped_with_its_time(tmp_path):
+    """A cell whose call outlasts the grid's limit is not timed: its record says how long
+    one call took (a 16-bit GEMM on a CPU without 16-bit arithmetic), and the grid keeps
+    the cell."""
+    exp = KernelExperiment("matmul", "cpu1", "numpy", "float32", 256)
+    record = run_record(exp, tmp_path, {**SETTINGS, "max_call_s": 1e-9})
+    assert record["status"] == "skipped"
+    assert "one call takes" in record["reason"] and "max_call_s = 1e-09 s" in record["reason"]
+    assert record["metrics"] == {} and record["check"]["passed"]
 
 
 def test_roof_of_a_missing_gpu_is_unavailable(tmp_path):

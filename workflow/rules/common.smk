@@ -21,6 +21,7 @@ from accelbench import config as accelbench_config
 from accelbench.analysis import fillable, tidy, titles
 from accelbench.platform.devices import parse_device
 from accelbench.families import FAMILIES
+from accelbench.families import roof as roof_family
 from accelbench.job import fork_server
 from accelbench.train import datasets
 
@@ -175,6 +176,12 @@ onerror:
 
 # Where `download_dataset` puts dataset {dataset}: train.data_dir, or data/ when that is empty.
 DATASET_PATTERN = str(datasets.dataset_root(config["train"].get("data_dir") or "data", "{dataset}"))
+
+
+def roof_search_source(wildcards):
+    """The roof record a roof's byte ceilings take their winners from, if any."""
+    found = roof_family.search_source(config, wildcards.device, wildcards.dtype)
+    return [found] if found else []
 
 
 def family_settings(family):

@@ -2,6 +2,8 @@ rule roof_benchmark:
     """The measured ceilings of one device in one dtype -> one result record."""
     input:
         grid.target_check("roof", config),
+        # A roof in another dtype times the float32 roof's byte-ceiling winners.
+        search_from=roof_search_source,
     output:
         FAMILIES["roof"].pattern,
     log:

@@ -69,11 +69,33 @@ def validate(config: Config) -> None:
     """Roofs have no names of their own in the config: the kernels' are checked there."""
 
 
+# The dtype whose roof searches every candidate of the byte ceilings (SEARCH_SOURCE).
+SEARCH_DTYPE = "float32"
+
+
+def search_source(config: Config, device: str, dtype: str) -> str | None:
+    """The record whose winners a roof times for its byte ceilings (memory bandwidth, the
+    host links) instead of searching every candidate again: the same device's float32 roof,
+    where the grid plans one. Bytes move at the rate of the memory and the link whatever
+    their type, so the search need not be repeated per dtype (on an H200 a roof's search
+    took 55 s of its 70)."""
+    if dtype == SEARCH_DTYPE:
+        return None
+    planned = any(
+        exp.device == device and exp.dtype == SEARCH_DTYPE for exp in kernel.expand(config).kept
+    )
+    return RoofExperiment(device, SEARCH_DTYPE).path if planned else None
+
+
 def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
-    """The settings of every roof experiment: the kernels' timing, and the roof sizes."""
+    """The settings of every roof experiment: the kernels' timing and the roof sizes, and
+    for one roof (`wildcards`) the record its byte ceilings' search comes from."""
     timing = kernel.settings(config)
     del timing["naive_size_limit"], timing["energy"]
-    return {**timing, "roofs": config["kernels"]["roofs"]}
+    found = {"roofs": config["kernels"]["roofs"]}
+    if wildcards is not None:
+        found["search_from"] = search_source(config, wildcards["device"], wildcards["dtype"])
+    return {**timing, **found}
 
 
 FAMILY = Family(

@@ -14,8 +14,11 @@ kernels of its device, so both see the same node.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,12 +31,16 @@ from accelbench.kernels.measure import (
     implementation_name,
     mismatch,
     time_function,
+    too_slow,
 )
 from accelbench.measuring import statistics, timers
 from accelbench.measuring.outcome import Outcome
+from accelbench.measuring.phases import Phases
 from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
 from accelbench.roofs import stream
+
+log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 # metric -> (kernels measured, candidate backends, what its rate counts)
@@ -46,6 +53,8 @@ ROOFS = {
 GPU_ONLY = GPU_CEILINGS  # an ok roof record of a GPU holds them (results checks it)
 # The GEMM roof is the best over n and n/2: a library's best size need not be the largest.
 GEMM_FRACTIONS = (1, 2)
+# Ceilings that count bytes: the same memory and link in every dtype (search_source).
+BYTE_CEILINGS = tuple(metric for metric, (_, _, counts) in ROOFS.items() if counts == "bytes")
 
 
 def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
@@ -121,6 +130,36 @@ def later_runs(exp: RoofExperiment, settings: dict[str, Any], first: Outcome) ->
     return {**settings, "roof_search": search}
 
 
+def borrowed_search(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, Any]:
+    """The byte ceilings' winners of the roof record `settings["search_from"]` (the same
+    device's float32 roof: families.roof.search_source), each at this dtype's copy length,
+    where its backend computes in this dtype; a ceiling whose winner cannot is searched."""
+    source = settings.get("search_from")
+    if not source:
+        return {}
+    won = json.loads(Path(source).read_text())["check"]["roofs"]
+    size = roof_sizes(exp, settings)["copy_size"]
+    device = exp.parsed_device
+    search = {}
+    for metric in BYTE_CEILINGS:
+        if metric not in won:
+            continue
+        kernel, backend = won[metric]["kernel"], won[metric]["backend"]
+        usable, _ = _candidates(kernel, (backend,), device, exp.dtype)
+        if usable:
+            search[metric] = {"winner": _candidate(kernel, backend, size), "from": source}
+    return search
+
+
+def search_text(borrowed: dict[str, Any]) -> str:
+    """How the record's candidates were chosen, as its params say."""
+    own = "every candidate timed in run 1; its winner alone in later runs"
+    if not borrowed:
+        return own
+    source = next(iter(borrowed.values()))["from"]
+    return f"{', '.join(borrowed)}: the winners of {source} alone in every run; the rest: {own}"
+
+
 def release_cached_memory(backend: str, device: Device) -> None:
     """Give back to the GPU what a freed candidate left in its library's cache: the next
     candidate may be another library's, which cannot allocate from that cache (PyTorch's
@@ -151,18 +190,23 @@ def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, thr
     spec = _spec(kernel)
     counts = ROOFS[metric][2]
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
+    label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
+    phases = Phases()
     checked = check_kernel(spec, backend, device, dtype, size, settings["seed"])
+    phases.lap("inputs, reference and check")
     if isinstance(checked, Outcome):
         checked.reason = f"{metric} with {kernel} on {backend}: {checked.reason}"
         return checked
-    label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
+    if slow := too_slow(checked, backend, device, settings):
+        return Outcome("skipped", f"{backend} n={size}: {slow}")
     timed = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
+    phases.lap("timing")
     amount = spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
     rate = statistics.rate_from_time(statistics.summarize(timed.samples, "s"), amount / 1e9, unit)
-    if rate["median"] <= to_beat:
-        return rate, timed, None
-    after = checked.recheck()
-    if not after["passed"]:
+    after = checked.recheck() if rate["median"] > to_beat else None
+    phases.lap("recheck")
+    log.info("%s: %.4g %s; %s", label, rate["median"], unit, phases.text())
+    if after is not None and not after["passed"]:
         reason = f"{metric} with {kernel} on {backend}, after timing: {mismatch(after)}"
         return Outcome("failed", reason, check=after)
     return rate, timed, after
@@ -192,6 +236,9 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
                 metric, kernel, name, device, dtype, size, settings, threads, to_beat
             )
             release_cached_memory(name, device)
+            if isinstance(found, Outcome) and found.status == "skipped":
+                reasons.append(found.reason)
+                continue
             if isinstance(found, Outcome):
                 return found
             rate, timed, after = found
@@ -208,7 +255,7 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
     if best is None:
         return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")
     # Every candidate's rate as run 1 timed them, whichever run this is.
-    best.check["candidates"] = searched["candidates"] if searched else rates
+    best.check["candidates"] = (searched or {}).get("candidates", rates)
     return best
 
 
@@ -226,6 +273,8 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
             "unavailable", f"roofs are measured on one GPU; {exp.device} asks for {device.count}"
         )
     sizes = roof_sizes(exp, settings)
+    borrowed = borrowed_search(exp, settings)
+    settings = {**settings, "roof_search": {**borrowed, **settings.get("roof_search", {})}}
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     raw: dict[str, Any] = {}
@@ -264,7 +313,7 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
     if unmeasured:
         check["unmeasured"] = unmeasured
     measured_by = {"implementation": "; ".join(implementations), "timer": "; ".join(timers)}
-    params = {"roof_search": "every candidate timed in run 1; its winner alone in later runs"}
+    params = {"roof_search": search_text(borrowed)}
     return Outcome(
         "ok",
         metrics=metrics,
