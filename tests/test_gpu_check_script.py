@@ -121,7 +121,8 @@ def test_the_device_script_installs_over_an_image_venv_and_packs_what_the_check_
     } <= names
     assert "0 hung" in (repo / logs / "ddp-stress.txt").read_text()
     made = (repo / logs / "make.txt").read_text()
-    assert made.index("gpu-check: the doctor") < made.index("gpu-check: the GPU tests")
+    assert made.index("gpu-check: the doctor") < made.index("gpu-check: the grid")
+    assert "make gpu-tests" not in (repo / logs / "steps.txt").read_text()
     assert "No NVIDIA GPU" in (repo / logs / "gpu-check" / "doctor.txt").read_text()
     # Again with RESUME=1, as on the same machine after a check that ran out of time: the
     # venv, the doctor that passed and the stress that ended are kept.
@@ -156,12 +157,17 @@ def test_a_check_cut_by_its_time_is_judged_on_the_records_it_made(tmp_path, stop
         repo,
         tmp_path,
         MAKE_CALLS=str(calls),
-        BUDGET_S="74",  # 4 s for the check, 70 for what follows it
+        BUDGET_S="76",  # 4 s for the check, 2 for the GPU tests, 70 for what follows
         DDP_STRESS_S="0",
+        GPU_TESTS_S="2",
         STOP_GRACE_S="1",
     )
     assert done.returncode == status, done.stdout + done.stderr
-    assert calls.read_text().splitlines() == ["make gpu-check CUDA=13", "make gpu-verdict CUDA=13"]
+    assert calls.read_text().splitlines() == [
+        "make gpu-check CUDA=13",
+        "make gpu-verdict CUDA=13",
+        "make gpu-tests CUDA=13",
+    ]
     assert "out of time: the verdict on the records made" in done.stdout
     [archive] = (tmp_path / "out").glob("gpu-check-stand-in-gpu.tar.gz")
     with tarfile.open(archive) as packed:
