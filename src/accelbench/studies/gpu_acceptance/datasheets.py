@@ -9,8 +9,8 @@ PCIe figure of the data sheet, both directions together (64 GB/s for Gen4 x16,
 128 GB/s for Gen5 x16); NVLink joins GPUs to each other and bounds no roof here.
 A value that no data sheet at hand gave is None and is not judged; the gaps are:
 
-- H200 SXM: FP32 and FP64 Tensor Core (the pages read gave FP64, the tensor figures,
-  the memory and the interconnects only);
+- H200 SXM: FP64 Tensor Core (the pages read gave FP64, FP32, the tensor figures, the
+  memory and the interconnects only);
 - V100: the PCIe host link; L4: FP32 and the host link; L40S: FP64 (its data sheet
   lists none); T4: FP64 and the host link (the pages read name x16 PCIe Gen3, no
   rate);
@@ -37,8 +37,10 @@ H100_PCIE_BRIEF = (
 H200_DATASHEET = (
     "NVIDIA H200 Tensor Core GPU data sheet (nvidia.com/en-us/data-center/h200), read as "
     "reproduced at lzwjava.github.io/nvidia-h200-gpu-specs-en (FP64 34, 4.8 TB/s), "
-    "saulelectric.com/nvidia-h200.html (PCIe Gen5 128 GB/s, FP16/BF16 1,979 with sparsity) "
-    "and ai-hpc.github.io (TF32 989 with sparsity)"
+    "saulelectric.com/nvidia-h200.html (PCIe Gen5 128 GB/s, FP16/BF16 1,979 with sparsity), "
+    "ai-hpc.github.io (TF32 989 with sparsity) and hmc-tech.com/gpu/nvidia-h100-vs-nvidia-"
+    "h200-sxm-vs-nvidia-gb200 (FP32 66.91: 16,896 FP32 cores x 2 flops x 1,980 MHz boost; "
+    "the data sheet rounds it to 67, as for the H100 SXM)"
 )
 A100_DATASHEET = (
     "NVIDIA A100 Tensor Core GPU data sheet, nvidia.com/content/dam/en-zz/Solutions/"
@@ -155,6 +157,7 @@ DATASHEETS = (
         r"H200(?!.*NVL)",
         H200_DATASHEET,
         fp64=34.0,
+        fp32=66.9,
         sparse_tf32=989.0,
         sparse_fp16=1979.0,
         memory_gbs=4800.0,
