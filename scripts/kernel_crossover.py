@@ -1,4 +1,5 @@
-"""Rule entry point: tidy table -> CPU/GPU crossover sizes per kernel, table and figure."""
+"""Rule entry point: tidy table -> which side is ahead at each size, and the crossovers the
+sizes bracket, per kernel and workload: table and figure."""
 
 import logging
 from pathlib import Path

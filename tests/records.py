@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 
 from accelbench.families.roof import GPU_CEILINGS
+from accelbench.kernels import kernels
 from accelbench.measuring import energy
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.platform.devices import parse_device
@@ -21,9 +22,9 @@ FAILED = "RuntimeError: 100% of threads_busy"
 OOM = "OutOfMemoryError: CUDA out of memory"
 
 
-def provenance(gpus=(), slurm=None):
+def provenance(gpus=(), slurm=None, host="node01"):
     return {
-        "host": "node01",
+        "host": host,
         "platform": "Linux",
         "cpu_model": "Test CPU",
         "cpu_count": 16,
@@ -104,8 +105,8 @@ def train_record(
     )
 
 
-def device_record(experiment, exp_id, status, params, metrics, check, reason):
-    """(id, record) of a kernel or data science experiment: on node01, with an H100 where
+def device_record(experiment, exp_id, status, params, metrics, check, reason, host="node01"):
+    """(id, record) of a kernel or data science experiment: on `host`, with an H100 where
     the device (params["device"]) is a GPU."""
     gpus = ["NVIDIA H100"] if params["device"].startswith("cuda") else []
     return exp_id, make_record(
@@ -113,7 +114,7 @@ def device_record(experiment, exp_id, status, params, metrics, check, reason):
         experiment_id=exp_id,
         status=status,
         params=params,
-        provenance=provenance(gpus),
+        provenance=provenance(gpus, host=host),
         metrics=metrics,
         check=check,
         reason=reason,
@@ -362,3 +363,42 @@ def roof_record(device, dtype="float32", peak=100.0, copy=20.0, host_copy=None, 
             check["unmeasured"] = dict.fromkeys(GPU_CEILINGS, "no pinned copies")
     reason = None if status == "ok" else NO_GPU
     return device_record("roof", exp_id, status, params, metrics, check, reason)
+
+
+def timed_kernel(kernel, device, backend, size, seconds, end_to_end=None, **options):
+    """A kernel record of `seconds` a call (samples 1% apart: an interval of about +-4%); a
+    GPU's with its `end_to_end` time (copies in and out) where given. `options`: dtype
+    (float32), host (gpu01)."""
+    dtype, host = options.get("dtype", "float32"), options.get("host", "gpu01")
+    gigaflops = kernels()[kernel].flops(size) / 1e9
+    exp_id = f"kernels/{kernel}/{device}/{backend}/{dtype}/n{size}"
+    params = {"kernel": kernel, "device": device, "backend": backend, "dtype": dtype}
+    params |= {"size": size, "seed": 0, "min_run_time": 0.1, "samples": 10}
+    time = summarize(scaled(seconds, 1.0), "s")
+    metrics = {"time": time, "gflops": rate_from_time(time, gigaflops, "GFLOP/s")}
+    if end_to_end is not None:
+        metrics["transfer_time"] = summarize(scaled(end_to_end - seconds, 1.0), "s")
+        metrics["end_to_end_time"] = end_to_end = summarize(scaled(end_to_end, 1.0), "s")
+        metrics["end_to_end_gflops"] = rate_from_time(end_to_end, gigaflops, "GFLOP/s")
+    check = {"passed": True, "relative_error": 1e-7, "tolerance": 1e-4, "reference": "numpy"}
+    return device_record("kernel", exp_id, "ok", params, metrics, check, None, host)
+
+
+# One GPU host, gpu01, measuring its GPU and its 16 CPUs at the same cells. matmul: the
+# CPU (numpy, 0.1 ms at n=256) ahead at the smallest size, the GPU (torch) 10x and 50x
+# ahead at the larger ones, copies excluded; torch on the CPU slower than numpy. saxpy:
+# the GPU 4x ahead alone, but its copies take 20x the CPU's time.
+GPU_HOST = [
+    timed_kernel("matmul", "cpu16", "numpy", 256, 1e-4),
+    timed_kernel("matmul", "cpu16", "torch", 256, 2e-4),
+    timed_kernel("matmul", "cuda1", "torch", 256, 4e-4, end_to_end=6e-4),
+    timed_kernel("matmul", "cuda1", "cupy", 256, 5e-4, end_to_end=7e-4),
+    timed_kernel("matmul", "cpu16", "numpy", 1024, 5e-3),
+    timed_kernel("matmul", "cpu16", "torch", 1024, 6e-3),
+    timed_kernel("matmul", "cuda1", "torch", 1024, 5e-4, end_to_end=1e-3),
+    timed_kernel("matmul", "cuda1", "cupy", 1024, 6e-4, end_to_end=9e-4),
+    timed_kernel("matmul", "cpu16", "numpy", 4096, 0.3),
+    timed_kernel("matmul", "cuda1", "torch", 4096, 6e-3, end_to_end=1e-2),
+    timed_kernel("saxpy", "cpu16", "numpy", 10**7, 4e-3),
+    timed_kernel("saxpy", "cuda1", "torch", 10**7, 1e-3, end_to_end=8e-2),
+]

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from accelbench import studies
-from accelbench.analysis import crossovers, figures, fillable, summary, tables, tidy, titles
+from accelbench.analysis import figures, fillable, summary, tables, tidy, titles
 from accelbench.records.record import make_record
 
 from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
@@ -80,13 +80,13 @@ def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
     for title in (
         "Fastest backend per kernel and device",
         "Fastest device per training configuration",
-        "Where the GPU starts to pay off (copies included)",
+        "Where the GPU overtakes the CPU of its host",
         "Cells that need attention",
     ):
         assert f"<h2>{title}</h2>" in page
     empty = summary.summary_html(frame[frame["experiment"] == "train"], "cpu1")
     assert "No kernel ran in this run." in empty
-    assert "No kernel or data science workload ran on both a CPU and a GPU." in empty
+    assert "No kernel or data science workload ran on both a GPU and the CPU of its host." in empty
 
 
 def test_every_report_item_has_a_human_title():
@@ -123,22 +123,28 @@ def test_gpu_cells_that_did_not_run_are_named_with_why(frame):
     assert NO_GPU in answer
 
 
-def test_where_a_gpu_ran_the_answer_gives_the_crossovers_and_the_training_speedups(tmp_path):
+def test_where_a_gpu_ran_the_answer_quotes_each_workload_and_model_against_the_cpu(tmp_path):
     found = collect(tmp_path, [*GPU_TRAIN, *datasci_records(["cpu2", "cuda1"])])
-    kernels, training = summary.headline(found)
-    crossing = crossovers.crossovers(found, with_transfer=True)
-    assert kernels == (
-        "Kernels and data science workloads: the GPU overtakes the CPU, copies included, "
-        f"in {crossing['crossover_size'].notna().sum()} of the {len(crossing)} measured on both "
-        "(from which size: below)."
+    lines = summary.headline(found)
+    # Per model its fp32 row and its fastest precision (fp16); per workload its two ends.
+    assert [line.split(":")[0] for line in lines] == [
+        "lstm, fp32, single, batch 16",
+        "lstm, fp16, single, batch 16",
+        "resnet18, fp32, single, batch 16",
+        "resnet18, fp16, single, batch 16",
+        "groupby, n=1000",
+        "groupby, n=1000000",
+        "kmeans, n=1000",
+        "kmeans, n=1000000",
+        "pagerank, n=1000",
+        "pagerank, n=1000000",
+    ]
+    # resnet18 fp32 single: cpu4 (4^-0.8 of one thread's time) against cuda1 (1/40).
+    assert lines[2] == (
+        f"resnet18, fp32, single, batch 16: the GPU (cuda1) is {4**-0.8 * 40:.1f}x [12.3, "
+        "14.1] faster than the best CPU (4 threads)."
     )
-    # resnet18 and lstm, fp32 single: cpu4 (n^-0.8 of one thread) against cuda1 (1/40).
-    speedup = 4**-0.8 * 40
-    assert training == (
-        "Training: the fastest GPU device is "
-        f"{speedup:.3g}x as fast as the fastest CPU device in the 2 configurations measured "
-        "on both."
-    )
+    assert lines[4].startswith("groupby, n=1000: the CPU (pandas, 2 threads) is 20x [15, 27]")
 
 
 def test_a_host_slow_throughout_is_stated_once_and_a_fast_one_not_at_all(frame):

@@ -33,7 +33,8 @@ rule tidy:
 
 
 rule summary:
-    """The report's first page: fastest backends and devices, crossovers, cells to look at."""
+    """The report's first page: the answer (the GPU against the CPU of the same machine),
+    fastest backends and devices, crossovers, cells to look at."""
     input:
         rules.tidy.output.parquet,
     output:
@@ -54,10 +55,12 @@ rule summary:
 
 
 rule tables:
-    """Shi et al.-style comparison tables: rows x devices, median [95% CI]."""
+    """The answer first (the GPU against the CPU of the same machine), then Shi et
+    al.-style comparison tables: rows x devices, median [95% CI]."""
     input:
         rules.tidy.output.parquet,
     output:
+        tables_to_fill("Summary", "gpu_vs_cpu"),
         tables_to_fill(
             "Training",
             "train_time_per_batch",
@@ -108,7 +111,8 @@ rule figures:
 
 
 rule kernel_crossover:
-    """Sizes from which the GPU beats the CPU, per kernel: table and figure."""
+    """Which side is ahead at each size, per kernel, and the crossovers the sizes
+    bracket: table and figure."""
     input:
         rules.tidy.output.parquet,
     output:

@@ -1,27 +1,38 @@
-"""Where the GPU overtakes the CPU: crossover sizes per kernel and data science workload.
+"""Where the GPU overtakes the CPU: named only where the measured sizes bracket it.
 
-Crossovers compare, size by size, the best CPU result with the best GPU result of
-a kernel or workload, once for the work alone and once with the host<->device
-transfer included. The summary page names them; the crossover figure and table
-(rule kernel_crossover) draw and list them. Only the figure needs the plotting
-libraries, so only drawing it imports them: the summary, which needs the numbers
-alone, starts without their second or two of imports.
+From the answer's cells (accelbench.analysis.gpu_vs_cpu: at each size the best GPU result
+against the best CPU result of the same host, as a factor with its interval), per kernel
+and dtype and per data science workload, for the work alone and with the GPU's copies:
+at each measured size the GPU is ahead (the factor's interval lies above 1), the CPU is
+ahead (below 1), or the size decides nothing (the interval holds 1: undecided). A
+crossover is named only where one side is ahead at a size and the other at the next
+larger size that decides (the undecided sizes between them lie in the bracket); without
+such a pair the sizes say which side was ahead at all of them, and nothing beyond the
+sizes measured is guessed. The summary page and the crossover table and figure (rule
+kernel_crossover) say it in the same terms. Only the figure needs the plotting
+libraries, so only drawing it imports them: the summary, which needs the numbers alone,
+starts without their second or two of imports.
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from accelbench.analysis import gpu_vs_cpu
 from accelbench.analysis.tidy import natural_devices
 from accelbench.platform.devices import names_a_gpu
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+# The parameter along which a crossover is looked for.
+SIZE = "size"
+GPU, CPU, UNDECIDED = "GPU", "CPU", "undecided"
 
 
 def _throughput(
@@ -40,33 +51,204 @@ def _throughput(
     return compute.where(~gpu, end_to_end.astype(float))
 
 
-# Per family: what names a curve, and its throughput alone and with the copies.
+# Per family: what names a row of the figure, and its throughput alone and with the copies.
 CROSSOVER_FAMILIES = {
     "kernel": (("kernel", "dtype"), "gflops_median", "end_to_end_gflops_median"),
     "datasci": (("workload",), "item_throughput_median", "end_to_end_item_throughput_median"),
 }
+
+
+def _curve_params() -> dict[str, list[str]]:
+    """Per family with sizes: the parameters that name one of its curves (a cell of work
+    less its size)."""
+    return {
+        name: [key for key in gpu_vs_cpu.work_keys(family) if key != SIZE]
+        for name, family in gpu_vs_cpu.work_families().items()
+        if SIZE in gpu_vs_cpu.work_keys(family)
+    }
+
+
+CURVE_PARAMS = list(dict.fromkeys(name for names in _curve_params().values() for name in names))
 CROSSOVER_COLUMNS = [
     "experiment",
-    "kernel",
-    "workload",
-    "dtype",
-    "crossover_size",
-    "first_gpu_size",
+    *CURVE_PARAMS,
+    gpu_vs_cpu.HOST,
     "with_transfer",
+    "sizes",
+    "smallest_size",
+    "largest_size",
+    "gpu_ahead",
+    "cpu_ahead",
+    "undecided",
+    "crossover_low",
+    "crossover_high",
+    "says",
 ]
 
 
-def _crossover(sizes: np.ndarray, ratio: np.ndarray) -> tuple[float, float]:
-    """(crossover, first GPU size) from log(GPU / CPU throughput) at increasing sizes."""
-    if ratio[-1] <= 0:
-        return math.nan, math.nan
-    losing = np.nonzero(ratio <= 0)[0]
-    if losing.size == 0:
-        return sizes[0], sizes[0]
-    i = losing[-1]
-    low, high = np.log(sizes[i]), np.log(sizes[i + 1])
-    fraction = -ratio[i] / (ratio[i + 1] - ratio[i])
-    return float(np.exp(low + fraction * (high - low))), sizes[i + 1]
+def side(low: float, high: float) -> str:
+    """Which side a factor (CPU time / GPU time) with this interval puts ahead."""
+    return GPU if low > 1 else CPU if high < 1 else UNDECIDED
+
+
+def _n(size: int) -> str:
+    return f"{size:,}"
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    if len(sizes) == 1:
+        return f"n = {_n(sizes[0])}"
+    if len(sizes) == 2:
+        return f"n = {_n(sizes[0])} and {_n(sizes[1])}"
+    return f"the {len(sizes)} sizes from n = {_n(sizes[0])} to n = {_n(sizes[-1])}"
+
+
+def _ahead(who: str) -> str:
+    return who if who == UNDECIDED else f"{who} ahead"
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """One curve's sides, size by size: a kernel and dtype or a workload, on one host, for
+    the work alone or with the GPU's copies."""
+
+    experiment: str
+    names: dict[str, Any]  # the curve's parameters and their values
+    host: Any
+    with_transfer: bool
+    sizes: tuple[int, ...]
+    sides: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        return ", ".join(str(value) for value in self.names.values())
+
+    @property
+    def brackets(self) -> list[tuple[int, int, str]]:
+        """(last size of one side, first size of the other, the side ahead from there) for
+        each change of side between consecutive deciding sizes."""
+        decided = [(size, who) for size, who in self.at_sizes() if who != UNDECIDED]
+        return [
+            (low, high, after)
+            for (low, before), (high, after) in itertools.pairwise(decided)
+            if before != after
+        ]
+
+    def at_sizes(self) -> list[tuple[int, str]]:
+        return list(zip(self.sizes, self.sides, strict=True))
+
+    def runs(self) -> list[tuple[str, list[int]]]:
+        """The sides in order of size, consecutive sizes of one side together."""
+        found: list[tuple[str, list[int]]] = []
+        for size, who in self.at_sizes():
+            if found and found[-1][0] == who:
+                found[-1][1].append(size)
+            else:
+                found.append((who, [size]))
+        return found
+
+    @property
+    def says(self) -> str:
+        """The sides at the sizes measured, and the crossovers they bracket, in words."""
+        runs = self.runs()
+        if len(runs) == 1:
+            who, sizes = runs[0]
+            if len(sizes) == 1:
+                return f"{_ahead(who)} at the one size measured, n = {_n(sizes[0])}"
+            return (
+                f"{_ahead(who)} at all {len(sizes)} sizes measured, "
+                f"from n = {_n(sizes[0])} to n = {_n(sizes[-1])}"
+            )
+        text = ", ".join(f"{_ahead(who)} at {_sizes_text(sizes)}" for who, sizes in runs)
+        if not self.brackets:
+            (who,) = {who for who in self.sides if who != UNDECIDED}
+            other = CPU if who == GPU else GPU
+            return f"{text}; no size has the {other} ahead, so no crossover is named"
+        return (
+            text
+            + ": "
+            + "; ".join(
+                f"the {after} overtakes the {CPU if after == GPU else GPU} between "
+                f"n = {_n(low)} and n = {_n(high)}"
+                for low, high, after in self.brackets
+            )
+        )
+
+    @property
+    def short(self) -> str:
+        """`says` short enough for a figure panel's title."""
+        if self.brackets:
+            return "; ".join(
+                f"{after} overtakes between n = {_n(low)} and {_n(high)}"
+                for low, high, after in self.brackets
+            )
+        counts = {who: self.sides.count(who) for who in dict.fromkeys(self.sides)}
+        if len(counts) == 1:
+            who = next(iter(counts))
+            measured = "the one size" if len(self.sizes) == 1 else f"all {len(self.sizes)} sizes"
+            return f"{_ahead(who)} at {measured} measured"
+        parts = ", ".join(f"{_ahead(who)} at {count}" for who, count in counts.items())
+        return f"{parts} of {len(self.sizes)} sizes"
+
+    def row(self) -> dict[str, Any]:
+        """The crossover table's line."""
+
+        def at(who: str) -> str:
+            return " ".join(str(size) for size, found in self.at_sizes() if found == who)
+
+        low, high, _ = self.brackets[-1] if self.brackets else (np.nan, np.nan, None)
+        return {
+            "experiment": self.experiment,
+            **self.names,
+            gpu_vs_cpu.HOST: self.host,
+            "with_transfer": self.with_transfer,
+            "sizes": len(self.sizes),
+            "smallest_size": self.sizes[0],
+            "largest_size": self.sizes[-1],
+            "gpu_ahead": at(GPU),
+            "cpu_ahead": at(CPU),
+            "undecided": at(UNDECIDED),
+            "crossover_low": low,
+            "crossover_high": high,
+            "says": self.says,
+        }
+
+
+def crossings(frame: pd.DataFrame, with_transfer: bool = False) -> list[Crossing]:
+    """Per kernel and dtype and per data science workload, on each host measured on both a
+    GPU and its CPU: the side ahead at every size compared (module docstring)."""
+    comparison = gpu_vs_cpu.compare(frame).cells
+    copies = next(name for name, flag in gpu_vs_cpu.COPIES.items() if flag == with_transfer)
+    cells = comparison[(comparison["copies"] == copies) & (comparison["status"] == "ok")]
+    found = []
+    for experiment, names in _curve_params().items():
+        rows = cells[cells["experiment"] == experiment]
+        for _, curve in rows.groupby([gpu_vs_cpu.HOST, *names], dropna=False, sort=False):
+            curve = curve.sort_values(SIZE)
+            first = curve.iloc[0]
+            found.append(
+                Crossing(
+                    experiment,
+                    {name: first[name] for name in names},
+                    first[gpu_vs_cpu.HOST],
+                    with_transfer,
+                    tuple(int(size) for size in curve[SIZE]),
+                    tuple(map(side, curve["ci_low"], curve["ci_high"])),
+                )
+            )
+    return found
+
+
+def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame:
+    """The crossover table: one line per curve (`crossings`), the sizes where each side is
+    ahead or nothing is decided, the last crossover's bracket (crossover_low and
+    crossover_high; NaN where the sizes bracket none) and what the sizes say, in words."""
+    lines = [crossing.row() for crossing in crossings(frame, with_transfer)]
+    return pd.DataFrame(lines, columns=CROSSOVER_COLUMNS)
+
+
+def label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
+    return frame.attrs.get("units", {}).get(column, fallback)
 
 
 @dataclass(frozen=True)
@@ -104,49 +286,6 @@ def _both_sides(frame: pd.DataFrame) -> list[_Curves]:
     return found
 
 
-def crossovers(frame: pd.DataFrame, with_transfer: bool = False) -> pd.DataFrame:
-    """Per kernel and dtype, and per data science workload: the size from which the best
-    GPU result beats the best CPU result.
-
-    Sizes where both sides ran are compared; the crossover is where log(GPU /
-    CPU throughput) changes sign for the last time, interpolated on log-log
-    axes between the two sizes around it. `first_gpu_size` is the smallest
-    measured size from which the GPU stays faster. Both are NaN where the GPU
-    is never faster at the largest size; where it is faster at every size, the
-    crossover is the smallest size (it lies at or below it).
-    """
-    found = []
-    for group in _both_sides(frame):
-        _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
-        rows = group.rows.assign(
-            throughput=_throughput(group.rows, with_transfer, compute, end_to_end),
-            gpu=group.rows["device"].map(names_a_gpu).astype(bool),
-        )
-        rows = rows[np.isfinite(rows["throughput"])]
-        best = rows.groupby(["size", "gpu"])["throughput"].max().unstack()
-        if True not in best.columns or False not in best.columns:
-            continue
-        best = best.dropna().sort_index()
-        if best.empty:
-            continue
-        ratio = np.log(best[True].to_numpy(float) / best[False].to_numpy(float))
-        crossover, first = _crossover(best.index.to_numpy(float), ratio)
-        found.append(
-            {
-                "experiment": group.family,
-                **group.names,
-                "crossover_size": crossover,
-                "first_gpu_size": first,
-                "with_transfer": with_transfer,
-            }
-        )
-    return pd.DataFrame(found, columns=CROSSOVER_COLUMNS)
-
-
-def label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
-    return frame.attrs.get("units", {}).get(column, fallback)
-
-
 def _throughput_lines(ax, here: pd.DataFrame, values: pd.Series, series, palette, looks) -> None:
     """One line per (backend, device) over the problem size, where it has numbers."""
     for backend, device in series:
@@ -166,21 +305,17 @@ def _throughput_lines(ax, here: pd.DataFrame, values: pd.Series, series, palette
         )
 
 
-def _crossover_marks(ax, found: pd.DataFrame, group: _Curves) -> list[str]:
-    """A dotted line where the GPU overtakes the CPU; returns what the panel's title says
-    of it (under the title: inside the axes, a corner held the GPU's point on an H200).
-    Where the GPU is ahead at the smallest size measured, that size is no crossover: the
-    title says so, and no line is drawn."""
-    found = found[found["experiment"] == group.family]
-    for key, value in group.names.items():
-        found = found[found[key] == value]
+def _crossover_marks(ax, found: list[Crossing], group: _Curves) -> list[str]:
+    """Each crossover's bracket shaded, between the two measured sizes around it (no line at
+    a size nobody measured); returns what the panel's title says of the sizes, a line per
+    host (under the title: inside the axes, a corner held the GPU's point on an H200)."""
+    mine = [one for one in found if one.experiment == group.family and one.names == group.names]
+    hosts = len({one.host for one in mine}) > 1
     said = []
-    for size, first in found[["crossover_size", "first_gpu_size"]].dropna().to_numpy(float):
-        if size == first == group.rows["size"].astype(float).min():
-            said.append(f"GPU ahead at every size measured (n ≥ {size:,.0f})")
-            continue
-        ax.axvline(size, color="black", linestyle=":", linewidth=0.8)
-        said.append(f"GPU wins from n ≈ {float(f'{size:.3g}'):,.0f}")
+    for crossing in mine:
+        for low, high, _ in crossing.brackets:
+            ax.axvspan(low, high, color="0.88", linewidth=0, zorder=0)
+        said.append(f"{crossing.host}: {crossing.short}" if hosts else crossing.short)
     return said
 
 
@@ -190,9 +325,9 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
     One row per kernel and dtype, and per data science workload, measured on both
     a CPU and a GPU (without both there is no crossover, and the two panels would
     be the same); left the work alone, right including the host<->device copies
-    of the GPU backends (CPU lines are the same in both). A dotted vertical line
-    marks where the best GPU result overtakes the best CPU result. Rows shrink to
-    fit a page.
+    of the GPU backends (CPU lines are the same in both). A shaded band spans each
+    crossover's bracket (the measured sizes around it, `crossings`), and the title
+    says which side was ahead where. Rows shrink to fit a page.
     """
     from matplotlib.figure import Figure
 
@@ -224,7 +359,7 @@ def crossover_figure(frame: pd.DataFrame) -> Figure:
         device: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
         for i, device in enumerate(devices)
     }
-    marks = {flag: crossovers(frame, with_transfer=flag) for flag in (False, True)}
+    marks = {flag: crossings(frame, with_transfer=flag) for flag in (False, True)}
     for row_axes, group in zip(axes, groups, strict=True):
         _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
         for ax, with_transfer in zip(row_axes, (False, True), strict=True):

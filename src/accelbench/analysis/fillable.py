@@ -11,8 +11,9 @@ read is known only where it runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
+from accelbench.analysis.gpu_vs_cpu import is_cpu_baseline
 from accelbench.grid import Grid
 from accelbench.platform.devices import Device, parse_device
 
@@ -20,7 +21,8 @@ from accelbench.platform.devices import Device, parse_device
 @dataclass(frozen=True)
 class Planned:
     """What a grid plans, as the outputs need it: devices per family, precisions, the device
-    kinds of each kernel and data science workload, whether roofs are measured."""
+    kinds of each kernel, data science workload and model configuration, whether roofs are
+    measured."""
 
     train_devices: frozenset[str]
     precisions: frozenset[str]
@@ -31,6 +33,9 @@ class Planned:
     roofs: bool
     # (model, batch, precision, strategy) of every training experiment
     train_configurations: frozenset[tuple[str, int, str, str]]
+    # (model, batch, strategy) -> the kinds of device it trains on: a GPU in any precision,
+    # a CPU in its baseline one (what the GPU is compared with)
+    train_kinds: dict[tuple[str, int, str], frozenset[str]]
 
     @classmethod
     def of(cls, grid: Grid) -> Planned:
@@ -42,6 +47,11 @@ class Planned:
             kinds.setdefault(("kernel", exp.kernel), set()).add(exp.parsed_device.kind)
         for exp in datasci:
             kinds.setdefault(("datasci", exp.workload), set()).add(exp.parsed_device.kind)
+        trained: dict[tuple[str, int, str], set[str]] = {}
+        for exp in train:
+            if exp.parsed_device.is_gpu or is_cpu_baseline(asdict(exp)):
+                configuration = (exp.model, exp.batch, exp.strategy)
+                trained.setdefault(configuration, set()).add(exp.parsed_device.kind)
         return cls(
             train_devices=frozenset(exp.device for exp in train),
             precisions=frozenset(exp.precision for exp in train),
@@ -52,6 +62,7 @@ class Planned:
             train_configurations=frozenset(
                 (exp.model, exp.batch, exp.precision, exp.strategy) for exp in train
             ),
+            train_kinds={key: frozenset(found) for key, found in trained.items()},
         )
 
     def scales(self, kind: str, nodes: Callable[[Device], bool]) -> bool:
@@ -67,6 +78,14 @@ class Planned:
         """Some kernel or data science workload is planned on both a CPU and a GPU."""
         return any({"cpu", "cuda"} <= kinds for kinds in self.work_kinds.values())
 
+    @property
+    def compares_gpu_with_cpu(self) -> bool:
+        """Some cell is planned on a GPU and on a CPU to set it against: a kernel or workload,
+        or a model's configuration (on the CPU in its baseline precision). Whether the two
+        run on one host, as the comparison asks, only the records tell."""
+        trains = any({"cpu", "cuda"} <= kinds for kinds in self.train_kinds.values())
+        return self.runs_on_cpu_and_gpu or trains
+
 
 def _one_node(device: Device) -> bool:
     return device.nodes == 1
@@ -80,6 +99,7 @@ def _besides(devices: frozenset[str], baseline: str) -> bool:
 Need = Callable[[Planned, str], bool]
 # Output name (a table's or figure's file stem) -> whether the planned grid fills it.
 NEEDS: dict[str, Need] = {
+    "gpu_vs_cpu": lambda plan, baseline: plan.compares_gpu_with_cpu,
     "train_time_per_batch": lambda plan, baseline: bool(plan.train_devices),
     "train_energy": lambda plan, baseline: bool(plan.train_devices),
     "train_speedup": lambda plan, baseline: _besides(plan.train_devices, baseline),

@@ -52,8 +52,9 @@ def is_rate(unit: str | None) -> bool:
     return bool(unit) and unit.endswith("/s")
 
 
-def _stats(row: pd.Series, metric: str) -> tuple[float, ...]:
-    """(median, ci_low, ci_high, ci_level) of `metric` in one tidy row; NaN where absent."""
+def stats(row: pd.Series, metric: str) -> tuple[float, ...]:
+    """(median, ci_low, ci_high, ci_level) of `metric` in one tidy row, as `ratio` takes
+    them; NaN where absent."""
     return tuple(
         float(row.get(f"{metric}_{field}", math.nan))
         for field in ("median", "ci_low", "ci_high", "ci_level")
@@ -73,7 +74,7 @@ def ratio(numerator: tuple[float, ...], denominator: tuple[float, ...]) -> tuple
 
 def _speedup(row: pd.Series, base: pd.Series, metric: str, rate: bool) -> tuple[float, ...]:
     """How many times faster `row` is than `base`."""
-    mine, theirs = _stats(row, metric), _stats(base, metric)
+    mine, theirs = stats(row, metric), stats(base, metric)
     return ratio(mine, theirs) if rate else ratio(theirs, mine)
 
 
@@ -105,10 +106,17 @@ def _cell(
     cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = _speedup(
         row, base, metric, rate
     )
-    # A ratio is as disturbed, and as imprecise, as either of its two measurements.
-    for flag in ("busy", "imprecise"):
-        cell[flag] = tidy.flagged(row.get(flag)) or tidy.flagged(base.get(flag))
+    cell.update(ratio_flags(row, base))
     return cell
+
+
+def ratio_flags(row: pd.Series, base: pd.Series) -> dict[str, bool]:
+    """The busy and imprecise marks of a ratio of two records: a ratio is as disturbed, and
+    as imprecise, as either of its two measurements."""
+    return {
+        flag: tidy.flagged(row.get(flag)) or tidy.flagged(base.get(flag))
+        for flag in ("busy", "imprecise")
+    }
 
 
 def _is_rate(frame: pd.DataFrame, metric: str) -> bool:

@@ -1,26 +1,28 @@
 """The report's first page: the answers before the details.
 
 From the tidy table: first the answer to the project's question, does the GPU
-pay off and by how much (or, on a run without a GPU, which devices to add to
-the config to find out); then the fastest backend of every kernel cell on each device,
-the fastest device of every training configuration and its speedup over the
-baseline device, where a GPU starts to beat the CPU (kernels and data science
-workloads, copies included), and every cell that did not run, was measured on
-a busy machine or stayed less precise than asked, with why. Each section is a plain
-table; the detailed tables and figures of the report carry the intervals and the
-footnotes.
+pay off and by how much: quotable lines, the best GPU against the best CPU of the
+same machine (accelbench.analysis.gpu_vs_cpu), then that table, the report's first,
+and the GPU cells without a CPU counterpart (or, on a run without a GPU, which
+devices to add to the config to find out). Then the fastest backend of every kernel
+cell on each device, the fastest device of every training configuration and its
+speedup over the baseline device, where the GPU overtakes the CPU of its host
+(kernels and data science workloads, alone and with the copies, as far as the sizes
+measured bracket it), and every cell that did not run, was measured on a busy
+machine or stayed less precise than asked, with why. The sections after the answer
+are plain tables; the detailed tables and figures of the report carry the intervals
+and the footnotes.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from statistics import median
 
 import pandas as pd
 
-from accelbench.analysis import crossovers as crossing
-from accelbench.analysis import tables, tidy
+from accelbench.analysis import crossovers as crossing_sizes
+from accelbench.analysis import gpu_vs_cpu, tables, tidy
 from accelbench.platform.devices import names_a_gpu
 
 # Below this fraction of its best speed, the host's speed is stated in the summary.
@@ -30,7 +32,13 @@ STYLE = (
     "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
     "th,td{padding:0.2em 0.6em;text-align:left;border-bottom:1px solid #ccc}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
-    "p{overflow-wrap:anywhere}div.wide{overflow-x:auto}"
+    "p{overflow-wrap:anywhere}div.wide{overflow-x:auto}p.note{font-size:smaller}"
+)
+CROSSOVER_NOTE = (
+    "At each size measured, the GPU or the CPU is ahead where the interval of the GPU's "
+    "factor over the best CPU lies above or below 1; a size whose interval holds 1 is "
+    "undecided. A crossover is named only between two measured sizes with a different side "
+    "ahead."
 )
 
 
@@ -99,43 +107,55 @@ def fastest_devices(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where the best GPU result overtakes the best CPU result, copies included."""
-    found = crossing.crossovers(frame, with_transfer=True)
+    """Per kernel and dtype and per data science workload, what the sizes say of where the
+    GPU overtakes the CPU of its host, for the work alone and with the GPU's copies."""
+    said: dict[tuple, dict[str, str]] = {}
+    for copies, with_transfer in gpu_vs_cpu.COPIES.items():
+        for crossing in crossing_sizes.crossings(frame, with_transfer):
+            key = (crossing.experiment, crossing.title, crossing.host)
+            said.setdefault(key, {})[copies] = crossing.says
+    hosts = len({host for _, _, host in said}) > 1
     return pd.DataFrame(
-        {
-            "kernel or workload": found["kernel"].fillna(found["workload"]),
-            "dtype": found["dtype"].fillna(""),
-            "GPU faster from n ≈": found["crossover_size"].map(
-                lambda n: f"{n:.3g}" if math.isfinite(n) else "never (up to the largest n)"
-            ),
-        }
+        [
+            {
+                "kernel or workload": f"{title} on {host}" if hosts else title,
+                **{copies: texts.get(copies, "") for copies in gpu_vs_cpu.COPIES},
+            }
+            for (_, title, host), texts in said.items()
+        ],
+        columns=["kernel or workload", *gpu_vs_cpu.COPIES],
     )
 
 
 # The config section of each family whose devices say where a cell runs.
 DEVICE_SECTIONS = {"kernel": "kernels", "datasci": "datasci", "train": "train"}
-TRAIN_KEYS = ["model", "precision", "strategy", "batch"]
+
+
+def cpu_only_answer(cells: pd.DataFrame) -> list[str]:
+    """What a run that measured no GPU can say of the question: which devices to add to the
+    config to answer it (`cells`: the run's kernel, data science and training rows)."""
+    lines = [
+        f"{section}.devices: [{', '.join([*tidy.natural_devices(devices), 'cuda1'])}]"
+        for family, section in DEVICE_SECTIONS.items()
+        if len(devices := cells.loc[cells["experiment"] == family, "device"])
+    ]
+    return [
+        "This run measured CPUs only, so it cannot tell where a GPU pays off. To find "
+        "out, measure the same cells on a GPU too: add cuda1 to the devices in a config "
+        f"file of your own ({'; '.join(lines)}) and run it on a machine with an NVIDIA "
+        "GPU, or run config/cluster.yaml, which has them, on a cluster with a GPU "
+        "partition (snakemake --executor slurm --configfile config/cluster.yaml)."
+    ]
 
 
 def headline(frame: pd.DataFrame) -> list[str]:
     """The answer to the question the project asks (does the GPU pay off, and by how much?)
-    as far as this run measured it, one paragraph each; on a run without a GPU, what to
-    add to the config to get it."""
+    as far as this run measured it: quotable lines, the GPU against the best CPU of the same
+    machine (`quotes`); on a run without a GPU, what to add to the config to get it."""
     cells = frame[frame["experiment"].isin(DEVICE_SECTIONS)]
     on_gpu = cells["device"].map(names_a_gpu).astype(bool)
     if not on_gpu.any():
-        lines = [
-            f"{section}.devices: [{', '.join([*tidy.natural_devices(devices), 'cuda1'])}]"
-            for family, section in DEVICE_SECTIONS.items()
-            if len(devices := cells.loc[cells["experiment"] == family, "device"])
-        ]
-        return [
-            "This run measured CPUs only, so it cannot tell where a GPU pays off. To find "
-            "out, measure the same cells on a GPU too: add cuda1 to the devices in a config "
-            f"file of your own ({'; '.join(lines)}) and run it on a machine with an NVIDIA "
-            "GPU, or run config/cluster.yaml, which has them, on a cluster with a GPU "
-            "partition (snakemake --executor slurm --configfile config/cluster.yaml)."
-        ]
+        return cpu_only_answer(cells)
     gpu_cells = cells[on_gpu]
     if not (gpu_cells["status"] == "ok").any():
         reasons = gpu_cells["reason"].fillna(gpu_cells["status"]).value_counts()
@@ -144,42 +164,108 @@ def headline(frame: pd.DataFrame) -> list[str]:
             f"No GPU cell ran in this run ({len(gpu_cells)} planned): {why}. Run the grid "
             "where its GPUs are to see where the GPU pays off."
         ]
-    said = []
-    found = crossing.crossovers(frame, with_transfer=True)
-    if not found.empty:
-        said.append(
-            "Kernels and data science workloads: the GPU overtakes the CPU, copies "
-            f"included, in {found['crossover_size'].notna().sum()} of the {len(found)} "
-            "measured on both (from which size: below)."
-        )
-    speedups = _training_gpu_speedups(frame)
-    if speedups:
-        low, high = (f"{value:.3g}x" for value in (min(speedups), max(speedups)))
-        factor = low if low == high else f"from {low} to {high} (median {median(speedups):.3g}x)"
-        said.append(
-            f"Training: the fastest GPU device is {factor} as fast as the fastest CPU device "
-            f"in the {len(speedups)} configurations measured on both."
-        )
-    return said or [
-        "A GPU ran, but nothing ran on both a CPU and a GPU to compare: list the CPU "
-        "devices beside the GPU ones in the config."
+    return quotes(gpu_vs_cpu.compare(frame).cells) or [
+        "A GPU ran, but no cell of work ran on both the GPU and the CPU of the same host, "
+        "so nothing is compared: list CPU devices beside the GPU ones in the config, so "
+        "that the same machine measures both."
     ]
 
 
-def _training_gpu_speedups(frame: pd.DataFrame) -> list[float]:
-    """Per training configuration measured on a CPU and on a GPU: the fastest CPU device's
-    time per mini-batch over the fastest GPU device's."""
-    rows = frame[(frame["experiment"] == "train") & (frame["status"] == "ok")]
-    if rows.empty or "time_per_batch_median" not in rows:
-        return []
-    rows = rows.assign(
-        gpu=rows["device"].map(names_a_gpu).astype(bool),
-        time=rows["time_per_batch_median"].astype(float),
+def _times(median: float, low: float, high: float) -> str:
+    """A factor as a sentence quotes it: `38x [35, 41]`, with the digits its interval
+    supports."""
+    number, _, interval = tables.format_with_ci(median, low, high).partition(" ")
+    return f"{number}x {interval}"
+
+
+def _who_is_faster(cell: pd.Series) -> str:
+    """Which side is faster by how much, from a compared cell's factor (CPU time / GPU
+    time) and its interval; a factor whose interval holds 1 decides nothing."""
+    median, low, high = (float(cell[field]) for field in ("median", "ci_low", "ci_high"))
+    who = crossing_sizes.side(low, high)
+    gpu, cpu = f"the GPU ({cell['gpu']})", f"the best CPU ({cell['cpu']})"
+    if who == crossing_sizes.GPU:
+        return f"{gpu} is {_times(median, low, high)} faster than {cpu}"
+    if who == crossing_sizes.CPU:
+        return (
+            f"the CPU ({cell['cpu']}) is {_times(1 / median, 1 / high, 1 / low)} faster than "
+            f"the best GPU ({cell['gpu']})"
+        )
+    return f"undecided: {gpu} runs it {_times(median, low, high)} as fast as {cpu}"
+
+
+def _with_copies(alone: pd.Series, copied: pd.Series) -> str:
+    """The clause a quote adds for the copies included, or "" where they were not timed."""
+    if copied["status"] != "ok":
+        return ""
+    median, low, high = (float(copied[field]) for field in ("median", "ci_low", "ci_high"))
+    who = crossing_sizes.side(low, high)
+    gpu = f"the GPU ({copied['gpu']})" if copied["gpu"] != alone["gpu"] else "the GPU"
+    if who == crossing_sizes.GPU:
+        return f"; copies included, {gpu} is {_times(median, low, high)} faster"
+    if who == crossing_sizes.CPU:
+        return f"; copies included, the CPU is {_times(1 / median, 1 / high, 1 / low)} faster"
+    return f"; copies included, undecided ({_times(median, low, high)})"
+
+
+def _ends(rows: pd.DataFrame) -> set[int]:
+    """The rows of the smallest and the largest size (the first row, where none has one)."""
+    sizes = rows[crossing_sizes.SIZE].astype(float)
+    if sizes.isna().all():
+        return {rows.index[0]}
+    return {sizes.idxmin(), sizes.idxmax()}
+
+
+def _telling(alone: pd.DataFrame) -> list[int]:
+    """The most telling of the compared cells: of each kernel or workload (alike in all but
+    the size and the CPU's baseline parameters) the smallest and the largest size in the
+    CPU's baseline, and the largest factor at the largest size where that is in another."""
+    names = [
+        name
+        for name in gpu_vs_cpu.cell_params()
+        if name != crossing_sizes.SIZE and name not in gpu_vs_cpu.CPU_BASELINE
+    ]
+    picked = set()
+    for _, group in alone.groupby(["experiment", gpu_vs_cpu.HOST, *names], dropna=False):
+        base = group[group.apply(gpu_vs_cpu.is_cpu_baseline, axis=1)]
+        picked |= _ends(base) if len(base) else set()
+        sizes = group[crossing_sizes.SIZE].astype(float)
+        largest = group[sizes.isna() | sizes.eq(sizes.max())]
+        picked.add(largest["median"].astype(float).idxmax())
+    return sorted(picked)
+
+
+def quotes(cells: pd.DataFrame) -> list[str]:
+    """Quotable lines, the most telling few (`_telling`): "matmul, float32, n=4096: the
+    GPU (torch) is 38x [35, 41] faster than the best CPU (numpy, 16 threads); copies
+    included, ...", in the order of the table."""
+    alone_name, copied_name = gpu_vs_cpu.COPIES
+    alone = cells[(cells["copies"] == alone_name) & (cells["status"] == "ok")]
+    copied = cells[cells["copies"] == copied_name].set_index("label")
+    lines = []
+    for index in _telling(alone):
+        cell = alone.loc[index]
+        line = f"{cell['label']}: {_who_is_faster(cell)}"
+        line += _with_copies(cell, copied.loc[cell["label"]])
+        lines.append(line + (f" ({cell['baseline']})" if cell["baseline"] else "") + ".")
+    return lines
+
+
+def unpaired_text(unpaired: pd.DataFrame) -> str:
+    """The GPU cells not compared, by why: the cells to measure on the host's CPU too."""
+    hosts = unpaired[gpu_vs_cpu.HOST].nunique(dropna=False) > 1
+    labels = unpaired["label"] + (" on " + unpaired[gpu_vs_cpu.HOST].astype(str) if hosts else "")
+    parts = [
+        f"{reason} ({len(group)}): {'; '.join(group)}"
+        for reason, group in labels.groupby(unpaired["reason"], sort=False)
+    ]
+    count = len(unpaired)
+    cells = f"{count} GPU cell{'s' if count != 1 else ''}"
+    return (
+        f"The {cells} without the same cell on the CPU of the same host, not compared: "
+        f"{'. '.join(parts)}. Measure them on that CPU too to see whether the GPU pays off "
+        "for them."
     )
-    best = rows.groupby([*TRAIN_KEYS, "gpu"])["time"].min().unstack("gpu").dropna()
-    if True not in best.columns or False not in best.columns:
-        return []
-    return list(best[False] / best[True])
 
 
 def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -203,12 +289,7 @@ def attention(frame: pd.DataFrame) -> pd.DataFrame:
     ).sort_values("record", ignore_index=True)
 
 
-def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str:
-    heading = f"<h2>{html.escape(title)}</h2>\n"
-    if table.empty:
-        return heading + f"<p>{html.escape(empty)}</p>\n"
-    if note:
-        heading += f"<p>{html.escape(note)}</p>\n"
+def _table_html(table: pd.DataFrame) -> str:
     header = "".join(f"<th>{html.escape(str(name))}</th>" for name in table.columns)
     body = "\n".join(
         "<tr>"
@@ -224,7 +305,35 @@ def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str
     # A table wider than the window (the report shows this page in a narrow frame) scrolls
     # in its own box.
     table_html = f"<table><thead><tr>{header}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
-    return heading + f'<div class="wide">{table_html}</div>\n'
+    return f'<div class="wide">{table_html}</div>\n'
+
+
+def _section(title: str, table: pd.DataFrame, empty: str, note: str = "") -> str:
+    heading = f"<h2>{html.escape(title)}</h2>\n"
+    if table.empty:
+        return heading + f"<p>{html.escape(empty)}</p>\n"
+    if note:
+        heading += f"<p>{html.escape(note)}</p>\n"
+    return heading + _table_html(table)
+
+
+def _paragraphs(texts: list[str], kind: str = "") -> str:
+    opening = f'<p class="{kind}">' if kind else "<p>"
+    return "".join(f"{opening}{html.escape(text)}</p>\n" for text in texts)
+
+
+def _answer(frame: pd.DataFrame) -> str:
+    """The page's first section: the quotable lines, the GPU against the CPU table (the
+    report's first table) with its notes, and the GPU cells it could not compare."""
+    table, notes = tables.headline_table(frame)
+    unpaired = gpu_vs_cpu.compare(frame).unpaired
+    shown = _table_html(table.reset_index()) + _paragraphs(notes, "note") if len(table) else ""
+    return (
+        "<h2>Does the GPU pay off?</h2>\n"
+        + _paragraphs(headline(frame))
+        + shown
+        + (_paragraphs([unpaired_text(unpaired)]) if len(unpaired) else "")
+    )
 
 
 def summary_html(frame: pd.DataFrame, baseline: str) -> str:
@@ -232,9 +341,7 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
     sections, each a table or the sentence saying why not."""
     counts = frame["status"].value_counts()
     status = ", ".join(f"{count} {name}" for name, count in counts.items()) or "no records"
-    answer = "".join(f"<p>{html.escape(paragraph)}</p>\n" for paragraph in headline(frame))
     sections = [
-        f"<h2>Does the GPU pay off?</h2>\n{answer}",
         _section(
             "Fastest backend per kernel and device",
             best_backends(frame),
@@ -247,9 +354,10 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
             f"A blank speedup: the configuration has no record on {baseline}.",
         ),
         _section(
-            "Where the GPU starts to pay off (copies included)",
+            "Where the GPU overtakes the CPU of its host",
             crossovers(frame),
-            "No kernel or data science workload ran on both a CPU and a GPU.",
+            "No kernel or data science workload ran on both a GPU and the CPU of its host.",
+            CROSSOVER_NOTE,
         ),
         _section(
             "Cells that need attention",
@@ -261,7 +369,8 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Summary</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>Summary</h1>\n"
-        f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
+        + _answer(frame)
+        + f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
         "the tables of the report give their intervals.</p>\n"
         + (f"<p>{html.escape(host)}</p>\n" if host else "")
         + "".join(sections)

@@ -70,7 +70,9 @@ MEASURED_BY_COLUMNS = ("implementation", "timer")
 UNIT_COLUMNS = ("unit_origin", "unit_digest")
 # How its energy was measured (record "energy"): ok, too_short or unavailable, why not,
 # the counters read and the idle baseline; null for a record without energy. The energy
-# itself is in metric columns (energy_per_call_median, energy_per_sample_median, ...).
+# itself is in metric columns (energy_per_call_median, energy_per_sample_median, ...), each
+# with its counter's resolution (energy_per_call_resolution); an energy above idle below
+# that resolution has no median, only its bound (energy_per_call_above_idle_upper_bound).
 ENERGY_COLUMNS = ("energy_status", "energy_reason", "energy_method", "energy_baseline_w")
 PROVENANCE_COLUMNS = (
     "host",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 TITLES = {
+    "gpu_vs_cpu": "Does the GPU pay off? The GPU against the CPU of the same machine",
     "train_time_per_batch": "Time per mini-batch, by model and device",
     "train_speedup": "Training speedup over the baseline device",
     "train_precision": "Training time by precision",
@@ -16,7 +17,7 @@ TITLES = {
     "kernel_throughput": "Kernel throughput against problem size",
     "kernel_energy": "Kernel time and energy per call",
     "kernel_crossover": "Where the GPU overtakes the CPU",
-    "kernel_crossovers": "Sizes from which the GPU overtakes the CPU",
+    "kernel_crossovers": "Which side is ahead at each size, and the crossovers bracketed",
     "datasci_time": "Data science workload time, by size and device",
     "datasci_throughput": "Data science throughput against problem size",
     "datasci_energy": "Data science time and energy per call",

@@ -26,6 +26,11 @@ with nothing running) is measured before the first job's work and kept per host
 (BASELINE_MAX_AGE_S): measured again before every job, it would cost a GPU job a
 second and read a device still warm from the job before. "Above idle" energy
 subtracts it over the window.
+
+A counter tells energy only to within one update at each end of a window (and of the
+baseline): `window_resolution` derives how much. Every energy metric carries that
+resolution and an interval at least as wide; an energy above idle below it, which a short,
+launch-bound call gives, is recorded as an upper bound, never as a number (`metrics`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ NVML_RANGE = 2**64  # an unsigned 64-bit count of millijoules: it does not wrap 
 MIN_PERIODS = 10
 MAX_CALLS = 1_000_000
 STATUSES = ("ok", "too_short", "unavailable")
+# What a window repeats: calls (of a kernel or a workload) or training steps.
+WORK_UNITS = ("call", "step")
+# The suffix of the energy metrics that subtract the idle baseline.
+ABOVE_IDLE = "_above_idle"
 # Defaults of the config's `energy` keys (per device kind where a mapping).
 DEFAULTS: dict[str, Any] = {
     "enabled": True,
@@ -522,29 +531,80 @@ def combine_sections(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any
     return combined
 
 
+def window_resolution(energy: dict[str, Any], window: dict[str, Any]) -> tuple[float, float]:
+    """(the window's energy, its energy above idle): each to within how many joules its
+    counters can tell it, from their update period P, the window's mean power W over its
+    T seconds and the idle baseline's power W0 over its T0 seconds (record section `energy`).
+
+    A reading shows the count as it was up to P before: the window's count spans
+    [t0 - a0, t1 - a1], a0 and a1 in [0, P], and differs from the energy over [t0, t1] by
+    what the devices used in a0 less what they used in a1, each between 0 and about P W
+    (before the window the same work ran, timed): the energy is within +-P W. The
+    baseline's energy is within +-P W0 alike, its power within +-P W0 / T0, and the
+    window's T seconds multiply that: the energy above idle, E - W0 T, is within
+    +-(P W + P W0 T / T0). Counters summed (several GPUs, packages and DRAM, processes)
+    sum their powers into W and W0, so the same bounds hold; a RAPL counter's wrap is
+    undone before (Meter.joules). One count at each reading (1 mJ on NVML, 1 µJ on RAPL)
+    is a thousandth of P W or less at the power any device draws, so it is left out.
+    """
+    period = energy["counter_period_s"]
+    gross = period * window["joules"] / window["seconds"]
+    idle = period * energy["baseline_w"] * window["seconds"] / energy["baseline_s"]
+    return gross, gross + idle
+
+
+def _window_metrics(
+    energy: dict[str, Any], window: dict[str, Any]
+) -> dict[str, tuple[float, float]]:
+    """Each energy metric of one window: (its value, its resolution)."""
+    unit, samples, calls = energy["unit"], energy.get("samples_per_unit"), window["calls"]
+    gross_j, above_j = window_resolution(energy, window)
+    gross = window["joules"] / calls
+    above = (window["joules"] - energy["baseline_w"] * window["seconds"]) / calls
+    found = {
+        f"energy_per_{unit}": (gross, gross_j / calls),
+        f"energy_per_{unit}{ABOVE_IDLE}": (above, above_j / calls),
+        "mean_power": (window["joules"] / window["seconds"], gross_j / window["seconds"]),
+    }
+    if samples:
+        found["energy_per_sample"] = (gross / samples, gross_j / calls / samples)
+        found[f"energy_per_sample{ABOVE_IDLE}"] = (above / samples, above_j / calls / samples)
+    return found
+
+
 def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Energy metrics of a section that is ok: per call (or step) and per sample, gross and
-    above idle, and the mean power; each window is one sample, so R windows give the
-    interval a rerun is expected to land in (statistics.across_runs)."""
+    above idle, and the mean power, each with `<metric>_resolution`: the largest of its
+    windows' (window_resolution per call, sample or second).
+
+    Each window is one sample, so R windows give the interval a rerun is expected to land
+    in (statistics.across_runs); the counter cannot resolve less than its resolution, so
+    the interval spans at least +-that (one window: exactly that), and stops at zero,
+    below which no energy lies. An energy above idle under its resolution is no
+    measurement (a launch-bound call's can come out negative): `<metric>_upper_bound`,
+    the top of its interval and at least the resolution, stands in its place.
+    """
     if not energy or energy["status"] != "ok":
         return {}
-    unit, samples = energy["unit"], energy.get("samples_per_unit")
-    per_window: list[dict[str, dict[str, Any]]] = []
-    for window in energy["windows"]:
-        gross = window["joules"] / window["calls"]
-        above = (window["joules"] - energy["baseline_w"] * window["seconds"]) / window["calls"]
-        values = {
-            f"energy_per_{unit}": gross,
-            f"energy_per_{unit}_above_idle": above,
-            "mean_power": window["joules"] / window["seconds"],
-        }
-        if samples:
-            values["energy_per_sample"] = gross / samples
-            values["energy_per_sample_above_idle"] = above / samples
-        per_window.append(
+    per_window = [_window_metrics(energy, window) for window in energy["windows"]]
+    combined = statistics.combine_metrics(
+        [
             {
-                name: statistics.summarize([number], "W" if name == "mean_power" else "J")
-                for name, number in values.items()
+                name: statistics.summarize([value], "W" if name == "mean_power" else "J")
+                for name, (value, _) in found.items()
             }
-        )
-    return statistics.combine_metrics(per_window)
+            for found in per_window
+        ]
+    )
+    measured: dict[str, dict[str, Any]] = {}
+    for name, metric in combined.items():
+        unit, median = metric["unit"], metric["median"]
+        resolution = max(found[name][1] for found in per_window)
+        measured[f"{name}_resolution"] = statistics.value(resolution, unit)
+        high = max(metric["ci_high"], median + resolution)
+        if name.endswith(ABOVE_IDLE) and median < resolution:
+            measured[f"{name}_upper_bound"] = statistics.value(max(high, resolution), unit)
+            continue
+        low = max(0.0, min(metric["ci_low"], median - resolution))
+        measured[name] = {**metric, "ci_low": low, "ci_high": high}
+    return measured

@@ -14,7 +14,8 @@ ns) that makes its middle time at least 1. LaTeX tables are split into parts
 that fit the text width, with decimal points aligned, and laid out on pages as
 accelbench.analysis.latex_pages says (a column or both, continued floats).
 
-The modules: `builders` gathers each table's cells from the tidy table, `model`
+The modules: `builders` gathers each table's cells from the tidy table (`headline` those
+of the first table, the GPU against the CPU of the same machine), `model`
 decides everything shown (rows, columns, blocks, texts, bold, marks, footnotes)
 once, `numbers` formats the numbers, `layout` is what every writer reads from a
 model, and `render_markdown`, `render_latex`, `render_html` and `write` only lay
@@ -32,6 +33,7 @@ from accelbench.analysis.tables.builders import (
     scaling_table,
     speedup_table,
 )
+from accelbench.analysis.tables.headline import headline_table
 from accelbench.analysis.tables.layout import decimal_pads
 from accelbench.analysis.tables.model import (
     ABOVE_IDEAL_MARK,
@@ -81,6 +83,7 @@ __all__ = [
     "decimal_pads",
     "energy_table",
     "format_with_ci",
+    "headline_table",
     "ideal_speedups",
     "markdown_escape",
     "node_scaling_table",

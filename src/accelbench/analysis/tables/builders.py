@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
+from accelbench.analysis.tables.headline import headline_table
 from accelbench.analysis.tables.model import build_table, cell_grid
 from accelbench.analysis.tables.numbers import readable_unit
+from accelbench.measuring.energy import NVML_PERIOD_S, RAPL_PERIOD_S
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform.devices import DeviceError, parse_device
 
@@ -245,7 +247,17 @@ ENERGY_NOTE = (
     "timing (NVML's total-energy counter on GPUs, RAPL on CPUs); above idle: less the idle "
     "power, measured once per job, over the window. A cell without energy says why: "
     "n/a where no counter could be read, too short where the window spanned too few "
-    "counter updates. Nothing is estimated."
+    "counter updates. Nothing is estimated. An energy's interval is at least the counter's "
+    "resolution wide: what the devices use in one counter update (NVML's every "
+    f"{NVML_PERIOD_S:g} s at most, RAPL's every {RAPL_PERIOD_S:g} s) at each end of the "
+    "window and of the idle baseline."
+)
+# The cell status of an energy above idle below its counter's resolution: only its upper
+# bound is known (energy.metrics), which the cell shows as "< X".
+BELOW_RESOLUTION = "below_resolution"
+BELOW_RESOLUTION_NOTE = (
+    "< X: the energy above idle is below the counter's resolution, so it is no "
+    "measurement; X bounds it from above (the top of its interval, at least the resolution)."
 )
 TRAIN_ENERGY_NOTE = (
     "Time per sample: time per mini-batch / batch size (the step, batch loading excluded); "
@@ -255,8 +267,10 @@ TRAIN_ENERGY_NOTE = (
 
 def _quantity_cells(rows: pd.DataFrame, metric: str, scale: pd.Series, energy: bool):
     """Long-form cells of one quantity: the record's status where it did not run, the
-    energy status (with its reason) where it ran without energy, else the numbers / scale."""
+    energy status (with its reason) where it ran without energy, BELOW_RESOLUTION with the
+    `bound` where only an upper bound is known, else the numbers / scale."""
     fields = ("median", "ci_low", "ci_high", "ci_level")
+    bound = rows.get(f"{metric}_upper_bound", pd.Series(math.nan, index=rows.index))
     found = pd.DataFrame(
         {
             "label": rows["label"],
@@ -269,9 +283,12 @@ def _quantity_cells(rows: pd.DataFrame, metric: str, scale: pd.Series, energy: b
                 / (scale if field != "ci_level" else 1.0)
                 for field in fields
             },
+            "bound": bound / scale,
         }
     )
     if energy:
+        bounded = (found["status"] == "ok") & found["bound"].notna()
+        found.loc[bounded, "status"] = BELOW_RESOLUTION
         missing = (found["status"] == "ok") & ~found["median"].astype(float).notna()
         status = rows.get("energy_status", pd.Series(None, index=rows.index, dtype="object"))
         reason = rows.get("energy_reason", pd.Series(None, index=rows.index, dtype="object"))
@@ -299,13 +316,21 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
         (f"energy per {spec.work}", spec.energy_metric, one, True),
         (f"energy per {spec.work} above idle", f"{spec.energy_metric}_above_idle", one, True),
     ]
-    cells, columns = [], []
+    cells, columns, bounded = [], [], {}
     for name, metric, scale, is_energy in quantities:
         found = _quantity_cells(rows, metric, scale, is_energy)
-        unit, factor = readable_unit(units.get(f"{metric}_median"), list(found["median"]))
-        found[["median", "ci_low", "ci_high"]] = found[["median", "ci_low", "ci_high"]] / factor
+        unit, factor = readable_unit(
+            units.get(f"{metric}_median") or units.get(f"{metric}_upper_bound"),
+            [*found["median"], *found["bound"]],
+        )
+        numbers = ["median", "ci_low", "ci_high", "bound"]
+        found[numbers] = found[numbers] / factor
         column = f"{name} ({unit})" if unit else name
         columns.append(column)
+        for index in found.index[found["status"] == BELOW_RESOLUTION]:
+            text = _at_most(found.at[index, "bound"])
+            bounded[found.at[index, "label"], column] = text
+            found.at[index, "reason"] = f"below the counter's resolution: {text} {unit}"
         cells.append(cell_grid(found.assign(quantity=column), labels, [column], "quantity", unit))
     status = rows.get("energy_status", pd.Series(None, index=rows.index, dtype="object"))
     measured = rows[status == "ok"]
@@ -325,8 +350,18 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
         empty=f"No {experiment} records.",
         best=False,
     )
+    for place, text in bounded.items():
+        table.loc[place] = text
     extra = [ENERGY_NOTE, *([TRAIN_ENERGY_NOTE] if spec.per_batch else [])] if labels else []
+    extra += [BELOW_RESOLUTION_NOTE] if bounded else []
     return table, [*footnotes, *notes, *extra]
+
+
+def _at_most(bound: float) -> str:
+    """`< X`, X the bound rounded up to two significant digits, so that it still bounds."""
+    decimals = 1 - math.floor(math.log10(bound))
+    rounded = math.ceil(round(bound * 10**decimals, 9)) / 10**decimals
+    return f"< {rounded:.{max(decimals, 0)}f}"
 
 
 def datasci_time_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -344,8 +379,10 @@ def datasci_time_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return table, footnotes
 
 
-# Every table the workflow writes, by file name: builder(frame, baseline device).
+# Every table the workflow writes, by file name: builder(frame, baseline device); the
+# answer first.
 TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]] = {
+    "gpu_vs_cpu": lambda frame, baseline: headline_table(frame),
     "train_time_per_batch": lambda frame, baseline: comparison_table(frame, "train"),
     "kernel_time": lambda frame, baseline: comparison_table(frame, "kernel"),
     "datasci_time": lambda frame, baseline: datasci_time_table(frame),

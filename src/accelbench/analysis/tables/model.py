@@ -98,7 +98,14 @@ def _blank_cell(row: str, column: str, unit: str | None) -> Cell:
         "busy": False,
         "imprecise": False,
         "above_ideal": False,
+        "text": None,
     }
+
+
+def text_cell(row: str, column: str, text: str) -> Cell:
+    """A cell that holds words (what ran, say), printed as they are: never bold, never a
+    dash, no number in the CSV."""
+    return _blank_cell(row, column, None) | {"status": "ok", "text": text}
 
 
 def cell_grid(
@@ -220,7 +227,9 @@ def _fill_texts(
     markers: dict[tuple[str, str], str] = {}
     for cell in displayed:
         row, column, status = cell["row"], cell["column"], cell["status"]
-        if status == "ok":
+        if cell.get("text") is not None:
+            text.loc[row, column] = cell["text"]
+        elif status == "ok":
             text.loc[row, column] = _number_text(cell, factor, exponents[row])
         elif status in CELL_TEXT:
             marker = markers.setdefault(_reason_key(cell), _marker(len(markers)))
