@@ -194,6 +194,79 @@ def test_the_windows_of_several_runs_give_an_interval_across_runs(clock):
     assert measured["ci_low"] < 90.0 < 110.0 < measured["ci_high"]
 
 
+def numbers_of(measured):
+    """Every number of a set of metrics."""
+    return [
+        number
+        for metric in measured.values()
+        for key, number in metric.items()
+        if isinstance(number, float) and key != "ci_level"
+    ]
+
+
+def test_a_launch_bound_window_within_the_counters_resolution_gives_a_bound_not_a_number(clock):
+    """As saxpy on an H200: 1,000 short calls drew a little less than idle in their second,
+    which noise does at that size; the energy above idle is only bounded, never negative."""
+    nvml = FakeNvml([[0, 0, 124_000, 124_000, 247_000]])  # idle 124 W, then 123 J in 1 s
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 1.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(1e-3), 1_000)
+    found = energy.section(meter, [window], idle, unit="call")
+    measured = energy.metrics(found)
+    resolution = 0.1 * (123.0 + 124.0 * 1.0 / 1.0) / 1_000  # P (W + W0 T / T0) per call
+    assert "energy_per_call_above_idle" not in measured
+    bound = measured["energy_per_call_above_idle_upper_bound"]
+    assert bound == {"unit": "J", "value": pytest.approx(resolution)}
+    assert measured["energy_per_call_above_idle_resolution"]["value"] == pytest.approx(resolution)
+    assert measured["energy_per_call"]["median"] == pytest.approx(0.123)
+    assert min(numbers_of(measured)) >= 0
+    record = record_with(found, measured)
+    assert record["metrics"]["energy_per_call_above_idle_upper_bound"] == bound
+    beside = {**measured, "energy_per_call_above_idle": summarize([0.01], "J")}
+    with pytest.raises(RecordError, match="energy_per_call_above_idle: .* is not allowed here"):
+        record_with(found, beside)
+    without = {k: v for k, v in measured.items() if k != "energy_per_call_above_idle_resolution"}
+    with pytest.raises(RecordError, match="'energy_per_call_above_idle_resolution' is missing"):
+        record_with(found, without)
+
+
+def test_one_window_gives_an_energy_interval_as_wide_as_the_counters_resolution(clock):
+    # Idle 50 W; a window of 4 steps over 2 s using 300 J: 75 J/step, 50 above idle.
+    nvml = FakeNvml([[0, 0, 50_000, 50_000, 350_000]])
+    meter = energy.nvml_meter([0], nvml)
+    idle = energy.baseline(meter, 1.0)
+    window = energy.measure_window(meter, lambda: clock.sleep(0.5), 4)
+    measured = energy.metrics(energy.section(meter, [window], idle, unit="step"))
+    gross, above = 0.1 * 150 / 4, 0.1 * (150 + 50 * 2.0 / 1.0) / 4
+    for name, median, resolution in [
+        ("energy_per_step", 75.0, gross),
+        ("energy_per_step_above_idle", 50.0, above),
+        ("mean_power", 150.0, 0.1 * 150 / 2),
+    ]:
+        metric = measured[name]
+        assert metric["median"] == pytest.approx(median)
+        assert metric["ci_low"] == pytest.approx(median - resolution)
+        assert metric["ci_high"] == pytest.approx(median + resolution)
+        assert measured[f"{name}_resolution"]["value"] == pytest.approx(resolution)
+
+
+def test_large_windows_give_their_measured_energy_with_an_interval_at_least_the_resolution(clock):
+    # Idle 60 W; three windows of 10 calls, 2 s each at about 150 W: 18 J per call above
+    # idle, the windows 0.05 J apart, much less than the counter's 2.7 J per call.
+    readings = [0, 0, 60_000, 60_000, 360_000, 360_000, 660_500, 660_500, 960_000]
+    meter = energy.nvml_meter([0], FakeNvml([readings]))
+    idle = energy.baseline(meter, 1.0)
+    windows = [energy.measure_window(meter, lambda: clock.sleep(0.2), 10) for _ in range(3)]
+    measured = energy.metrics(energy.section(meter, windows, idle, unit="call"))
+    above = measured["energy_per_call_above_idle"]
+    resolution = measured["energy_per_call_above_idle_resolution"]["value"]
+    assert resolution == pytest.approx(0.1 * (300.5 / 2 + 60.0 * 2 / 1) / 10)
+    assert above["median"] == pytest.approx(18.0) and above["runs"] == 3
+    # The windows' spread alone would give +-0.2 J: the counter cannot tell that apart.
+    assert [above["ci_low"], above["ci_high"]] == pytest.approx([18 - resolution, 18 + resolution])
+    assert "energy_per_call_above_idle_upper_bound" not in measured
+
+
 def test_an_idle_baseline_kept_on_the_host_serves_the_next_jobs_without_measuring(clock, tmp_path):
     kept = tmp_path / "idle.json"
     first = energy.baseline(energy.nvml_meter([0], FakeNvml([[0, 0, 60_000]])), 1.0, kept)
@@ -261,6 +334,35 @@ def test_rapl_undoes_a_counter_wrap_at_its_max_range(tmp_path):
     before = meter.read()
     set_count(root, "intel-rapl:0", 1_000_000)  # wrapped: 1 J before the top, 1 J after
     assert meter.joules(before, meter.read()) == pytest.approx(2.0)
+
+
+def test_rapl_energy_is_bounded_by_its_own_periods_resolution_across_a_wrap(tmp_path, clock):
+    """RAPL's counter updates every millisecond: with the idle 30 W read across the
+    counter's wrap, 10,000 calls of 20 µs that drew a little under it are bounded by
+    4.2 µJ a call; ten calls of 20 ms at 80 W are measured, to within 9.2 mJ a call."""
+    wraps_at = 2**32
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 0, wraps_at)})
+    meter = energy.rapl_meter(root)
+    start = wraps_at - 10_000_000  # 10 J below the wrap
+    counts = [start, start + 15_000_000]  # idle: 15 J in 0.5 s
+    counts += [counts[-1], counts[-1] + 5_999_000]  # 10,000 calls: 5.999 J in 0.2 s
+    counts += [counts[-1], counts[-1] + 16_000_000]  # 10 calls: 16 J in 0.2 s
+    readings = iter(count % wraps_at for count in counts)
+    meter.counters[0] = energy.Counter("package-0", lambda: next(readings), wraps_at, 1e-6)
+    idle = energy.baseline(meter, 0.5)
+    assert idle.watts == pytest.approx(30.0)
+    short = energy.measure_window(meter, lambda: clock.sleep(2e-5), 10_000)
+    large = energy.measure_window(meter, lambda: clock.sleep(0.02), 10)
+    bounded = energy.metrics(energy.section(meter, [short], idle, unit="call"))
+    assert "energy_per_call_above_idle" not in bounded
+    assert bounded["energy_per_call_above_idle_upper_bound"]["value"] == pytest.approx(
+        0.001 * (29.995 + 30.0 * 0.2 / 0.5) / 10_000
+    )
+    assert min(numbers_of(bounded)) >= 0
+    measured = energy.metrics(energy.section(meter, [large], idle, unit="call"))
+    above, resolution = measured["energy_per_call_above_idle"], 0.001 * (80 + 12) / 10
+    assert above["median"] == pytest.approx(1.0)
+    assert [above["ci_low"], above["ci_high"]] == pytest.approx([1 - resolution, 1 + resolution])
 
 
 def test_rapl_without_powercap_is_unavailable_with_the_reason(tmp_path):
@@ -503,6 +605,33 @@ def test_the_energy_table_sets_time_and_energy_side_by_side_and_says_why_not(ene
     assert "Energy measured with rapl powercap (package-0) (3 records)" in notes
     assert "Permission denied" in notes and "too short: window 0.05 s" in notes
     assert tables.ENERGY_NOTE in footnotes
+
+
+def test_the_tables_show_an_energy_above_idle_below_resolution_as_a_bound(tmp_path):
+    """A launch-bound call's energy above idle reads "< X" in the table, with a note on what
+    X is; the tidy table has the bound and no median; the CSV says below resolution."""
+    records = dict(with_energy(KERNELS))
+    launch_bound = records["kernels/matmul/cpu1/torch/float32/n256"]
+    found = launch_bound["energy"]
+    # 5,000 calls in 1 s drawing 0.1% under the idle 30 W
+    found["windows"] = [{"joules": 29.97, "seconds": 1.0, "calls": 5_000} for _ in range(3)]
+    kept = {k: v for k, v in launch_bound["metrics"].items() if "energy" not in k}
+    launch_bound["metrics"] = {**kept, **energy.metrics(found)}
+    frame, problems = tidy.collect(write_records(tmp_path, records.items()))
+    assert problems == []
+    row = frame.set_index("id").loc["kernels/matmul/cpu1/torch/float32/n256"]
+    bound = 0.1 * (29.97 + 30.0) / 5_000  # P (W + W0 T / T0) per call: 1.2 mJ
+    assert row["energy_per_call_above_idle_upper_bound"] == pytest.approx(bound)
+    assert pd.isna(row["energy_per_call_above_idle_median"])
+    assert frame.attrs["units"]["energy_per_call_above_idle_upper_bound"] == "J"
+    table, footnotes = tables.energy_table(frame, "kernel")
+    above_idle = table["energy per call above idle (mJ)"]
+    assert above_idle["matmul, torch, n=256, cpu1"] == "< 1.2"
+    assert above_idle["matmul, torch, n=256, cpu2"].startswith("3.4 [")  # 20 W for 114.5 µs
+    assert tables.builders.BELOW_RESOLUTION_NOTE in footnotes
+    cells = pd.read_csv(tables.write_table(table, footnotes, tmp_path / "kernel_energy")[2])
+    below = cells[cells["status"] == "below_resolution"]
+    assert list(below["reason"]) == ["below the counter's resolution: < 1.2 mJ"]
 
 
 def test_an_energy_table_without_any_energy_says_so(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import statistics
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 
 from accelbench import registry
 from accelbench.families.base import Experiment, Family, family_of
-from accelbench.measuring import contention, energy, host_speed, precision, rerun
+from accelbench.measuring import contention, energy, gpu_state, host_speed, precision, rerun
 from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import (
     Outcome,
@@ -30,7 +31,7 @@ from accelbench.measuring.outcome import (
     of_process_end,
 )
 from accelbench.measuring.phases import Phases
-from accelbench.platform import doctor, forked_cuda, provenance
+from accelbench.platform import doctor, forked_cuda, host_cpus, provenance
 from accelbench.platform.devices import cpus_used, slurm_gpu_shortfall
 from accelbench.platform.processes import ChildFailed, OomKills, call_in_fork
 from accelbench.platform.ranks import from_environment, is_primary_process, ranks_may_fork
@@ -158,6 +159,41 @@ def know_the_gpus(exp: Experiment) -> None:
             doctor.inspected(name, 0)
 
 
+class _DeviceWatch:
+    """What the devices did during the runs, for the record's conditions: the GPUs' clocks,
+    power and throttling, read by a process of their own throughout (gpu_state.GpuWatch;
+    it asks NVML, never CUDA, so the runs forked beside it can use CUDA), and the clocks of
+    the CPUs the runs used, read after each run (host_cpus.ClockWatch)."""
+
+    def __init__(self, exp: Experiment) -> None:
+        device = exp.parsed_device
+        self.cpus = host_cpus.ClockWatch(cpus_used(device))
+        self.gpus = None
+        if device.is_gpu:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            self.gpus = gpu_state.GpuWatch(gpu_state.watched_gpus(device.count, visible))
+
+    def __enter__(self) -> _DeviceWatch:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.gpus is not None:
+            self.gpus.stop()
+
+    def record(self) -> dict[str, Any]:
+        found = {"cpu_clock": self.cpus.record()}
+        if self.gpus is not None:
+            found["gpu_state"] = self.gpus.stop()
+        return found
+
+
+def _watched(outcome: Outcome, watch: _DeviceWatch) -> Outcome:
+    """`outcome` with what the devices did in its conditions, if it is ok."""
+    if outcome.status == "ok":
+        outcome.conditions = {**(outcome.conditions or {}), **watch.record()}
+    return outcome
+
+
 def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
     """The experiment measured in independent runs until it is precise, combined.
 
@@ -169,6 +205,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     (its declaration's `repeats_runs_itself`: training, inside the processes it
     launched), its one call measures them all: a launched rank (an srun task)
     cannot fork alone, its peers would wait for it.
+    What the devices did meanwhile is watched from the first run to the last (_DeviceWatch).
     """
     family = family_of(exp)
     measure = family.measuring_function()
@@ -176,7 +213,10 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     goal = precision.Goal.of(family.precise_metrics, settings)
     if family.repeats_runs_itself:
         if not fresh_processes or from_environment():
-            return _guarded(measure, exp, settings)
+            with _DeviceWatch(exp) as watch:
+                outcome = _guarded(measure, exp, settings)
+                watch.cpus.poll()
+            return _watched(outcome, watch)
         # Each forked process trains one run; this process decides how many.
         settings = {**settings, "runs": 1, "budget_s": 0.0}
     several = goal.least_runs > 1 or goal.budget_s > 0
@@ -190,7 +230,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     slowdowns: list[float] = []
     outcomes = []
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
-    with ranks_may_fork(fresh_processes):
+    with ranks_may_fork(fresh_processes), _DeviceWatch(exp) as watch:
         while progress.more():
             before = host_speed.probe(run_cpus) if host else 0.0
             started = time.perf_counter()
@@ -205,6 +245,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
                 else _guarded(measure, exp, run_settings)
             )
             took = time.perf_counter() - started
+            watch.cpus.poll()
             if outcome.status != "ok":
                 if several:
                     count = len(outcomes) + 1
@@ -238,7 +279,7 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
             host_speed_of_best=host.speed_of_best(),
             max_host_slowdown=host.limit,
         )
-    return combined
+    return _watched(combined, watch)
 
 
 def _host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:

@@ -185,11 +185,12 @@ def rapl_meter(root: Path = POWERCAP, read: Callable[[Path], int] = _read_int) -
     return Meter(f"{RAPL_METHOD} ({names})", counters, RAPL_PERIOD_S)
 
 
-def _text(value: str | bytes) -> str:
+def nvml_text(value: str | bytes) -> str:
+    """A name NVML returned: bytes from older nvidia-ml-py releases, text from newer ones."""
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _nvml_handles(nvml, gpus: Sequence[int], visible: str | None, order: str | None) -> list:
+def nvml_handles(nvml, gpus: Sequence[int], visible: str | None, order: str | None) -> list:
     """Handles of the GPUs CUDA numbers `gpus` (0, 1, ...) in this process.
 
     CUDA_VISIBLE_DEVICES names them by UUID or by index; an index is NVML's index
@@ -211,7 +212,7 @@ def _nvml_handles(nvml, gpus: Sequence[int], visible: str | None, order: str | N
             continue
         if order != "PCI_BUS_ID":
             models = {
-                _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+                nvml_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
                 for i in range(total)
             }
             if len(models) > 1:
@@ -247,8 +248,8 @@ def nvml_meter(
         raise EnergyUnavailable(f"NVML cannot start: {err}") from None
     try:
         counters = []
-        for handle in _nvml_handles(nvml, gpus, visible, order):
-            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        for handle in nvml_handles(nvml, gpus, visible, order):
+            uuid = nvml_text(nvml.nvmlDeviceGetUUID(handle))
             try:
                 nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
             except Exception as err:  # NVMLError_NotSupported before Volta, on MIG, ...

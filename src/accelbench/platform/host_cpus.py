@@ -9,13 +9,16 @@ CPUs chosen here, and every record carries the layout it was measured on.
 
 The layout is read from Linux's sysfs under a root that tests replace with a planted
 tree. Where sysfs lacks a part (a container, a virtual machine without NUMA nodes), that
-part is unknown (null in the record), never a guess and never a crash.
+part is unknown (null in the record), never a guess and never a crash. So are the clocks
+and frequency governors of the CPUs a measurement ran on (ClockWatch), which the record
+keeps beside its numbers.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import statistics
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -23,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 SYSFS = Path("/sys/devices/system")
+CPUINFO = Path("/proc/cpuinfo")
+# Where a CPU's clock was read: cpufreq's scaling_cur_freq, or /proc/cpuinfo's "cpu MHz".
+CLOCK_SOURCES = ("cpufreq", "cpuinfo")
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:
@@ -163,6 +169,87 @@ def describe(topology: dict[str, Any] | None) -> str | None:
             f"{of} usable",
         )
     )
+
+
+def cpuinfo_mhz(text: str) -> dict[int, float]:
+    """Each processor's "cpu MHz" in /proc/cpuinfo's `text`, by its number (x86 writes it;
+    other architectures may not)."""
+    found: dict[int, float] = {}
+    processor = None
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        with suppress(ValueError):
+            if key == "processor":
+                processor = int(value)
+            elif key == "cpu MHz" and processor is not None:
+                found[processor] = float(value)
+    return found
+
+
+class ClockWatch:
+    """The clocks and frequency governors of the CPUs a measurement runs on (`cpus`), read
+    after each of its runs (`poll`); `record` is the record's `conditions.cpu_clock`.
+
+    A clock is cpufreq's scaling_cur_freq (the kernel's estimate over its last scheduler
+    ticks, so a reading right after a run still shows the run), else /proc/cpuinfo's
+    "cpu MHz", which in a virtual machine is often the host's nominal clock and never
+    moves. A virtual machine usually has no cpufreq at all, and then no governor: the
+    record says null and why (`unreadable`). conditions.cpu_mhz and conditions.governor
+    (accelbench.measuring.contention) stay beside it: the mean of every CPU and cpu0's
+    governor, read once at the end.
+    """
+
+    def __init__(self, cpus: Iterable[int], root: Path = SYSFS, cpuinfo: Path = CPUINFO) -> None:
+        self.cpus = sorted(cpus)
+        self.root = root
+        self.cpuinfo = cpuinfo
+        self.mhz: list[float] = []
+        self.sources: set[str] = set()
+        self.governors: set[str] = set()
+
+    def _cpufreq(self, cpu: int, name: str) -> Path:
+        return self.root / "cpu" / f"cpu{cpu}" / "cpufreq" / name
+
+    def poll(self) -> None:
+        governors = [_read(self._cpufreq(cpu, "scaling_governor")) for cpu in self.cpus]
+        self.governors.update(governor for governor in governors if governor)
+        khz = [_read(self._cpufreq(cpu, "scaling_cur_freq")) for cpu in self.cpus]
+        if self.cpus and all(text and text.isdigit() for text in khz):
+            self.mhz.extend(int(text) / 1000 for text in khz)
+            self.sources.add("cpufreq")
+            return
+        listed = cpuinfo_mhz(_read(self.cpuinfo) or "")
+        if self.cpus and all(cpu in listed for cpu in self.cpus):
+            self.mhz.extend(listed[cpu] for cpu in self.cpus)
+            self.sources.add("cpuinfo")
+
+    def record(self) -> dict[str, Any]:
+        unreadable = {}
+        if not self.governors:
+            unreadable["governors"] = (
+                f"no {self._cpufreq(self.cpus[0] if self.cpus else 0, 'scaling_governor')}: "
+                "no cpufreq driver here (usual in a virtual machine)"
+            )
+        if not self.mhz:
+            unreadable["mhz"] = (
+                'neither cpufreq\'s scaling_cur_freq nor a "cpu MHz" line of '
+                f"{self.cpuinfo} for each of CPUs {format_cpu_list(self.cpus)}"
+            )
+        return {
+            "cpus": self.cpus,
+            "mhz": {
+                "min": min(self.mhz),
+                "median": statistics.median(self.mhz),
+                "max": max(self.mhz),
+                "samples": len(self.mhz),
+            }
+            if self.mhz
+            else None,
+            # Both where cpufreq stopped answering between runs: then cpuinfo stood in.
+            "sources": sorted(self.sources),
+            "governors": sorted(self.governors) or None,
+            "unreadable": unreadable,
+        }
 
 
 def choose_cpus(count: int, allowed: Collection[int], topology: Topology) -> list[int]:

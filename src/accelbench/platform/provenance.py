@@ -2,8 +2,8 @@
 
 A number without its provenance cannot be compared with another one, so every
 record carries the host, CPU and GPU models, the CPUs' layout (sockets, NUMA nodes,
-cores, SMT), library versions, git commit, config hash and, under Slurm, the job id,
-partition and node.
+cores, SMT), library versions, the BLAS loaded and the build of the Python that measured
+it, git commit, config hash and, under Slurm, the job id, partition and node.
 """
 
 from __future__ import annotations
@@ -12,10 +12,14 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import socket
 import subprocess
+import sys
+import sysconfig
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from accelbench.platform import doctor, host_cpus
@@ -56,6 +60,16 @@ SLURM_VARIABLES = {
     "mem_per_node_mb": ("SLURM_MEM_PER_NODE",),
 }
 SLURM_INTEGERS = {"cpus_per_task", "ntasks", "nodes", "mem_per_node_mb"}
+# Where Linux lists what a process has mapped: its shared libraries among them.
+PROC_MAPS = Path("/proc/self/maps")
+# The keys of python_build: which build (text), and how it was built (true, false or null).
+PYTHON_BUILD_TEXTS = ("implementation", "build", "built", "compiler", "executable")
+PYTHON_BUILD_FLAGS = (
+    "configured_shared",
+    "configured_optimizations",
+    "configured_lto",
+    "libpython_loaded",
+)
 
 
 def now() -> str:
@@ -87,6 +101,68 @@ def library_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def python_build(maps: Path = PROC_MAPS) -> dict[str, Any]:
+    """Which build of Python this is: two builds of 3.11 on one machine ran a plain Python
+    loop 35% apart (docs/install.md), so the naive-Python numbers are the interpreter's.
+
+    `configured_*` read the build's configure arguments (CONFIG_ARGS) and Py_ENABLE_SHARED;
+    a distribution may build otherwise than those say: Debian's /usr/bin/python3.11 is
+    linked statically and optimised by Debian's own build rules, while its sysconfig
+    describes the shared libpython built beside it (--enable-shared, no
+    --enable-optimizations). So
+    `libpython_loaded` says whether this process runs on a shared libpython (from
+    `maps`, /proc/self/maps; null where unreadable), and `executable` which binary it is.
+    """
+    arguments = sysconfig.get_config_var("CONFIG_ARGS")
+    flags = shlex.split(arguments) if isinstance(arguments, str) else None
+    shared = sysconfig.get_config_var("Py_ENABLE_SHARED")
+    try:
+        libpython = "libpython" in maps.read_text()
+    except OSError:
+        libpython = None
+    build, built = platform.python_build()
+    return {
+        "implementation": platform.python_implementation(),
+        "build": build,
+        "built": built,
+        "compiler": platform.python_compiler(),
+        "executable": os.path.realpath(sys.executable) if sys.executable else None,
+        "configured_shared": None if shared is None else bool(shared),
+        "configured_optimizations": None if flags is None else "--enable-optimizations" in flags,
+        "configured_lto": None
+        if flags is None
+        else any(flag.startswith("--with-lto") and flag != "--with-lto=no" for flag in flags),
+        "libpython_loaded": libpython,
+    }
+
+
+def blas_libraries() -> list[dict[str, Any]] | None:
+    """The BLAS libraries loaded in this process (threadpoolctl), as they were when the runs
+    ended: which one (openblas, mkl, blis...), its version, the CPU architecture it chose and
+    its threads (what the process had: each run sets its own to its device's CPUs). None
+    where threadpoolctl cannot tell."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = threadpool_info()
+    except Exception:  # a library threadpoolctl cannot read must not lose the record
+        return None
+    return [
+        {
+            "internal_api": pool["internal_api"],
+            "prefix": pool.get("prefix"),
+            # Whose copy it is: NumPy and SciPy wheels each bring an OpenBLAS of their own.
+            "filepath": pool.get("filepath"),
+            "version": pool.get("version"),
+            "architecture": pool.get("architecture"),
+            "threading_layer": pool.get("threading_layer"),
+            "num_threads": pool.get("num_threads"),
+        }
+        for pool in pools
+        if pool.get("user_api") == "blas"
+    ]
 
 
 def git_state(directory: str = ".") -> dict[str, Any]:
@@ -203,7 +279,9 @@ def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
         "usable_cpus": usable_cpus(),
         "cpu_topology": host_cpus.topology_record(),
         "python": platform.python_version(),
+        "python_build": python_build(),
         "libraries": library_versions(),
+        "blas": blas_libraries(),
         "accelerator": gpu_info(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "git": git_state(),

@@ -32,8 +32,8 @@ from typing import Any
 from accelbench import grid
 from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
-from accelbench.measuring import energy
-from accelbench.platform import provenance
+from accelbench.measuring import energy, gpu_state
+from accelbench.platform import host_cpus, provenance
 from accelbench.records.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
 
 SCHEMA_VERSION = 1
@@ -101,9 +101,13 @@ NONNEGATIVE_UNITS = (
 COUNT_UNITS = ("threads", "processes", "nodes", "GPUs", "count")
 SIGNED_UNITS = ("loss",)
 UNITS = NONNEGATIVE_UNITS + COUNT_UNITS + SIGNED_UNITS
-# An energy above the idle baseline (energy.metrics) is below zero where a window drew
-# less than the baseline: its noise, not an error.
+# An energy above the idle baseline (energy.metrics) below its counter's resolution is
+# recorded as an upper bound; records written before that hold a number, which noise could
+# take below zero.
 SIGNED_METRICS = "_above_idle$"
+# An energy metric's resolution, and the upper bound that stands for an energy above idle
+# below it (energy.metrics): one number, never negative.
+ENERGY_BOUND_METRICS = "_(resolution|upper_bound)$"
 
 # A distribution metric (statistics.summarize, across_runs, rate_from_time): n samples, and
 # statistics in the metric's unit, ordered as below; a spread is never negative.
@@ -252,7 +256,7 @@ def _energy_section() -> dict[str, Any]:
         reason=_text(nullable=True),
         method=_text(),
         counters={"type": "array", "items": _text()},
-        unit={"enum": ["call", "step"]},
+        unit={"enum": list(energy.WORK_UNITS)},
         samples_per_unit={"type": ["integer", "null"], "minimum": 1},
         counter_period_s=_number(0),
         baseline_w=_number(0),
@@ -278,14 +282,122 @@ def _energy_section() -> dict[str, Any]:
     return found
 
 
+def _energy_bounds() -> list[dict[str, Any]]:
+    """An energy above idle below its counter's resolution (energy.metrics) has its upper
+    bound and its resolution in place of its value, never beside it."""
+    rules = []
+    for work in (*energy.WORK_UNITS, "sample"):
+        name = f"energy_per_{work}{energy.ABOVE_IDLE}"
+        rules.append(
+            {
+                "if": {"required": [f"{name}_upper_bound"]},
+                "then": {
+                    "description": f"{name} below the counter's resolution: its bound, no value",
+                    "required": [f"{name}_resolution"],
+                    "properties": {name: False},
+                },
+            }
+        )
+    return rules
+
+
 def _cpu_list() -> dict[str, Any]:
     return {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 
+def _nullable(section: dict[str, Any]) -> dict[str, Any]:
+    return {**section, "type": ["object", "null"]}
+
+
+def _figure(source: bool = False) -> dict[str, Any]:
+    """A figure's min, median and max over its samples, never negative, and where it came
+    from where `source`; null where the machine did not tell it."""
+    statistics = ("min", "median", "max")
+    properties: dict[str, Any] = {
+        **dict.fromkeys(statistics, _number(0)),
+        "samples": {"type": "integer", "minimum": 1},
+    }
+    if source:
+        properties["source"] = {"enum": list(gpu_state.SOURCES)}
+    return _nullable(_closed(tuple(properties), **properties))
+
+
+def _unreadable() -> dict[str, Any]:
+    """Why each field that is null is null: field -> reason."""
+    return {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}
+
+
+def _gpu_state_section() -> dict[str, Any]:
+    """What the GPUs did during the measurement (gpu_state.GpuWatch): per GPU, by NVML's
+    UUID, clocks, power, temperature and throttling, null where NVML did not tell."""
+    reason_name = {
+        "anyOf": [{"enum": list(gpu_state.REASONS.values())}, {"pattern": "^0x[0-9a-f]+$"}],
+        "type": "string",
+    }
+    figures = {name: _figure(source=True) for name in gpu_state.FIGURES}
+    gpu = _closed(
+        (
+            *gpu_state.FIGURES,
+            "power_limit_w",
+            "temperature_c",
+            "clock_event_reasons",
+            "throttled_s",
+            "readings",
+            "busy_readings",
+            "busy_s",
+            "unreadable",
+        ),
+        **figures,
+        power_limit_w=_number(0, nullable=True),
+        temperature_c=_nullable(_closed(("min", "max"), min=_number(0), max=_number(0))),
+        clock_event_reasons={"type": ["array", "null"], "items": reason_name},
+        throttled_s=_closed(
+            tuple(gpu_state.VIOLATIONS),
+            **dict.fromkeys(gpu_state.VIOLATIONS, _number(0, nullable=True)),
+        ),
+        readings={"type": "integer", "minimum": 0},
+        busy_readings={"type": "integer", "minimum": 0},
+        busy_s=_number(0),
+        unreadable=_unreadable(),
+    )
+    found = _closed(
+        ("status",),
+        status={"enum": list(gpu_state.STATUSES)},
+        reason=_text(nullable=True),
+        method=_text(),
+        period_s={"type": "number", "exclusiveMinimum": 0},
+        seconds=_number(0),
+        gpus={"type": "object", "minProperties": 1, "additionalProperties": gpu},
+    )
+    found["if"] = {"properties": {"status": {"const": "ok"}}}
+    found["then"] = {
+        "description": "a GPU state that was read has its GPUs",
+        "required": ["method", "period_s", "seconds", "gpus"],
+    }
+    found["else"] = {
+        "description": "a GPU state that was not read says why",
+        "properties": {"reason": {"type": "string", "minLength": 1}},
+        "required": ["reason"],
+    }
+    return found
+
+
+def _cpu_clock_section() -> dict[str, Any]:
+    """The clocks and governors of the CPUs the runs used (host_cpus.ClockWatch)."""
+    return _closed(
+        ("cpus", "mhz", "sources", "governors", "unreadable"),
+        cpus=_cpu_list(),
+        mhz=_figure(),
+        sources={"type": "array", "items": {"enum": list(host_cpus.CLOCK_SOURCES)}},
+        governors={"type": ["array", "null"], "items": _text()},
+        unreadable=_unreadable(),
+    )
+
+
 def _conditions_section() -> dict[str, Any]:
     """What else the machine did (contention.Conditions, and the guard's verdict), the CPUs
-    the measurement ran on (devices.cpus_used), and how precise it ended
-    (precision.Progress.report)."""
+    the measurement ran on (devices.cpus_used) and their clocks, what its GPUs did, and how
+    precise it ended (precision.Progress.report)."""
     rates = ("window_s", "other_cpus", "workflow_cpus", "steal_cpus", "load_average_1m")
     return _closed(
         ("busy",),
@@ -310,6 +422,8 @@ def _conditions_section() -> dict[str, Any]:
         max_host_slowdown=_number(0),
         host_run_spread=_number(0),
         host_drift=_number(0),
+        cpu_clock=_cpu_clock_section(),
+        gpu_state=_gpu_state_section(),
     )
 
 
@@ -336,8 +450,24 @@ def _provenance_section() -> dict[str, Any]:
         smt_active={"type": ["boolean", "null"]},
         usable=_cpu_list(),
     )
+    python_build = _closed(
+        (*provenance.PYTHON_BUILD_TEXTS, *provenance.PYTHON_BUILD_FLAGS),
+        **dict.fromkeys(provenance.PYTHON_BUILD_TEXTS, _text(nullable=True)),
+        **dict.fromkeys(provenance.PYTHON_BUILD_FLAGS, {"type": ["boolean", "null"]}),
+    )
+    blas = _closed(
+        ("internal_api",),
+        internal_api=_text(),
+        **dict.fromkeys(
+            ("prefix", "filepath", "version", "architecture", "threading_layer"),
+            _text(nullable=True),
+        ),
+        num_threads={"type": ["integer", "null"], "minimum": 1},
+    )
     return _closed(
         **dict.fromkeys(("host", "platform", "cpu_model", "python"), _text(nullable=True)),
+        python_build=_nullable(python_build),
+        blas={"type": ["array", "null"], "items": blas},
         cpu_count=count,
         usable_cpus=count,
         cpu_topology=cpu_topology,
@@ -472,8 +602,12 @@ def record_schema() -> dict[str, Any]:
         params={"type": "object"},
         metrics={
             "type": "object",
-            "patternProperties": {SIGNED_METRICS: {"$ref": "#/$defs/signed_metric"}},
+            "patternProperties": {
+                SIGNED_METRICS: {"$ref": "#/$defs/signed_metric"},
+                ENERGY_BOUND_METRICS: {"$ref": "#/$defs/energy_bound"},
+            },
             "additionalProperties": {"$ref": "#/$defs/metric"},
+            "allOf": _energy_bounds(),
         },
         check=_check_section(),
         provenance=_provenance_section(),
@@ -517,7 +651,11 @@ def record_schema() -> dict[str, Any]:
             "Also checked, beyond this schema: " + "; ".join(CROSS_RULES) + "."
         ),
         **schema,
-        "$defs": {"metric": _metric(signed=False), "signed_metric": _metric(signed=True)},
+        "$defs": {
+            "metric": _metric(signed=False),
+            "signed_metric": _metric(signed=True),
+            "energy_bound": _single(("J", "W"), _number(0)),
+        },
     }
 
 

@@ -18,6 +18,9 @@ The conditions:
 - energy: every GPU kernel, training and data science record has its energy
   measured by NVML ("ok"), on the GPU the experiment ran on: the counters' UUIDs
   are those torch gives the devices it used (provenance.accelerator.uuids).
+- clocks: every GPU record holds what NVML read of the GPU it ran on during its
+  measurement (conditions.gpu_state: clocks, power, throttling), and no GPU slowed
+  itself down (SLOWDOWN_RULE); a roof held back by the power cap is a note.
 - roof_plausible: every GPU roof lies within PLAUSIBLE of the data sheet's peak.
 - above_roof: no GPU kernel lies above its roof beyond the roof's interval
   (analysis.roofline, as the roofline table marks them).
@@ -42,7 +45,7 @@ import pandas as pd
 
 from accelbench import grid
 from accelbench.analysis import plain_tables, tidy
-from accelbench.measuring import energy
+from accelbench.measuring import energy, gpu_state
 from accelbench.platform.devices import names_a_gpu, parse_device
 from accelbench.records.record import load_record
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
@@ -55,6 +58,7 @@ CONDITIONS = {
     "one_gpu": "every GPU record was measured on the same board",
     "datasheet": "the board is in the data-sheet table",
     "energy": "NVML measured the energy of the GPU torch ran on (same UUID)",
+    "clocks": "NVML read the clocks of the GPU torch ran on, and it never slowed itself down",
     "roof_plausible": "every GPU roof is a plausible fraction of the board's data sheet",
     "above_roof": "no GPU kernel lies above its roof beyond the roof's interval",
     "tf32": "tf32 beats fp32 on every GEMM-bound training configuration",
@@ -85,6 +89,20 @@ PLAUSIBLE = {
 # few percent between runs, which this bound separates from a working TF32.
 MIN_TF32_SPEEDUP = 1.1
 ENERGY_FAMILIES = ("kernel", "train", "datasci")
+# Throttling seen in a GPU record's conditions.gpu_state. A board that slows itself down
+# (gpu_state.SLOWDOWNS: too hot, or told so by its hardware: a power brake, an over-current
+# or over-heat input), or whose thermal violation counter ran for more than
+# MAX_THROTTLED_SHARE of the time it was busy, is not delivering what it is built for: the
+# check fails. A power cap is not that: a GEMM at the tensor cores' rate draws an H100 or
+# H200 to its 700 W limit (an H200's bfloat16 GEMM at n = 8192 ran power-capped 12.3 s of
+# 12 s, its SM clock at 1425-1530 MHz against 1980 MHz), the board working as designed.
+# A data sheet's peak assumes the boost clock, so a roof held back by the cap is noted
+# with its clocks, which say why the roof stays below the data sheet.
+MAX_THROTTLED_SHARE = 0.01
+SLOWDOWN_RULE = (
+    f"no slowdown reason ({', '.join(gpu_state.SLOWDOWNS)}) seen, and thermal violation "
+    f"time at most {MAX_THROTTLED_SHARE:.0%} of the time the GPU was busy"
+)
 GRID = "the grid"  # what a coverage finding names instead of a record
 # The judged figures' tables: a roof against its data sheet, tf32 against fp32.
 ROOF_COLUMNS = [
@@ -150,6 +168,12 @@ def _format_of(record: dict[str, Any]) -> str | None:
     return params.get("precision") or params.get("dtype")
 
 
+def _torch_uuids(record: dict[str, Any]) -> list[str]:
+    """The UUIDs of the devices torch ran the experiment on (provenance.accelerator.uuids)."""
+    uuids = (record["provenance"].get("accelerator") or {}).get("uuids") or []
+    return uuids[: parse_device(record["params"]["device"]).count]
+
+
 def _energy_problem(record: dict[str, Any]) -> str | None:
     """Why a GPU record's energy is not NVML's measurement of the GPU it ran on, or None."""
     found = record.get("energy")
@@ -162,8 +186,7 @@ def _energy_problem(record: dict[str, Any]) -> str | None:
     counters = found.get("counters")
     if not counters:
         return "the energy section does not name its counters (the GPUs' UUIDs)"
-    uuids = (record["provenance"].get("accelerator") or {}).get("uuids") or []
-    used = uuids[: parse_device(record["params"]["device"]).count]
+    used = _torch_uuids(record)
     if not used:
         return "the provenance does not hold the UUIDs of torch's devices"
     measured = sorted(_bare_uuid(name) for name in counters)
@@ -174,6 +197,90 @@ def _energy_problem(record: dict[str, Any]) -> str | None:
             f"{', '.join(used)}: the energy is another GPU's"
         )
     return None
+
+
+def _gpu_state_problem(record: dict[str, Any]) -> str | None:
+    """Why a GPU record does not hold NVML's readings of the GPU it ran on, or None."""
+    found = (record.get("conditions") or {}).get("gpu_state")
+    if not found:
+        return "the record has no GPU state (conditions.gpu_state): its clocks are unknown"
+    if found["status"] != "ok":
+        return f"GPU state {found['status']}: {found.get('reason')}"
+    used = _torch_uuids(record)
+    if not used:
+        return "the provenance does not hold the UUIDs of torch's devices"
+    read = sorted(_bare_uuid(name) for name in found["gpus"])
+    if read != sorted(_bare_uuid(name) for name in used):
+        return (
+            f"NVML read {', '.join(found['gpus'])} but torch ran on {', '.join(used)}: "
+            "the clocks are another GPU's"
+        )
+    return None
+
+
+def _held(what: str, seconds: float | None, busy: float) -> str:
+    """How long `what` held the clocks back, where NVML counted it."""
+    if not seconds:
+        return f"{what} seen"
+    return f"{what} for {seconds:.3g} s of the {busy:.3g} s it was busy"
+
+
+def _throttling(record: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What held each GPU's clocks back during the record's measurement: (slowdowns, which
+    fail the check; power caps, noted on a roof), each in words with its seconds."""
+    slowdowns, caps = [], []
+    gpus = record["conditions"]["gpu_state"]["gpus"]
+    for uuid, found in gpus.items():
+        reasons = found["clock_event_reasons"] or []
+        thermal, power = found["throttled_s"]["thermal"], found["throttled_s"]["power"]
+        busy = found["busy_s"]
+        board = f" on {uuid}" if len(gpus) > 1 else ""
+        seen = [reason for reason in reasons if reason in gpu_state.SLOWDOWNS]
+        if seen or (thermal or 0.0) > busy * MAX_THROTTLED_SHARE:
+            said = [f"{', '.join(seen)} seen"] if seen else []
+            said += [_held("thermal throttling", thermal, busy)] if thermal else []
+            slowdowns.append("; ".join(said) + board)
+        if "sw_power_cap" in reasons or (power or 0.0) > busy * MAX_THROTTLED_SHARE:
+            caps.append(_held("sw_power_cap", power, busy) + board)
+    return slowdowns, caps
+
+
+def _sm_clock(record: dict[str, Any]) -> str:
+    clocks = [
+        found["sm_clock_mhz"]
+        for found in record["conditions"]["gpu_state"]["gpus"].values()
+        if found["sm_clock_mhz"]
+    ]
+    if not clocks:
+        return "SM clock unknown"
+    low, high = min(clock["min"] for clock in clocks), max(clock["max"] for clock in clocks)
+    return f"SM clock {low:.0f}-{high:.0f} MHz"
+
+
+def _judge_clocks(verdict: Verdict, path: str, record: dict[str, Any]) -> None:
+    """The clocks condition of one ok GPU record: its GPU state is there, of its GPU, and
+    shows no slowdown (SLOWDOWN_RULE); a roof's power cap is a note."""
+    if problem := _gpu_state_problem(record):
+        verdict.fail("clocks", path, problem)
+        return
+    slowdowns, caps = _throttling(record)
+    roof = record["experiment"] == "roof"
+    during = f"the {record['params']['dtype']} roof" if roof else "the measurement"
+    if slowdowns:
+        said = "; ".join(slowdowns)
+        verdict.fail(
+            "clocks",
+            path,
+            f"the GPU slowed itself down during {during}: {said}, {_sm_clock(record)}",
+        )
+    if roof and caps:
+        said = "; ".join(caps)
+        verdict.note(
+            "clocks",
+            path,
+            f"the GPU throttled during {during}: {said}, "
+            f"{_sm_clock(record)} (its power limit, not a fault)",
+        )
 
 
 def _roof_peak(sheet: DataSheet, metric: str, dtype: str) -> float | None:
@@ -309,7 +416,7 @@ def _judge_coverage(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) ->
 
 
 def _judge_records(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) -> None:
-    """Status, one board and energy, record by record."""
+    """Status, one board, energy and clocks, record by record."""
     for path, record in gpu_records.items():
         board = _gpu_name(record)
         if board and board != verdict.gpu:
@@ -328,6 +435,7 @@ def _judge_records(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) -> 
             continue
         if record["experiment"] in ENERGY_FAMILIES and (problem := _energy_problem(record)):
             verdict.fail("energy", path, problem)
+        _judge_clocks(verdict, path, record)
 
 
 def _on_gpu(path: str) -> bool:
@@ -412,7 +520,7 @@ def render(verdict: Verdict) -> str:
         _findings_table(verdict.findings, "Failed conditions, each with its record"),
         _roofs_table(verdict.roofs),
         _tf32_table(verdict.tf32),
-        _findings_table(verdict.notes, "Not judged, and why"),
+        _findings_table(verdict.notes, "Notes: what was not judged, and what is no fault"),
     ]
     lines += [f"{table}\n" for table in tables if table]
     lines += ["Conditions:", ""]
