@@ -26,7 +26,7 @@ The conditions:
   (analysis.roofline, as the roofline table marks them).
 - tf32: on every model trained in fp32 and tf32 on the GPU, tf32 is at least
   MIN_TF32_SPEEDUP times faster per step.
-- coverage: the grid holds GPU kernels, GPU roofs in float32 and float16 and,
+- coverage: the grid holds GPU kernels, GPU roofs in float32 and a 16-bit type and,
   where the board has TF32, a model trained in fp32 and tf32; without them the
   other conditions would pass on nothing.
 """
@@ -104,6 +104,8 @@ SLOWDOWN_RULE = (
     f"time at most {MAX_THROTTLED_SHARE:.0%} of the time the GPU was busy"
 )
 GRID = "the grid"  # what a coverage finding names instead of a record
+# The tensor cores' 16-bit types: bfloat16 from Ampere on, float16 on every board.
+SIXTEEN_BITS = ("float16", "bfloat16")
 # The judged figures' tables: a roof against its data sheet, tf32 against fp32.
 ROOF_COLUMNS = [
     "dtype",
@@ -405,9 +407,12 @@ def _judge_coverage(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) ->
     }
     if not families["kernel"]:
         verdict.fail("coverage", GRID, "the grid has no GPU kernel")
-    for dtype in ("float32", "float16"):
-        if dtype not in roof_dtypes:
-            verdict.fail("coverage", GRID, f"the grid has no GPU roof in {dtype}")
+    if "float32" not in roof_dtypes:
+        verdict.fail("coverage", GRID, "the grid has no GPU roof in float32")
+    if not roof_dtypes & set(SIXTEEN_BITS):
+        verdict.fail(
+            "coverage", GRID, "the grid has no GPU roof in a 16-bit type (float16, bfloat16)"
+        )
     sheet = verdict.datasheet
     if sheet is not None and gpu_datasheets.lacks_format(sheet, "tf32"):
         verdict.note("tf32", GRID, f"not judged: {sheet.name} has no TF32 by its data sheet")
