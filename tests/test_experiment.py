@@ -22,6 +22,7 @@ from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
 from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
+from accelbench.kernels import measure as measure_kernel_module
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
 from accelbench.measuring.outcome import Outcome, is_out_of_memory
@@ -770,6 +771,27 @@ def test_a_call_slower_than_max_call_s_is_skipped_with_its_time(tmp_path):
     assert record["status"] == "skipped"
     assert "one call takes" in record["reason"] and "max_call_s = 1e-09 s" in record["reason"]
     assert record["metrics"] == {} and record["check"]["passed"]
+
+
+def test_a_cell_run_1_timed_is_timed_in_every_run_whatever_a_later_call_takes(
+    monkeypatch, tmp_path
+):
+    """Near max_call_s a noisy host would skip a cell in run 2 after run 1 measured it: the
+    limit decides once, in run 1."""
+    calls = []
+    real = measure_kernel_module.too_slow
+
+    def slow_after_run_1(checked, backend, device, settings):
+        calls.append(settings.get("max_call_s"))
+        return real(
+            checked, backend, device, {**settings, "max_call_s": settings["max_call_s"] and 1e9}
+        )
+
+    monkeypatch.setattr(measure_kernel_module, "too_slow", slow_after_run_1)
+    exp = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 64)
+    record = run_record(exp, tmp_path, {**SETTINGS, "runs": 3, "max_call_s": 0.5})
+    assert record["status"] == "ok", record["reason"]
+    assert calls == [0.5, None, None]
 
 
 def test_roof_of_a_missing_gpu_is_unavailable(tmp_path):

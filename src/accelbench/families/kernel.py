@@ -144,6 +144,7 @@ FAMILY = Family(
     validate=validate,
     settings=settings,
     measure="accelbench.kernels.measure:measure_kernel",
+    later_runs="accelbench.kernels.measure:later_runs",
     prepare="accelbench.kernels.measure:prepare_kernel",
     preload="accelbench.kernels.measure:preload",
     record_params="accelbench.kernels.measure:record_params",
