@@ -1,11 +1,13 @@
-"""Rule entry point: tidy table -> the report's summary page."""
+"""Rule entry point: tidy table (and the workflow's committed references) -> the report's
+summary page."""
 
 import logging
 from pathlib import Path
 
 import pandas as pd
 
-from accelbench.analysis import summary
+from accelbench import config as workflow_config
+from accelbench.analysis import machines, summary
 from accelbench.platform.processes import die_with_parent
 
 # Snakemake's own child: it must not outlive a Snakemake that was killed.
@@ -15,5 +17,13 @@ logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 frame = pd.read_parquet(snakemake.input[0])
 page = Path(snakemake.output[0])
-page.write_text(summary.summary_html(frame, snakemake.params.baseline), encoding="utf-8")
-logging.info("summary of %d records: %s", len(frame), page)
+references = machines.committed_references(workflow_config.workflow_root())
+page.write_text(
+    summary.summary_html(frame, snakemake.params.baseline, references), encoding="utf-8"
+)
+logging.info(
+    "summary of %d records, beside %s: %s",
+    len(frame),
+    ", ".join(reference.name for reference in references) or "no reference",
+    page,
+)

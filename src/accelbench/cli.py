@@ -26,6 +26,9 @@ from accelbench.studies.gpu_acceptance import check as gpu_check
 from accelbench.studies.queue_wait import advisor, sacct
 from accelbench.studies.queue_wait import wait as queue_wait
 
+# The files compare-machines writes under --out: <stem>.md, .tex, .csv, .html, .pdf, .png.
+MACHINES_STEM = "machines"
+
 
 def command_grid(args: argparse.Namespace) -> int:
     """List the result paths a config asks for, and the excluded cells with their reasons."""
@@ -195,6 +198,30 @@ def command_compare(args: argparse.Namespace) -> int:
     return 1 if (result["verdict"] == compare.REGRESSION).any() else 0
 
 
+def command_compare_machines(args: argparse.Namespace) -> int:
+    """Join the records of several machines for the cells of work they share: a table (and
+    with --out its files and a figure) of each cell's time on each machine and device."""
+    from accelbench.analysis import figures, machines, style, tables
+
+    if len(args.folders) < 2:
+        raise compare.CompareError("compare-machines needs two or more folders of records")
+    sources = machines.load_all(args.folders)
+    for source in sources:
+        for record, problem in source.problems:
+            print(f"invalid record {record}: {problem}", file=sys.stderr)
+    joined = machines.join(sources)
+    if joined.cells.empty:
+        print(machines.nothing_shared(joined), "Nothing is drawn or written.")
+        return 0
+    table, notes = tables.machines_table(joined)
+    print(tables.to_markdown(table, notes), end="")
+    if args.out:
+        written = tables.write_table(table, notes, args.out / MACHINES_STEM)
+        written += style.save(figures.machine_times(joined), args.out / MACHINES_STEM)
+        print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
+    return 0
+
+
 def command_doctor(args: argparse.Namespace) -> int:
     """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
     from accelbench.job import measurement  # torch, Numba and the measuring code: seconds
@@ -355,6 +382,27 @@ def build_parser() -> argparse.ArgumentParser:
         "new run lacks is then left out, not a regression",
     )
     comparing.set_defaults(handler=command_compare)
+
+    joining = commands.add_parser(
+        "compare-machines",
+        help="the cells of work several machines share, each one's time side by side",
+        description=command_compare_machines.__doc__,
+    )
+    joining.add_argument(
+        "folders",
+        type=Path,
+        nargs="+",
+        metavar="FOLDER",
+        help="two or more: a results folder, a reference folder (records/ below it) or a tidy "
+        ".parquet",
+    )
+    joining.add_argument(
+        "--out",
+        type=Path,
+        help=f"also write the table ({MACHINES_STEM}.md, .tex, .csv, .html) and the figure "
+        f"({MACHINES_STEM}.pdf, .png) here",
+    )
+    joining.set_defaults(handler=command_compare_machines)
 
     bench = commands.add_parser("benchmark", help=command_benchmark.__doc__)
     add_configfile(bench)

@@ -34,9 +34,12 @@ rule tidy:
 
 rule summary:
     """The report's first page: the answer (the GPU against the CPU of the same machine),
-    fastest backends and devices, crossovers, cells to look at."""
+    fastest backends and devices, crossovers, the cells the committed references share,
+    cells to look at."""
     input:
         rules.tidy.output.parquet,
+        # Made again when a reference is measured anew.
+        references=machines.reference_files(accelbench_config.workflow_root()),
     output:
         report(
             "results/summary.html",

@@ -18,7 +18,7 @@ from accelbench.run import (
     targets,
 )
 from accelbench import config as accelbench_config
-from accelbench.analysis import fillable, tidy, titles
+from accelbench.analysis import fillable, machines, tidy, titles
 from accelbench.platform.devices import parse_device
 from accelbench.families import FAMILIES
 from accelbench.families import roof as roof_family

@@ -1,7 +1,8 @@
 """Figures from the tidy table, one function each: training time per mini-batch by
 device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
-scaling efficiency, scaling across nodes, kernel throughput against size. `FIGURES` names the ones
-the workflow draws.
+scaling efficiency, scaling across nodes, kernel throughput against size; and the times of
+the cells of work several machines share (`machine_times`, from their joined records).
+`FIGURES` names the ones the workflow draws.
 
 The records hold summaries (median and its 95% interval), not raw samples, so
 points and error bars are drawn explicitly from those columns rather than letting
@@ -31,7 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from accelbench.analysis import ratios, style, tables, tidy
+from accelbench.analysis import machines, ratios, style, tables, tidy
 from accelbench.families import FAMILIES
 
 LOG_SPAN = 10.0  # switch to a log axis when the values span more than a decade
@@ -322,6 +323,56 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
         ax.set_ylabel(label)
     fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow * nrows))
     for ax in axes[len(devices) :]:
+        ax.remove()
+    _legend(fig, _hue_legend(palette), rows)
+    return fig
+
+
+def machine_times(joined: machines.Joined, width: float | None = None) -> Figure:
+    """The time of each cell of work several machines share (accelbench.analysis.machines):
+    one panel per family, one group per cell, one point per machine and device with its
+    interval, fastest first; the legend names each column as the joined table does. Drawn
+    at the text width: a legend entry names a machine, its device, date and source."""
+    style.apply()
+    cells = joined.cells
+    if cells.empty:
+        return style.empty_figure("no cell of work measured on two machines", width)
+    names = {
+        place: ", ".join(machines.column_lines(joined, *place))
+        for place in machines.columns(joined)
+    }
+    places = zip(cells["source"].astype(int), cells["device"], strict=True)
+    rows = pd.DataFrame(
+        {
+            "experiment": cells["experiment"],
+            "label": cells["label"],
+            "column": [names[place] for place in places],
+            "status": cells["status"],
+            **{flag: cells[flag] for flag in FLAG_COLUMNS},
+            **{f"time_{field}": cells[field] for field in ("median", "ci_low", "ci_high")},
+        }
+    )
+    families = list(dict.fromkeys(rows["experiment"]))
+    fig, axes = _panel_figure(len(families), width or style.DOUBLE_COLUMN)
+    palette = dict(zip(names.values(), style.colors(len(names)), strict=True))
+    grow = 0.0
+    for ax, name in zip(axes, families, strict=False):
+        here = rows[rows["experiment"] == name]
+        unit, factor = tables.readable_unit(
+            str(cells["unit"].iloc[0]), list(here["time_median"].astype(float))
+        )
+        grow = max(
+            grow,
+            _points(
+                ax, _scaled(here, "time", factor), "column", list(names.values()), "time", palette
+            ),
+        )
+        family = FAMILIES[name]
+        ax.set_ylabel(f"{family.time_metric.replace('_', ' ').capitalize()} ({unit})")
+        ax.set_xlabel("Cell of work")
+        ax.set_title(family.units_called or name)
+    fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
+    for ax in axes[len(families) :]:
         ax.remove()
     _legend(fig, _hue_legend(palette), rows)
     return fig

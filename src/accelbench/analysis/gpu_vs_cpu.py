@@ -211,7 +211,7 @@ def _by_cell(rows: pd.DataFrame, keys: list[str]) -> dict[tuple, list[Any]]:
     return found
 
 
-def _in_reading_order(rows: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+def in_reading_order(rows: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """`rows` sorted by `names`, each in its reading order (tidy.ordered: precisions from
     wide to narrow)."""
 
@@ -231,7 +231,7 @@ def _family_cells(
     column = f"{metric}_median"
     timed = rows[column].astype(float).notna() if column in rows else False
     ran = rows[(rows["status"] == "ok") & timed]
-    gpu_rows = _in_reading_order(ran[kind[ran.index].eq(True)], keys)
+    gpu_rows = in_reading_order(ran[kind[ran.index].eq(True)], keys)
     cpu_rows = rows[kind.eq(False)]
     baselines = cpu_rows[cpu_rows.apply(is_cpu_baseline, axis=1)] if len(cpu_rows) else cpu_rows
     cpu_cells = _by_cell(baselines, keys)

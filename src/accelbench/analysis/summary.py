@@ -8,21 +8,24 @@ devices to add to the config to find out). Then the fastest backend of every ker
 cell on each device, the fastest device of every training configuration and its
 speedup over the baseline device, where the GPU overtakes the CPU of its host
 (kernels and data science workloads, alone and with the copies, as far as the sizes
-measured bracket it), and every cell that did not run, was measured on a busy
-machine or stayed less precise than asked, with why. The sections after the answer
-are plain tables; the detailed tables and figures of the report carry the intervals
-and the footnotes.
+measured bracket it), the cells of work a committed reference (another machine) measured
+as this run did, and every cell that did not run, was measured on a busy machine or
+stayed less precise than asked, with why. A run without a GPU quotes what a reference's
+GPU did for its cells, named as another machine with its date and commit. The sections
+after the answer are plain tables; the detailed tables and figures of the report carry
+the intervals and the footnotes.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 
 from accelbench.analysis import crossovers as crossing_sizes
-from accelbench.analysis import gpu_vs_cpu, tables, tidy
+from accelbench.analysis import gpu_vs_cpu, machines, tables, tidy
 from accelbench.platform.devices import names_a_gpu
 
 # Below this fraction of its best speed, the host's speed is stated in the summary.
@@ -34,6 +37,18 @@ STYLE = (
     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
     "p{overflow-wrap:anywhere}div.wide{overflow-x:auto}p.note{font-size:smaller}"
 )
+# The section of the cells of work this run shares with the committed references.
+OTHER_MACHINES = "Other machines"
+OTHER_COLUMNS = ["cell of work", "other machine", "there", "this run"]
+OTHER_NOTE = (
+    "The same cells of work measured on a committed reference (any implementation; the "
+    "fastest on each device): another machine, at its own date and commit, so its times "
+    "are that machine's, not a GPU beside this run's CPU."
+)
+THIS_RUN = "this run"
+COPIES_EXCLUDED = next(iter(gpu_vs_cpu.COPIES))
+# How many cells of work a reference's quote names before it points to OTHER_MACHINES.
+QUOTED = 4
 CROSSOVER_NOTE = (
     "At each size measured, the GPU or the CPU is ahead where the interval of the GPU's "
     "factor over the best CPU lies above or below 1; a size whose interval holds 1 is "
@@ -131,31 +146,158 @@ def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
 DEVICE_SECTIONS = {"kernel": "kernels", "datasci": "datasci", "train": "train"}
 
 
-def cpu_only_answer(cells: pd.DataFrame) -> list[str]:
-    """What a run that measured no GPU can say of the question: which devices to add to the
-    config to answer it (`cells`: the run's kernel, data science and training rows)."""
+def cpu_only_answer(cells: pd.DataFrame, references: Sequence[machines.Source] = ()) -> list[str]:
+    """What a run that measured no GPU can say of the question (`cells`: the run's kernel,
+    data science and training rows): what a committed reference's GPU did for the same cells
+    of work (`reference_quote`: another machine, named with its date and commit), then which
+    devices to add to the config to answer it on this machine."""
     lines = [
         f"{section}.devices: [{', '.join([*tidy.natural_devices(devices), 'cuda1'])}]"
         for family, section in DEVICE_SECTIONS.items()
         if len(devices := cells.loc[cells["experiment"] == family, "device"])
     ]
-    return [
-        "This run measured CPUs only, so it cannot tell where a GPU pays off. To find "
-        "out, measure the same cells on a GPU too: add cuda1 to the devices in a config "
+    advice = (
+        "measure the same cells on a GPU too: add cuda1 to the devices in a config "
         f"file of your own ({'; '.join(lines)}) and run it on a machine with an NVIDIA "
         "GPU, or run config/cluster.yaml, which has them, on a cluster with a GPU "
         "partition (snakemake --executor slurm --configfile config/cluster.yaml)."
+    )
+    quoted = [line for source in references if (line := reference_quote(cells, source))]
+    if not quoted:
+        return [
+            "This run measured CPUs only, so it cannot tell where a GPU pays off. To find "
+            "out, " + advice
+        ]
+    return [
+        "This run measured CPUs only. " + quoted[0],
+        *quoted[1:],
+        "Those are numbers of other machines. To see where a GPU pays off on this one, " + advice,
     ]
 
 
-def headline(frame: pd.DataFrame) -> list[str]:
+def _fastest(rows: pd.DataFrame) -> pd.Series:
+    return rows.loc[rows["median"].astype(float).idxmin()]
+
+
+def _own_factor(compared: pd.DataFrame, gpu: pd.Series, keys: list[str]) -> pd.Series | None:
+    """The cell of work of `gpu` (a record of it) as its machine compared it with its own
+    CPU (gpu_vs_cpu.compare, copies excluded), or None where it did not."""
+    same = compared[compared[gpu_vs_cpu.HOST].map(str) == str(gpu["host"])]
+    for key in keys:
+        same = same[same[key].map(machines.key_text) == machines.key_text(gpu[key])]
+    return same.iloc[0] if len(same) else None
+
+
+def _quoted_cell(work: pd.DataFrame, compared: pd.DataFrame, keys: list[str]) -> str:
+    """One cell of work in a quote: that GPU's time, this run's CPU's, and where that
+    machine measured its own CPU too, its own factor (never a ratio of two machines)."""
+    gpu = _fastest(work[(work["source"] == 1) & work["device"].map(names_a_gpu).astype(bool)])
+    cpu = _fastest(work[work["source"] == 0])
+    text = (
+        f"{gpu['label']}: that GPU ({gpu_vs_cpu.implementation(gpu)}) took "
+        f"{_time(float(gpu['median']))}, this run's CPU ({gpu_vs_cpu.implementation(cpu)}) "
+        f"{_time(float(cpu['median']))}"
+    )
+    own = _own_factor(compared, gpu, keys)
+    return text + (f"; on that machine {_who_is_faster(own)}" if own is not None else "")
+
+
+def reference_quote(cells: pd.DataFrame, reference: machines.Source) -> str | None:
+    """What `reference`'s GPU did for the cells of work (any implementation) this run
+    measured, beside this run's CPU: "On another machine — NVIDIA H200 on host vm (Intel
+    Xeon), measured 2026-11-28 at commit 302a446 (reference/nvidia-h200) — the same cells:
+    ..."; None where its GPU measured none of them."""
+    joined = machines.join([machines.Source(THIS_RUN, cells), reference], gpu_vs_cpu.work_keys)
+    shared = joined.cells
+    on_gpu = shared["device"].map(names_a_gpu).astype(bool) & (shared["source"] == 1)
+    works = list(dict.fromkeys(shared.loc[on_gpu, "work"]))
+    if not works:
+        return None
+    compared = gpu_vs_cpu.compare(reference.frame).cells
+    compared = compared[(compared["copies"] == COPIES_EXCLUDED) & (compared["status"] == "ok")]
+    keys = {
+        name: gpu_vs_cpu.work_keys(family) for name, family in gpu_vs_cpu.work_families().items()
+    }
+    said = [
+        _quoted_cell(work, compared, keys[work["experiment"].iloc[0]])
+        for work in (shared[shared["work"] == name] for name in works[:QUOTED])
+    ]
+    more = len(works) - QUOTED
+    theirs = shared[on_gpu]
+    commit = machines.commits(theirs)
+    return (
+        f"On another machine — {machines.machine_text(theirs)}, measured "
+        f"{machines.dates(theirs)}{f' at commit {commit}' if commit else ''} "
+        f"({reference.name}) — the same cells: {'. '.join(said)}"
+        + (f". And {more} more, under {OTHER_MACHINES}." if more > 0 else ".")
+    )
+
+
+def _device_times(rows: pd.DataFrame) -> str:
+    """Each device's fastest record of a cell of work: "cuda1 (torch) 49.5 µs"."""
+    said = []
+    for device in tidy.natural_devices(rows["device"]):
+        best = _fastest(rows[rows["device"] == device])
+        code = best.get(gpu_vs_cpu.IMPLEMENTATION)
+        said.append(f"{device}{f' ({code})' if pd.notna(code) else ''} {_time(best['median'])}")
+    return "; ".join(said)
+
+
+def other_machines(
+    frame: pd.DataFrame, references: Sequence[machines.Source]
+) -> tuple[pd.DataFrame, list[str]]:
+    """(table, notes): per committed reference, the cells of work (any implementation) it
+    measured as this run did, with each side's devices and times; the notes name each such
+    reference's machine, date and commit."""
+    rows, notes = [], []
+    for reference in references:
+        joined = machines.join([machines.Source(THIS_RUN, frame), reference], gpu_vs_cpu.work_keys)
+        theirs = joined.cells[joined.cells["source"] == 1]
+        if theirs.empty:
+            continue
+        commit = machines.commits(theirs)
+        notes.append(
+            f"{reference.name}: {machines.machine_text(theirs)}, measured "
+            f"{machines.dates(theirs)}{f' at commit {commit}' if commit else ''}."
+        )
+        for label, work in joined.cells.groupby("label", sort=False):
+            rows.append(
+                {
+                    "cell of work": label,
+                    "other machine": reference.name,
+                    "there": _device_times(work[work["source"] == 1]),
+                    "this run": _device_times(work[work["source"] == 0]),
+                }
+            )
+    return pd.DataFrame(rows, columns=OTHER_COLUMNS), notes
+
+
+def none_shared_text(references: Sequence[machines.Source]) -> str:
+    """Why the section of other machines has no row: no reference, or none that shares a cell
+    of work with this run (and which cells each has)."""
+    if not references:
+        return (
+            "No committed reference to set beside this run: the workflow's reference/ holds none."
+        )
+    have = [
+        f"{reference.name} has {machines.named(list(dict.fromkeys(cells['label'])))}"
+        for reference in references
+        if len(cells := machines.measured(reference, keys_of=gpu_vs_cpu.work_keys))
+    ]
+    return "No reference shares a cell of work with this run. " + (
+        f"{'. '.join(have)}." if have else "The references hold no cell of work with a time."
+    )
+
+
+def headline(frame: pd.DataFrame, references: Sequence[machines.Source] = ()) -> list[str]:
     """The answer to the question the project asks (does the GPU pay off, and by how much?)
     as far as this run measured it: quotable lines, the GPU against the best CPU of the same
-    machine (`quotes`); on a run without a GPU, what to add to the config to get it."""
+    machine (`quotes`); on a run without a GPU, what the GPU of a committed reference did
+    for the same cells (`references`) and what to add to the config to get it here."""
     cells = frame[frame["experiment"].isin(DEVICE_SECTIONS)]
     on_gpu = cells["device"].map(names_a_gpu).astype(bool)
     if not on_gpu.any():
-        return cpu_only_answer(cells)
+        return cpu_only_answer(cells, references)
     gpu_cells = cells[on_gpu]
     if not (gpu_cells["status"] == "ok").any():
         reasons = gpu_cells["reason"].fillna(gpu_cells["status"]).value_counts()
@@ -322,7 +464,7 @@ def _paragraphs(texts: list[str], kind: str = "") -> str:
     return "".join(f"{opening}{html.escape(text)}</p>\n" for text in texts)
 
 
-def _answer(frame: pd.DataFrame) -> str:
+def _answer(frame: pd.DataFrame, references: Sequence[machines.Source]) -> str:
     """The page's first section: the quotable lines, the GPU against the CPU table (the
     report's first table) with its notes, and the GPU cells it could not compare."""
     table, notes = tables.headline_table(frame)
@@ -330,15 +472,19 @@ def _answer(frame: pd.DataFrame) -> str:
     shown = _table_html(table.reset_index()) + _paragraphs(notes, "note") if len(table) else ""
     return (
         "<h2>Does the GPU pay off?</h2>\n"
-        + _paragraphs(headline(frame))
+        + _paragraphs(headline(frame, references))
         + shown
         + (_paragraphs([unpaired_text(unpaired)]) if len(unpaired) else "")
     )
 
 
-def summary_html(frame: pd.DataFrame, baseline: str) -> str:
-    """The summary page: the answer to the headline question (or how to get it), then four
-    sections, each a table or the sentence saying why not."""
+def summary_html(
+    frame: pd.DataFrame, baseline: str, references: Sequence[machines.Source] = ()
+) -> str:
+    """The summary page: the answer to the headline question (or how to get it, and what the
+    committed `references` measured of the same cells), then five sections, each a table or
+    the sentence saying why not."""
+    shared, machine_notes = other_machines(frame, references)
     counts = frame["status"].value_counts()
     status = ", ".join(f"{count} {name}" for name, count in counts.items()) or "no records"
     sections = [
@@ -360,6 +506,12 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
             CROSSOVER_NOTE,
         ),
         _section(
+            OTHER_MACHINES,
+            shared,
+            none_shared_text(references),
+            " ".join([OTHER_NOTE, *machine_notes]),
+        ),
+        _section(
             "Cells that need attention",
             attention(frame),
             "Every record ran, none on a busy machine, all as precise as asked.",
@@ -369,7 +521,7 @@ def summary_html(frame: pd.DataFrame, baseline: str) -> str:
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Summary</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>Summary</h1>\n"
-        + _answer(frame)
+        + _answer(frame, references)
         + f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
         "the tables of the report give their intervals.</p>\n"
         + (f"<p>{html.escape(host)}</p>\n" if host else "")

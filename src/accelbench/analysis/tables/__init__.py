@@ -15,7 +15,8 @@ that fit the text width, with decimal points aligned, and laid out on pages as
 accelbench.analysis.latex_pages says (a column or both, continued floats).
 
 The modules: `builders` gathers each table's cells from the tidy table (`headline` those
-of the first table, the GPU against the CPU of the same machine), `model`
+of the first table, the GPU against the CPU of the same machine; `machines` those of
+several machines' records side by side), `model`
 decides everything shown (rows, columns, blocks, texts, bold, marks, footnotes)
 once, `numbers` formats the numbers, `layout` is what every writer reads from a
 model, and `render_markdown`, `render_latex`, `render_html` and `write` only lay
@@ -34,7 +35,8 @@ from accelbench.analysis.tables.builders import (
     speedup_table,
 )
 from accelbench.analysis.tables.headline import headline_table
-from accelbench.analysis.tables.layout import decimal_pads
+from accelbench.analysis.tables.layout import HEADER_BREAK, decimal_pads
+from accelbench.analysis.tables.machines import machines_table
 from accelbench.analysis.tables.model import (
     ABOVE_IDEAL_MARK,
     ABOVE_IDEAL_NOTE,
@@ -73,6 +75,7 @@ __all__ = [
     "ENERGY_NOTE",
     "ENERGY_SPECS",
     "FIGURE_SPACE",
+    "HEADER_BREAK",
     "IMPRECISE_MARK",
     "IMPRECISE_NOTE",
     "MISSING",
@@ -85,6 +88,7 @@ __all__ = [
     "format_with_ci",
     "headline_table",
     "ideal_speedups",
+    "machines_table",
     "markdown_escape",
     "node_scaling_table",
     "readable_unit",

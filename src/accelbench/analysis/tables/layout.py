@@ -1,7 +1,8 @@
 """What every writer reads from a table model: its blocks, its bold cells, its notes, and
 each block's columns with number cells split into median, interval and marks and padded so
 that decimal points line up. Tables built elsewhere in the same shape (the provenance
-summary) are laid out the same way."""
+summary) are laid out the same way. A column's name may break into lines (HEADER_BREAK):
+LaTeX stacks them, HTML breaks there, Markdown (a header of one line) joins them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ import pandas as pd
 
 _NUMBER_CELL = re.compile(r"(?P<median>\S+) (?P<interval>\[[^\]]*\])(?P<marks>\S*)")
 _INTEGER = re.compile(r"[-+]?[\d,]+")
+# Where a column's name goes on in a line of its own.
+HEADER_BREAK = "\n"
+
+
+def header_lines(name: str) -> list[str]:
+    """The lines of a column's name."""
+    return name.split(HEADER_BREAK)
 
 
 def decimal_pads(numbers: Sequence[str]) -> list[str]:

@@ -7,7 +7,7 @@ import html
 
 import pandas as pd
 
-from accelbench.analysis.tables.layout import bold_cells, table_blocks, table_notes
+from accelbench.analysis.tables.layout import bold_cells, header_lines, table_blocks, table_notes
 
 HTML_STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; }
@@ -40,7 +40,8 @@ def to_html(table: pd.DataFrame, footnotes: list[str]) -> str:
     parts = []
     for index, (rows, columns) in enumerate(table_blocks(table)):
         header = "".join(
-            f"<th>{html.escape(str(name))}</th>" for name in (table.index.name, *columns)
+            f"<th>{'<br>'.join(map(html.escape, header_lines(str(name))))}</th>"
+            for name in (table.index.name, *columns)
         )
         body = "\n".join(
             "<tr>" + "".join(f"<td>{text}</td>" for text in row) + "</tr>"

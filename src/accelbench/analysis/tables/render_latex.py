@@ -20,6 +20,7 @@ from accelbench.analysis.tables.layout import (
     BlockColumn,
     block_columns,
     bold_cells,
+    header_lines,
     table_blocks,
     table_notes,
 )
@@ -72,10 +73,18 @@ def _latex_cell(column: BlockColumn, index: int, strong: bool) -> str:
     )
 
 
+def _header(name: str) -> str:
+    """A column's name; one of several lines, stacked in a tabular of its own."""
+    lines = [latex_escape(line) for line in header_lines(name)]
+    if len(lines) == 1:
+        return lines[0]
+    return r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
+
+
 def _column_spec(column: BlockColumn, width: float, key_width: float) -> tuple[str, str]:
     """(tabular column spec, header cell): two columns for numbers; a lone text column too
     wide for the text width beside the row labels wraps."""
-    header = latex_escape(column.name)
+    header = _header(column.name)
     if column.has_numbers:
         return r"r@{\ }l", rf"\multicolumn{{2}}{{c}}{{{header}}}"
     if key_width + width > TEXT_WIDTH_PT:
@@ -84,9 +93,10 @@ def _column_spec(column: BlockColumn, width: float, key_width: float) -> tuple[s
 
 
 def _printed_width(column: BlockColumn) -> float:
-    """The width of a column: its header or its widest cell, medians padded as printed."""
+    """The width of a column: its header's widest line or its widest cell, medians padded as
+    printed."""
     padded = [text + pad for text, pad in zip(column.texts, column.pads, strict=True)]
-    return column_width([column.name, *padded])
+    return column_width([*header_lines(column.name), *padded])
 
 
 def _latex_block(table: pd.DataFrame, rows: list[str], columns: list[str]) -> list[Tabular]:

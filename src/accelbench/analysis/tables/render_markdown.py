@@ -13,6 +13,7 @@ from accelbench.analysis.tables.layout import (
     block_columns,
     bold_cells,
     decimal_pads,
+    header_lines,
     table_blocks,
     table_notes,
 )
@@ -61,11 +62,12 @@ def _markdown_block(table: pd.DataFrame, rows: list[str], columns: list[str]) ->
     header, align = [markdown_escape(str(table.index.name))], ["|:---"]
     laid_out = block_columns(table, rows, columns)
     for column in laid_out:
+        name = markdown_escape(", ".join(header_lines(column.name)))
         if column.has_numbers:
-            header += [markdown_escape(column.name), ""]
+            header += [name, ""]
             align += ["|---:", "|:---"]
         else:
-            header.append(markdown_escape(column.name))
+            header.append(name)
             align.append("|---:")
     cells = [_column_cells(column) for column in laid_out]
     lines = ["| " + " | ".join(header) + " |", "".join(align) + "|"]
