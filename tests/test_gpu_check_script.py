@@ -20,6 +20,7 @@ from conftest import REPO_ROOT, WORKFLOW_PARTS
 CHECKOUT_PARTS = (
     *WORKFLOW_PARTS,
     *("tools", "benchmarks", "Makefile", "pyproject.toml", "setup.py", "README.md", "MANIFEST.in"),
+    *("LICENSE", "CITATION.cff"),
     *("requirements-cuda13.lock", "requirements-cuda12.lock", "requirements-cuda12.txt"),
 )
 

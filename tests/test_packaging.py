@@ -8,6 +8,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ kernels:
 train:
   devices: []
 """
-PROJECT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "src")
+PROJECT_FILES = (
+    *("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CITATION.cff", "src"),
+)
 
 
 def build_wheel(destination: Path) -> Path:
@@ -103,6 +106,10 @@ def test_an_installed_wheel_runs_a_grid_from_another_directory(tmp_path):
 
     version = accelbench_here("--version")
     assert version.stdout.strip() == f"accelbench {accelbench.__version__}"
+    with zipfile.ZipFile(wheel) as built:
+        metadata = built.read(f"accelbench-{accelbench.__version__}.dist-info/METADATA").decode()
+        assert f"accelbench-{accelbench.__version__}.dist-info/licenses/LICENSE" in built.namelist()
+    assert "License-Expression: BSD-3-Clause" in metadata
     site_packages = next(venv.glob("lib/python*/site-packages"))
     imported = subprocess.run(
         [python, "-c", "import accelbench; print(accelbench.__file__)"],
@@ -193,3 +200,19 @@ def test_the_workflow_a_wheel_carries_comes_before_a_checkout_above_it(tmp_path,
     assert workflow_config.workflow_root() == package / "workflow"
     shutil.rmtree(package / "workflow")
     assert workflow_config.workflow_root() == checkout
+
+
+def test_the_licence_and_the_citation_agree_with_the_package():
+    """An OSI licence, named by SPDX in pyproject.toml, and a CITATION.cff of this version."""
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "BSD-3-Clause"
+    assert (REPO_ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert citation["license"] == project["license"]
+    assert citation["version"] == accelbench.__version__
+    assert citation["title"].startswith("accelbench") and citation["authors"]

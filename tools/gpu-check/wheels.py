@@ -2,8 +2,9 @@
 that has no index to install from (tools/gpu-check/install.sh installs them there).
 
 Resolved with pip for the image's Python (`--python-version`, default 3.12) against the
-CUDA 13 lock's versions: Snakemake with its Slurm executor, jsonschema, jsonschema-rs and
-the lock's NumPy (Numba 0.68 breaks on NumPy 2.5, which such images have), with everything
+CUDA 13 lock's versions: Snakemake with its Slurm executor, jsonschema, jsonschema-rs, the
+lock's NumPy (Numba 0.68 breaks on NumPy 2.5, which such images have) and setuptools (the
+package's licence is an SPDX expression, which setuptools reads from 77 on), with everything
 they need except what the image has (IMAGE_HAS) and PuLP, which only Snakemake's MILP
 scheduler imports (profiles/default chooses the greedy one). A package PyPI has only as source is
 built here into a wheel first. About 34 MB.
@@ -22,7 +23,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WANTED = ("snakemake", "snakemake-executor-plugin-slurm", "jsonschema", "jsonschema-rs", "numpy")
+WANTED = ("snakemake", "snakemake-executor-plugin-slurm", "jsonschema", "jsonschema-rs", "numpy",
+          "setuptools")  # fmt: skip
 # In the PyTorch GPU image lent so far (Python 3.12, torch 2.11+cu130), checked there.
 IMAGE_HAS = {
     "attrs", "jinja2", "markupsafe", "packaging", "pandas", "psutil", "python-dateutil",
