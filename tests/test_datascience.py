@@ -313,8 +313,10 @@ def test_the_crossover_and_the_offload_table_include_the_workloads(frame):
     numbers = offload.break_even_table(frame).set_index("kernel")
     row = numbers.loc["groupby"]
     assert row["experiment"] == "datasci" and row["gpu_device"] == "cuda1"
-    assert 10_000 < row["measured_n"] < 100_000 and math.isnan(row["break_even_intensity"])
-    assert "measured crossover only" in row["note"]
+    assert (row["crossover_low"], row["crossover_high"]) == (10_000, 100_000)
+    assert row["measured"] == found.loc["groupby", "says"]
+    assert math.isnan(row["break_even_intensity"])
+    assert row["note"] == "no flop count: the model does not apply, the measurement only"
 
 
 def test_the_crossover_figure_draws_the_workloads_in_their_own_items(frame):
