@@ -166,6 +166,12 @@ gpu-tests: venv
 gpu-verdict: venv
 	$(GPU_VERDICT)
 
+# A committed reference's tables, figures, summary and tidy table drawn anew from its
+# records by this version's analysis; the records and the verdict stay as they were.
+REF ?= reference/nvidia-h200
+redraw: venv
+	$(BIN)/python -m accelbench.studies.gpu_acceptance.redraw $(REF) --cores $$(nproc)
+
 # The result record's JSON Schema, generated from src/accelbench/records/record.py (a test checks
 # that the committed file is what the code checks).
 record-schema: venv

@@ -24,7 +24,7 @@ from accelbench.kernels import kernels
 from accelbench.measuring.statistics import summarize, value
 from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.records.record import make_record, write_record
-from accelbench.studies.gpu_acceptance import acceptance
+from accelbench.studies.gpu_acceptance import acceptance, redraw
 from accelbench.studies.gpu_acceptance import check as gpu_check
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 
@@ -838,3 +838,43 @@ def test_the_command_writes_no_reference_when_no_gpu_ran(checkout, capsys):
 def test_a_reference_folder_is_named_after_its_board():
     assert gpu_check.reference_name("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
     assert gpu_check.reference_name("Tesla V100-SXM2-32GB") == "tesla-v100-sxm2-32gb"
+
+
+# Redrawing a reference -----------------------------------------------------------------
+
+
+def reference_folder(tmp_path, run: dict[str, dict]):
+    """A committed reference of the small GPU grid: its records, config and verdict."""
+    reference = tmp_path / "reference" / "nvidia-h100-80gb-hbm3"
+    for path, found in run.items():
+        write_record(reference / "records" / os.path.relpath(path, grid.RESULTS_DIR), found)
+    (reference / "config.yaml").write_text(SMALL_GPU_GRID)
+    (reference / "acceptance.md").write_text("PASSED at its commit\n")
+    (reference / "tables").mkdir()
+    (reference / "tables" / "kernel_time.md").write_text("drawn by an older version\n")
+    return reference
+
+
+@pytest.mark.workflow
+def test_a_reference_is_redrawn_from_its_records_which_stay_as_measured(tmp_path):
+    reference = reference_folder(tmp_path, small_run(0.1))
+    records = {path: path.read_bytes() for path in (reference / "records").rglob("*.json")}
+    replaced = redraw.redraw(reference)
+    assert {"tables", "figures", "summary.html", "tidy.csv"} <= set(replaced)
+    assert "drawn by an older version" not in (reference / "tables" / "kernel_time.md").read_text()
+    assert any((reference / "figures").glob("*.pdf"))
+    assert {path: path.read_bytes() for path in (reference / "records").rglob("*.json")} == records
+    assert (reference / "acceptance.md").read_text() == "PASSED at its commit\n"
+    assert (reference / "config.yaml").read_text() == SMALL_GPU_GRID
+
+
+def test_a_reference_missing_a_record_is_not_redrawn_and_says_what_it_would_measure(tmp_path):
+    run = small_run(0.1)
+    reference = reference_folder(
+        tmp_path, {path: found for path, found in run.items() if "bert" not in path}
+    )
+    with pytest.raises(
+        redraw.RedrawError, match="plans cells it has no record of .2 for train_benchmark."
+    ):
+        redraw.redraw(reference)
+    assert (reference / "tables" / "kernel_time.md").read_text() == "drawn by an older version\n"
