@@ -147,7 +147,7 @@ gpu-check: venv
 	$(STEP) the grid $(GPU_CONFIGS)
 	$(if $(GPU_RESUME),$(BIN)/snakemake --unlock --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA))
 	$(BIN)/snakemake --cores all --configfile $(GPU_CONFIGS) --config cuda_stack=$(CUDA) \
-		$(if $(GPU_RESUME),,--forcerun kernel_benchmark roof_benchmark train_benchmark datasci_benchmark)
+		$(if $(GPU_RESUME),,--forceall)
 	$(STEP) the verdict
 	$(GPU_VERDICT)
 	$(STEP) done

@@ -156,7 +156,7 @@ def test_each_run_can_be_a_fresh_process(monkeypatch):
         )
 
     for _ in range(2):
-        outcome = measurement._in_fresh_process(measure, SAXPY, {})
+        outcome = measurement.in_fresh_process(measure, SAXPY, {})
         pids.append(outcome.params["pid"])
     assert len(set(pids)) == 2 and os.getpid() not in pids
 
@@ -165,7 +165,7 @@ def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
     def measure(exp, settings):
         os.kill(os.getpid(), signal.SIGTERM)
 
-    outcome = measurement._in_fresh_process(measure, SAXPY, {})
+    outcome = measurement.in_fresh_process(measure, SAXPY, {})
     assert outcome.status == "failed"
     assert "killed by SIGTERM" in outcome.reason
     assert outcome.raised
@@ -175,7 +175,7 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
     def measure(exp, settings):
         os._exit(5)
 
-    outcome = measurement._in_fresh_process(measure, SAXPY, {})
+    outcome = measurement.in_fresh_process(measure, SAXPY, {})
     assert outcome.status == "failed"
     assert outcome.reason.startswith(
         "the run's process exited with code 5 without a record or an error of its own"

@@ -44,7 +44,7 @@ PRELOAD_THEN_RUN = textwrap.dedent(
 
     measurement.preload(*(FAMILIES.values() if sys.argv[1] == "all" else [FAMILIES[sys.argv[1]]]))
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
-    print("RESULT " + json.dumps(measurement._in_fresh_process(measure, exp, {}).params))
+    print("RESULT " + json.dumps(measurement.in_fresh_process(measure, exp, {}).params))
     """
 )
 

@@ -95,7 +95,7 @@ def cgroup(monkeypatch, tmp_path):
 
 def run_forked(monkeypatch, measure):
     measuring_with(monkeypatch, measure)
-    return measurement._in_fresh_process(measure, KERNEL, SETTINGS)
+    return measurement.in_fresh_process(measure, KERNEL, SETTINGS)
 
 
 def killed_by(signum: int, oom_kill: Path | None = None):

@@ -156,8 +156,8 @@ def test_without_the_probe_nothing_is_probed(monkeypatch, reference, steady_kern
 
 def test_a_gpu_experiment_is_not_probed(monkeypatch, reference):
     exp = KernelExperiment("saxpy", "cuda1", "torch", "float32", 10_000)
-    assert measurement._host_history(exp, {"contention": QUIET}) is None
-    assert measurement._host_history(SAXPY, {"contention": QUIET}).limit == 1.2
+    assert measurement.host_history(exp, {"contention": QUIET}) is None
+    assert measurement.host_history(SAXPY, {"contention": QUIET}).limit == 1.2
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.99])

@@ -193,7 +193,7 @@ def test_a_gpus_cells_take_no_swing_from_the_launch_bound_ones(tmp_path):
     copy = [math.log(34.76e-6), math.log(34.74e-6), math.log(34.89e-6)]
     assert math.expm1(gpu.half_width(copy)) < 0.1
     device_copy = KernelExperiment("transfer-d2d", "cuda1", "torch", "float32", 1 << 24)
-    assert measurement._host_spread(device_copy, None, spreads) == gpu
+    assert measurement.host_spread(device_copy, None, spreads) == gpu
 
 
 def stretched_cell(rng, stretches: float, noise: float, runs: int = 3) -> np.ndarray:

@@ -72,6 +72,19 @@ def planned_experiment(rule: str, wildcards: Mapping[str, str]) -> Experiment:
     return from_parts(kind, parts, lambda name, value: int(value))
 
 
+# A comparison group's rule is this, its family and the rest of its id (ComparisonGroup).
+GROUP_RULE_PREFIX = "compared"
+
+
+def measuring_family(rule: str):
+    """The family whose experiments `rule` measures, one at a time or as a comparison
+    group; None for a rule that measures none (the aggregation's)."""
+    for family in FAMILIES.values():
+        if rule == family.rule or rule.startswith(f"{GROUP_RULE_PREFIX}_{family.name}_"):
+            return family
+    return None
+
+
 def family_of_rule(rule: str):
     """The family whose experiments `rule` measures; GridError for a rule that measures none."""
     for family in FAMILIES.values():
@@ -167,6 +180,12 @@ def _record_shape_problem(path: str) -> str | None:
     return None
 
 
+def experiment_of_path(path: str) -> Experiment:
+    """The experiment a result path names (experiment_of_id of its part below results/)."""
+    relative = str(path).removeprefix("./").removeprefix(RESULTS_DIR + "/")
+    return experiment_of_id(relative.removesuffix(".json"))
+
+
 def experiment_of_id(record_id: str) -> Experiment:
     """The experiment a record id (its result path below results/, without .json) names.
 
@@ -206,6 +225,69 @@ def expand(config: Mapping[str, Any]) -> Grid:
         expanded = family.expand(config, kept)
         kept, excluded = kept + expanded.kept, excluded + expanded.excluded
     return Grid(kept, excluded)
+
+
+@dataclass(frozen=True)
+class ComparisonGroup:
+    """Cells that one row of a comparison table sets against each other on one kind of
+    device (a kernel's backends and its CPU's thread counts at one dtype and size, a
+    model's precisions on one GPU): one job measures them, their runs interleaved in rounds
+    in a new order each round, so that what the host does meanwhile falls on all of them
+    alike and the ratio of two of them is read round by round (accelbench.job.measurement).
+    Each cell keeps its own record and result path; naming one as a target measures the
+    group again. A CPU's and a GPU's cells never share a group: on a cluster they run in
+    different partitions, on different nodes."""
+
+    family: str
+    key: tuple[str, ...]  # the device kind, then the parameters the cells share
+    experiments: tuple[Experiment, ...]
+
+    @property
+    def id(self) -> str:
+        """`kernel/cpu/matmul/float32/512`: the family, the device kind, what is shared."""
+        return "/".join((self.family, *self.key))
+
+    @property
+    def rule(self) -> str:
+        """The name of the Snakemake rule that measures this group (measuring_family)."""
+        return f"{GROUP_RULE_PREFIX}_" + re.sub(r"\W", "_", self.id)
+
+    @property
+    def log(self) -> str:
+        return f"{RESULTS_DIR}/logs/groups/{self.id}.log"
+
+    @property
+    def paths(self) -> list[str]:
+        return [exp.path for exp in self.experiments]
+
+
+def _group_key(exp: Experiment) -> tuple[str, ...] | None:
+    """What `exp` shares with the cells of its group (None where it is measured alone)."""
+    family = FAMILIES[exp.family]
+    device = exp.parsed_device
+    if not family.compared_over or device.nodes > 1 or not family.groupable(exp):
+        return None
+    shared = [
+        str(getattr(exp, found.name))
+        for found in fields(exp)
+        if found.name not in (*family.compared_over, "device")
+    ]
+    return (device.kind, *shared)
+
+
+def comparison_groups(experiments: Iterable[Experiment]) -> list[ComparisonGroup]:
+    """The comparison groups of a grid's experiments, in the grid's order: every set of two
+    or more cells a group would hold (a cell with no peer is measured alone, as before)."""
+    found: dict[tuple[str, tuple[str, ...]], list[Experiment]] = {}
+    for exp in experiments:
+        key = _group_key(exp)
+        if key is not None:
+            found.setdefault((exp.family, key), []).append(exp)
+    return [
+        ComparisonGroup(family, key, tuple(cells))
+        for (family, key), cells in found.items()
+        if len(cells) > 1
+    ]
 
 
 def validate_config(config: Mapping[str, Any]) -> None:

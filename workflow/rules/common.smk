@@ -4,6 +4,7 @@
 import functools
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
@@ -26,6 +27,8 @@ from accelbench.job import fork_server
 from accelbench.train import datasets
 
 GRID = grid.expand(config)
+# The cells that comparison tables set side by side, each set measured by one job.
+GROUPS = grid.comparison_groups(GRID.experiments)
 PLANNED = fillable.Planned.of(GRID)
 # A site config copied from the default with lines deleted keeps what it deleted.
 KEPT_DEFAULTS = accelbench_config.kept_defaults_warning(CONFIG_SOURCES, GRID)
@@ -84,6 +87,59 @@ def experiment_resources(family):
     }
     resources.update({key: value for key, value in optional.items() if value})
     return resources
+
+
+def groups_of(family):
+    """The comparison groups of `family`'s experiments."""
+    return [cells for cells in GROUPS if cells.family == family]
+
+
+def group_resources(cells):
+    """Scheduler resources of a comparison group's job: what its largest cell needs
+    (cluster.group_device), for as long as its cells take one after another."""
+    device = cluster.group_device(parse_device(exp.device) for exp in cells.experiments)
+    section = FAMILIES[cells.family].resources
+
+    def resource(key):
+        return lambda wc: placement(device.name, "single", under_slurm()).get(key)
+
+    resources = {key: resource(key) for key in cluster.JOB_RESOURCE_KEYS}
+    resources.update(
+        {
+            "mem_mb": lambda wc, attempt: cluster.scaled(config, section, "mem_mb", attempt),
+            "runtime": lambda wc, attempt: cluster.scaled(config, section, "runtime", attempt)
+            * len(cells.experiments),
+            "attempt": lambda wc, attempt: attempt,
+            "benchmark_slots": 1,
+            "slurm_account": lambda wc: slurm_account(),
+        }
+    )
+    optional = {
+        "qos": config["slurm"]["qos"],
+        "constraint": config["slurm"]["constraint"],
+    }
+    resources.update({key: value for key, value in optional.items() if value})
+    return resources
+
+
+def group_threads(cells):
+    return cluster.local_threads(
+        cluster.group_device(parse_device(exp.device) for exp in cells.experiments)
+    )
+
+
+def group_settings(cells):
+    """Each cell's settings, in the order of the group's outputs (family_settings)."""
+    family = FAMILIES[cells.family]
+    return [
+        family.settings(config, {name: str(value) for name, value in asdict(exp).items()})
+        for exp in cells.experiments
+    ]
+
+
+def group_retry_flags(cells):
+    """The retry flags of the group's cells that have one (grid.target_check)."""
+    return lambda wc: [str(flag) for flag in map(grid.retry_flag, cells.paths) if flag.exists()]
 
 
 def slurm_account():

@@ -43,3 +43,32 @@ rule datasets:
     """Every real dataset the training models can use."""
     input:
         expand(DATASET_PATTERN, dataset=list(datasets.DATASETS)),
+
+
+# The comparison groups of the grid's train experiments: each measured by one job, its
+# cells' runs interleaved in rounds (accelbench.job.group). Their rules name their
+# outputs without wildcards, so Snakemake prefers them to the one-cell rule above.
+for cells in groups_of("train"):
+
+    rule:
+        name:
+            cells.rule
+        input:
+            group_retry_flags(cells),
+        output:
+            cells.paths,
+        log:
+            cells.log,
+        retries: RETRIES
+        conda:
+            CONDA_ENV
+        envmodules:
+            *ENV_MODULES,
+        threads: group_threads(cells)
+        resources:
+            **group_resources(cells),
+        params:
+            group=cells.id,
+            settings=group_settings(cells),
+        script:
+            "../../scripts/run_group.py"

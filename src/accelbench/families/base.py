@@ -18,7 +18,7 @@ import functools
 import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from accelbench.platform.devices import Device, DeviceError, parse_device
@@ -156,6 +156,14 @@ class Family:
     # what they are called in a warning ("kernels"); None for a family without units.
     units_key: str | None = None
     units_called: str | None = None
+    # The parameters a row of its comparison tables sets side by side (a kernel's backends
+    # and its CPU's thread counts): experiments that differ in them alone, on one kind of
+    # device, are a comparison group, measured by one job in interleaved rounds
+    # (accelbench.grid.comparison_groups); empty: each is measured alone (roofs).
+    compared_over: tuple[str, ...] = ()
+    # Which of its experiments may join a group: one process on one node (a distributed
+    # training run launches its own processes, as Slurm tasks on a cluster).
+    groupable: Callable[[Experiment], bool] = field(default=lambda exp: True)
 
     def __post_init__(self) -> None:
         _DECLARED[self.name] = self

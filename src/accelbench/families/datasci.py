@@ -140,4 +140,5 @@ FAMILY = Family(
     # row spans CPU and GPU columns.
     secondary=("size",),
     time_metric="time",
+    compared_over=("backend", "device"),
 )

@@ -155,4 +155,5 @@ FAMILY = Family(
     catalogue="kernels",
     secondary=("backend", "dtype", "size"),
     time_metric="time",
+    compared_over=("backend", "device"),
 )

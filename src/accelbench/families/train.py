@@ -131,4 +131,7 @@ FAMILY = Family(
     catalogue="models",
     secondary=("precision", "strategy", "batch"),
     time_metric=train_settings.TIME_METRIC,
+    compared_over=("precision", "device"),
+    # One process on one node: a distributed strategy launches its own (Slurm tasks).
+    groupable=lambda exp: exp.strategy == "single",
 )

@@ -8,18 +8,20 @@ atomic write guarantees no half-written one either.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
-import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from accelbench import registry
 from accelbench.families.base import Experiment, Family, family_of
+from accelbench.job.runs import Runs
 from accelbench.measuring import contention, energy, gpu_state, host_speed, precision, rerun
 from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import (
@@ -40,7 +42,7 @@ from accelbench.records.record import make_record, write_record
 log = logging.getLogger(__name__)
 
 
-def _guarded(measure, exp, settings) -> Outcome:
+def guarded(measure, exp, settings) -> Outcome:
     """Turn any exception from a measurement into its outcome (outcome.of_error)."""
     try:
         return measure(exp, settings)
@@ -49,7 +51,7 @@ def _guarded(measure, exp, settings) -> Outcome:
         return of_error(err)
 
 
-def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
+def in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
     """One run in a process forked for it: its own allocations, JIT loads and thread pools.
 
     Forking is safe only from a process that has not started a thread pool yet
@@ -58,8 +60,8 @@ def _in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Out
     """
     kills = OomKills.read()
     try:
-        return call_in_fork(_guarded, measure, exp, settings)
-    except ChildFailed as died:  # _guarded answers every exception: the run's process died
+        return call_in_fork(guarded, measure, exp, settings)
+    except ChildFailed as died:  # guarded answers every exception: the run's process died
         return of_process_end("the run's process", died.code, kills)
 
 
@@ -159,38 +161,22 @@ def know_the_gpus(exp: Experiment) -> None:
             doctor.inspected(name, 0)
 
 
-class _DeviceWatch:
-    """What the devices did during the runs, for the record's conditions: the GPUs' clocks,
-    power and throttling, read by a process of their own throughout (gpu_state.GpuWatch;
-    it asks NVML, never CUDA, so the runs forked beside it can use CUDA), and the clocks of
-    the CPUs the runs used, read after each run (host_cpus.ClockWatch)."""
-
-    def __init__(self, exp: Experiment) -> None:
-        device = exp.parsed_device
-        self.cpus = host_cpus.ClockWatch(cpus_used(device))
-        self.gpus = None
-        if device.is_gpu:
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            self.gpus = gpu_state.GpuWatch(gpu_state.watched_gpus(device.count, visible))
-
-    def __enter__(self) -> _DeviceWatch:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self.gpus is not None:
-            self.gpus.stop()
-
-    def record(self) -> dict[str, Any]:
-        found = {"cpu_clock": self.cpus.record()}
-        if self.gpus is not None:
-            found["gpu_state"] = self.gpus.stop()
-        return found
+def gpu_watch(exp: Experiment):
+    """What the GPUs of `exp` did during its runs, for the record's conditions: their clocks,
+    power and throttling, read by a process of their own throughout (gpu_state.GpuWatch: it
+    asks NVML, never CUDA, so the runs forked beside it can use CUDA); a context holding
+    None on a CPU. A comparison group's cells share one GPU, and one watch."""
+    device = exp.parsed_device
+    if not device.is_gpu:
+        return contextlib.nullcontext(None)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return gpu_state.GpuWatch(gpu_state.watched_gpus(device.count, visible))
 
 
-def _watched(outcome: Outcome, watch: _DeviceWatch) -> Outcome:
-    """`outcome` with what the devices did in its conditions, if it is ok."""
-    if outcome.status == "ok":
-        outcome.conditions = {**(outcome.conditions or {}), **watch.record()}
+def with_gpu_state(outcome: Outcome, gpus: gpu_state.GpuWatch | None) -> Outcome:
+    """`outcome` with what its GPUs did in its conditions, if it is ok and ran on GPUs."""
+    if outcome.status == "ok" and gpus is not None:
+        outcome.conditions = {**(outcome.conditions or {}), "gpu_state": gpus.stop()}
     return outcome
 
 
@@ -199,90 +185,34 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
 
     Runs are added (accelbench.measuring.precision) until the figure of merit's rerun interval
     is as narrow as asked or the time budget is spent, after at least
-    settings["runs"]; the outcome's conditions say how precise it ended.
+    settings["runs"]; the outcome's conditions say how precise it ended (job.runs.Runs).
     Where allowed, each run is a process of its own. Otherwise the runs follow
     one another in this process, or, for a family that repeats its runs itself
     (its declaration's `repeats_runs_itself`: training, inside the processes it
     launched), its one call measures them all: a launched rank (an srun task)
     cannot fork alone, its peers would wait for it.
-    What the devices did meanwhile is watched from the first run to the last (_DeviceWatch).
+    What the devices did meanwhile is watched from the first run to the last.
     """
     family = family_of(exp)
-    measure = family.measuring_function()
-    later_runs = family.later_runs_function()
-    goal = precision.Goal.of(family.precise_metrics, settings)
-    if family.repeats_runs_itself:
-        if not fresh_processes or from_environment():
-            with _DeviceWatch(exp) as watch:
-                outcome = _guarded(measure, exp, settings)
-                watch.cpus.poll()
-            return _watched(outcome, watch)
-        # Each forked process trains one run; this process decides how many.
-        settings = {**settings, "runs": 1, "budget_s": 0.0}
-    several = goal.least_runs > 1 or goal.budget_s > 0
-    forked = fresh_processes and several
-    if forked:
-        before_runs(exp, settings)
-    host = _host_history(exp, settings) if forked else None
-    spread = _host_spread(exp, host, rerun.HostSpreads.load()) if forked else None
-    progress = precision.Progress(goal, spread=spread)
-    run_cpus = cpus_used(exp.parsed_device)  # the runs' own CPUs, which the probe times
-    slowdowns: list[float] = []
-    outcomes = []
+    if family.repeats_runs_itself and (not fresh_processes or from_environment()):
+        cpus = host_cpus.ClockWatch(cpus_used(exp.parsed_device))
+        with gpu_watch(exp) as gpus:
+            outcome = guarded(family.measuring_function(), exp, settings)
+            cpus.poll()
+        if outcome.status == "ok":
+            outcome.conditions = {**(outcome.conditions or {}), "cpu_clock": cpus.record()}
+        return with_gpu_state(outcome, gpus)
+    runs = Runs(exp, settings, fresh_processes)
+    runs.prepare(before_runs, host_history, host_spread)
+    measured = in_fresh_process if runs.forked else guarded
     # A fresh process, and each run's own, has started no thread pool: ranks may fork.
-    with ranks_may_fork(fresh_processes), _DeviceWatch(exp) as watch:
-        while progress.more():
-            before = host_speed.probe(run_cpus) if host else 0.0
-            started = time.perf_counter()
-            run_settings = (
-                settings
-                if energy.takes_window(settings, len(outcomes) + 1)
-                else energy.without_window(settings)
-            )
-            outcome = (
-                _in_fresh_process(measure, exp, run_settings)
-                if forked
-                else _guarded(measure, exp, run_settings)
-            )
-            took = time.perf_counter() - started
-            watch.cpus.poll()
-            if outcome.status != "ok":
-                if several:
-                    count = len(outcomes) + 1
-                    of = f" of {goal.least_runs}" if count <= goal.least_runs else ""
-                    outcome.reason = f"run {count}{of}: {outcome.reason}"
-                return outcome
-            if host:
-                slowdowns.append(host.slowdown(before, host_speed.probe(run_cpus)))
-            outcomes.append(outcome)
-            progress.add(outcome.metrics)
-            log.info(
-                "%s: run %d (%.2f s): +-%.1f%% (target +-%.0f%%)%s",
-                exp.id,
-                len(outcomes),
-                took,
-                100 * progress.achieved(),
-                100 * goal.half_width,
-                f"; host probe {slowdowns[-1]:.2f}x its recent speed" if host else "",
-            )
-            if len(outcomes) == 1 and later_runs:
-                settings = later_runs(exp, settings, outcome)
-    combined = combine_runs(outcomes, spread)
-    combined.conditions = progress.report()
-    if spread is not None:
-        combined.conditions.update(spread.as_record())
-    if host:
-        combined.conditions.update(
-            host_slowed_runs=sum(map(host.slowed, slowdowns)),
-            host_slowdown=statistics.median(slowdowns),
-            host_probe_s=host.reference(),
-            host_speed_of_best=host.speed_of_best(),
-            max_host_slowdown=host.limit,
-        )
-    return _watched(combined, watch)
+    with ranks_may_fork(fresh_processes), gpu_watch(exp) as gpus:
+        while runs.wants_more():
+            runs.run(measured)
+    return with_gpu_state(runs.result(combine_runs), gpus)
 
 
-def _host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:
+def host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:
     """The host's recent probes, against which a CPU experiment's runs are held
     (accelbench.measuring.host_speed), where the config asks for the probe; none on a GPU, whose
     times the host's CPUs do not set."""
@@ -292,7 +222,7 @@ def _host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostH
     return host_speed.HostHistory.load(limit)
 
 
-def _host_spread(
+def host_spread(
     exp: Experiment, host: host_speed.HostHistory | None, spreads: rerun.HostSpreads
 ) -> rerun.Spread | None:
     """What the host's recent cells of the experiment's device kind and its probes say of
@@ -328,24 +258,51 @@ def measure_watched(
     measurement ended (accelbench.measuring.precision); a repeat, and a record that ends
     busy or imprecise, are told on the console.
     """
+    [outcome] = watched(
+        [exp], settings, lambda: [_in_runs(exp, settings, fresh_processes)], fresh_processes
+    )
+    return outcome
+
+
+def watched(
+    exps: list[Experiment],
+    settings: dict[str, Any],
+    measure_all: Callable[[], list[Outcome]],
+    fresh_processes: bool,
+) -> list[Outcome]:
+    """`measure_all()`'s outcomes of `exps`, measured under watch (measure_watched): one
+    experiment, or a comparison group's cells measured together (accelbench.job.group),
+    which are measured again together where other load disturbed them. `settings`: the
+    contention guard's (the same for every cell of a group)."""
     guard = contention.guard_settings(settings)
     retries = 0 if from_environment() else int(guard["retries"])
     for attempt in range(1, retries + 2):
         watch = contention.Watch()
-        outcome = _in_runs(exp, settings, fresh_processes)
+        outcomes = measure_all()
         seen = watch.stop()
-        slowed = _host_slowed(outcome)
         others = seen.busier_than(guard["max_other_cpus"])
-        busy = others or slowed > 0
         # Another process's load may pass in a pause; the host's lasts minutes.
-        if not others or outcome.status != "ok" or attempt > retries:
+        ended = any(outcome.status != "ok" for outcome in outcomes)
+        if not others or ended or attempt > retries:
             break
+        names = exps[0].id if len(exps) == 1 else f"{len(exps)} cells of a group"
         _tell(
-            f"{exp.id}: {seen.contention:.2f} CPUs were busy elsewhere during the measurement "
+            f"{names}: {seen.contention:.2f} CPUs were busy elsewhere during the measurement "
             f"(limit {guard['max_other_cpus']:.2f}); measuring again in {guard['pause_s']} s "
             f"(attempt {attempt + 1} of {retries + 1})"
         )
         time.sleep(guard["pause_s"])
+    for exp, outcome in zip(exps, outcomes, strict=True):
+        _flag(exp, outcome, seen, guard, attempt, others, fresh_processes)
+    return outcomes
+
+
+def _flag(exp, outcome, seen, guard, attempt, others, fresh_processes) -> None:
+    """The machine's state and how precise the measurement ended, in `outcome`'s conditions;
+    a busy or imprecise record told on the console; the spread of an undisturbed one kept
+    for the host's next cells."""
+    slowed = _host_slowed(outcome)
+    busy = others or slowed > 0
     if fresh_processes and not others:
         _keep_spread(exp, outcome)
     reached = (outcome.conditions or {}) if outcome.status == "ok" else {}
@@ -368,7 +325,6 @@ def measure_watched(
         )
         machine = f"{_busy_text(seen, slowed, others, 'CPUs busy elsewhere')}; " if busy else ""
         _tell(f"{exp.id}: flagged {flags}: {machine}{precision.describe(reached)}")
-    return outcome
 
 
 def _keep_spread(exp: Experiment, outcome: Outcome) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from accelbench import registry
 from accelbench.families.base import experiment_from
-from accelbench.job import measurement
+from accelbench.job import group, measurement
 from accelbench.measuring.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
@@ -71,6 +71,20 @@ def before_fork(payload: dict[str, Any]) -> None:
     _ASKED.add(on_gpu)
 
 
+def _measure_group(payload: dict[str, Any]) -> None:
+    """The comparison group the payload names, its cells measured together
+    (accelbench.job.group); this process has measured nothing yet: it may fork."""
+    cells = payload["group"]["cells"]
+    group.run_group(
+        payload["group"]["id"],
+        [experiment_from(cell["experiment_type"], cell["experiment"]) for cell in cells],
+        [cell["settings"] for cell in cells],
+        [cell["output"] for cell in cells],
+        final_attempt=payload["final"],
+        fresh_processes=True,
+    )
+
+
 def main(payload: dict[str, Any]) -> int:
     """Measure and write the record, or signal a retry (RETRY_EXIT_CODE).
 
@@ -89,14 +103,17 @@ def main(payload: dict[str, Any]) -> int:
     # The user's units the job's catalogue holds (a fork server's process inherits none).
     registry.use_plugins(payload["settings"].get("plugins", ()))
     try:
-        measurement.run(
-            exp,
-            payload["settings"],
-            payload["output"],
-            final_attempt=payload["final"],
-            failure_dir=payload["failure_dir"],
-            fresh_processes=True,  # this process has measured nothing yet: it may fork
-        )
+        if payload.get("group"):
+            _measure_group(payload)
+        else:
+            measurement.run(
+                exp,
+                payload["settings"],
+                payload["output"],
+                final_attempt=payload["final"],
+                failure_dir=payload["failure_dir"],
+                fresh_processes=True,  # this process has measured nothing yet: it may fork
+            )
     except RetryableFailure as err:
         log.error("%s", err)
         return RETRY_EXIT_CODE

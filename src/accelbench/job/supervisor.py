@@ -175,6 +175,29 @@ def _retry(exp: Experiment, why: str, log_file: str | None, attempt: int, max_at
     return RetryableFailure(f"{exp.id}: {why}; attempt {attempt} of {max_attempts}")
 
 
+@dataclass(frozen=True)
+class Group:
+    """A comparison group a job measures (accelbench.job.group): its id and its cells, each
+    an experiment with its settings and the record it writes."""
+
+    id: str
+    cells: list[tuple[Experiment, dict[str, Any], str]]
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "cells": [
+                {
+                    "experiment_type": experiment_type_name(exp),
+                    "experiment": asdict(exp),
+                    "settings": settings,
+                    "output": str(output),
+                }
+                for exp, settings, output in self.cells
+            ],
+        }
+
+
 def run_supervised(
     exp: Experiment,
     settings: dict[str, Any],
@@ -185,10 +208,12 @@ def run_supervised(
     time_limit: float,
     log_file: str | None = None,
     launcher: list[str] | None = None,
+    group: Group | None = None,
 ) -> None:
     """Run `exp` in a child process; raise RetryableFailure unless this is the last attempt.
 
-    `launcher` (e.g. cluster.srun_command) starts the child as several tasks.
+    `launcher` (e.g. cluster.srun_command) starts the child as several tasks. With a
+    `group`, the child measures its cells together, `exp` (its first) naming the job.
     """
     final = attempt >= max_attempts
     log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
@@ -209,6 +234,7 @@ def run_supervised(
         "log_file": log_file,
         "failure_dir": failure_dir,
         "deadline": time.time() + time_limit,
+        "group": group.payload() if group else None,
     }
     # The OOM killer's count before the child starts: only a rise calls its SIGKILL "oom".
     kills = OomKills.read()
@@ -298,4 +324,5 @@ def run_supervised(
     from accelbench.job import measurement
 
     registry.use_plugins(settings.get("plugins", ()))  # the record names its unit's origin
-    measurement.write_outcome(exp, settings, output, outcome, started)
+    for cell, found, path in group.cells if group else [(exp, settings, output)]:
+        measurement.write_outcome(cell, found, path, outcome, started)

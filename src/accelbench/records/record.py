@@ -424,6 +424,22 @@ def _conditions_section() -> dict[str, Any]:
         host_drift=_number(0),
         cpu_clock=_cpu_clock_section(),
         gpu_state=_gpu_state_section(),
+        group=_group_section(),
+    )
+
+
+def _group_section() -> dict[str, Any]:
+    """The comparison group a record was measured in (accelbench.job.group): its id, this
+    measurement of it (the same in each of its cells' records: their runs were taken in
+    the same rounds, so two of them pair round by round), its cells and the order of
+    every round."""
+    ids = {"type": "array", "items": _text()}
+    return _closed(
+        ("id", "measurement", "cells", "rounds"),
+        id=_text(),
+        measurement=_text(),
+        cells={**ids, "minItems": 2},
+        rounds={"type": "array", "items": ids},
     )
 
 

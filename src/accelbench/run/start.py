@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.families import FAMILIES
-from accelbench.grid import Grid
+from accelbench.grid import Grid, measuring_family
 from accelbench.records import record as results
 from accelbench.run import progress
 
 
 def experiment_files(jobs: Iterable[Any]) -> list[str]:
-    """The records and logs of the jobs that measure an experiment of any family."""
-    rules = {family.rule for family in FAMILIES.values()}
+    """The records and logs of the jobs that measure an experiment of any family, one at a
+    time or as a comparison group."""
     return [
         str(path)
         for job in progress.member_jobs(jobs)
-        if job.rule.name in rules
+        if measuring_family(job.rule.name)
         for path in [*job.output, *job.log]
     ]
 
@@ -32,8 +32,8 @@ def experiment_files(jobs: Iterable[Any]) -> list[str]:
 def measured_families(jobs: Iterable[Any]) -> list[str]:
     """The names of the families with an experiment among the jobs: what a local run's
     fork server imports before the first job (none: the run starts no server)."""
-    rules = {member.rule.name for member in progress.member_jobs(jobs)}
-    return [name for name, family in FAMILIES.items() if family.rule in rules]
+    found = {measuring_family(member.rule.name) for member in progress.member_jobs(jobs)}
+    return [name for name, family in FAMILIES.items() if family in found]
 
 
 def start(jobs: Iterable[Any], planned: Grid, folder: Path) -> str:

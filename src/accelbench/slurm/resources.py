@@ -45,6 +45,13 @@ def scaled(config: dict[str, Any], family: str, key: str, attempt: int) -> int:
     return int(config["resources"][family][key]) * attempt
 
 
+def group_device(devices: Iterable[Device]) -> Device:
+    """The device a comparison group's job asks for (accelbench.grid.ComparisonGroup): its
+    largest cell's, so that every cell gets what it needs (a group holds one kind of
+    device; each run is then pinned to its own cell's CPUs)."""
+    return max(devices, key=lambda device: (device.gpus, device.count))
+
+
 @dataclass(frozen=True)
 class TaskLayout:
     """One Slurm task per process of a multi-process experiment, spread evenly over nodes."""

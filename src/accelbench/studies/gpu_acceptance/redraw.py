@@ -24,7 +24,6 @@ import tempfile
 from pathlib import Path
 
 from accelbench import grid
-from accelbench.families import FAMILIES
 from accelbench.run import launch
 from accelbench.studies.gpu_acceptance.check import AGGREGATES
 
@@ -45,13 +44,14 @@ def _snakemake(work: Path, cores: int, *extra: str) -> subprocess.CompletedProce
 
 
 def measured_jobs(plan: str) -> dict[str, int]:
-    """The measuring jobs (an experiment family's rule) a dry run's job stats list."""
+    """The measuring jobs (an experiment family's rule, or a comparison group's) a dry
+    run's job stats list, by rule."""
     stats = plan.split("Job stats:", 1)[1] if "Job stats:" in plan else ""
     found = dict(re.findall(r"^(\w+)\s+(\d+)$", stats, re.MULTILINE))
     return {
-        family.rule: int(found[family.rule])
-        for family in FAMILIES.values()
-        if int(found.get(family.rule, 0))
+        rule: int(count)
+        for rule, count in found.items()
+        if grid.measuring_family(rule) and int(count)
     }
 
 
