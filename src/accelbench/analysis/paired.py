@@ -1,0 +1,108 @@
+"""Paired ratios: two cells of one comparison group's measurement, read round by round.
+
+The cells of a comparison group are measured in the same rounds (accelbench.job.group):
+round i ran each of them once, in a random order, within seconds of each other. The log
+ratio of their run medians round by round, d_i = ln(a_i / b_i), cancels what the host did
+to both in that round (a slower stretch of minutes, a clock that moved), which a ratio of
+two cells measured minutes apart carries twice. The paired ratio is exp(median d_i), and
+its interval is where the same ratio of an independent rerun of the group lands, judged
+from the spread of the d_i about their median:
+
+- the spread is pooled over every pair of cells of the run on the same kind of device
+  (robust: the median of their ranges, each over the median range of as many normal
+  values), since three rounds alone say little of it; a pair whose own range is beyond
+  what the pooled spread makes likely (its 99th percentile) keeps its own;
+- a rerun's ratio and this one are each a median of n rounds (of variance v_n times a
+  normal's), so the interval is the estimate times exp(+-z * sigma * sqrt(2 v_n)), z for
+  95% (`constants`: the normal-theory numbers of n rounds);
+- the spread between two measurements of a group minutes apart that the rounds cannot see
+  (what the host does to one backend and not to another) is not modelled here: the
+  precision study (benchmarks/precision_study.py) checks that a rerun's ratios land inside.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+# Two-sided 95%.
+Z = 1.959964
+# The normal-theory constants of n rounds are simulated once per n (seeded, so every run
+# of the analysis reads the same numbers): enough draws for three significant digits.
+DRAWS = 200_000
+# A pair's own range beyond the 99th percentile of the range of n normal values of the
+# pooled spread is its own: that pair is noisier than its kind, and its interval says so.
+OWN_QUANTILE = 0.99
+
+
+@dataclass(frozen=True)
+class RoundConstants:
+    """Of n standard normal values: the median of their range, its OWN_QUANTILE
+    percentile over that median, and the variance of their median (of the middle two's
+    mean for an even n)."""
+
+    median_range: float
+    own_limit: float
+    median_variance: float
+
+
+@functools.cache
+def constants(n: int) -> RoundConstants:
+    draws = np.random.default_rng(n).standard_normal((DRAWS, n))
+    ranges = draws.max(axis=1) - draws.min(axis=1)
+    middle = float(np.median(ranges))
+    return RoundConstants(
+        middle,
+        float(np.quantile(ranges, OWN_QUANTILE)) / middle,
+        float(np.median(draws, axis=1).var()),
+    )
+
+
+PAIRED_INTERVAL = (
+    "paired: from the ratios of the two cells round by round, measured in the same rounds"
+)
+
+
+def log_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
+    """ln(a_i / b_i) over the rounds both cells ran (run i of each was in round i)."""
+    return [
+        math.log(a / b)
+        for a, b in zip(numerator, denominator, strict=False)
+        if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)
+    ]
+
+
+def _scaled_range(ratios: Sequence[float]) -> float | None:
+    """A pair's range over the median range of as many normal values: its own spread."""
+    if len(ratios) < 2:
+        return None
+    return (max(ratios) - min(ratios)) / constants(len(ratios)).median_range
+
+
+def pooled_spread(pairs: Iterable[Sequence[float]]) -> float | None:
+    """The typical round-to-round spread (a normal sigma) of the log ratios of many pairs of
+    one kind: the median of their scaled ranges; None without a pair of two rounds."""
+    scaled = [found for found in map(_scaled_range, pairs) if found is not None]
+    return median(scaled) if scaled else None
+
+
+def ratio(ratios: Sequence[float], pooled: float | None) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of a paired ratio from its pair's log ratios round by round and
+    the pooled spread of its kind: the median of the ratios round by round (the ratio of
+    the two cells' own medians would set two different rounds against each other, and
+    bring back the drift the rounds cancel); None with fewer than two rounds in common."""
+    n = len(ratios)
+    own = _scaled_range(ratios)
+    if own is None:
+        return None
+    sigma = pooled if pooled is not None else own
+    if pooled is not None and own > constants(n).own_limit * pooled:
+        sigma = own
+    half = Z * sigma * math.sqrt(2 * constants(n).median_variance)
+    center = median(ratios)
+    return math.exp(center), math.exp(center - half), math.exp(center + half)

@@ -1,0 +1,61 @@
+"""Paired ratios of two cells measured in the same rounds: the host's drift from round to
+round cancels, and an independent rerun's ratio lands inside the interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from accelbench.analysis import paired
+
+
+def rounds(rng, base_a, base_b, n, drift, noise):
+    """Run medians of two cells over n rounds: one host drift a round, shared, and each
+    cell's own noise."""
+    host = np.exp(rng.normal(0.0, drift, n))
+    return (
+        list(base_a * host * np.exp(rng.normal(0.0, noise, n))),
+        list(base_b * host * np.exp(rng.normal(0.0, noise, n))),
+    )
+
+
+def test_the_normal_constants_of_three_rounds_are_the_textbook_ones():
+    three = paired.constants(3)
+    assert three.median_range == pytest.approx(1.588, abs=0.01)
+    assert three.median_variance == pytest.approx(0.449, abs=0.01)
+    assert three.own_limit == pytest.approx(2.59, abs=0.05)
+
+
+def test_a_rerun_of_the_group_lands_in_the_paired_interval_whatever_the_host_drifted():
+    """A host that moves every round by +-20% (as this project's 2-core VMs do) and cells
+    whose own run-to-run noise is 3%: the paired interval is about as wide as the noise
+    allows, a tenth of what the drift would make it, and a rerun's ratio lands inside."""
+    rng = np.random.default_rng(5)
+    pairs = [rounds(rng, 2.0, 1.0, 3, drift=0.2, noise=0.03) for _ in range(60)]
+    pooled = paired.pooled_spread(paired.log_ratios(a, b) for a, b in pairs)
+    assert pooled == pytest.approx(0.03 * math.sqrt(2), rel=0.3)
+    inside, widths = 0, []
+    for a, b in pairs:
+        _, low, high = paired.ratio(paired.log_ratios(a, b), pooled)
+        widths.append(math.log(high / low) / 2)
+        rerun, _, _ = paired.ratio(paired.log_ratios(*rounds(rng, 2.0, 1.0, 3, 0.2, 0.03)), pooled)
+        inside += low <= rerun <= high
+    assert inside / len(pairs) >= 0.9
+    assert np.median(widths) < 0.1  # +-10%, under a drift of +-20% a round
+
+
+def test_a_pair_noisier_than_its_kind_keeps_its_own_spread():
+    calm = [[0.0, 0.01, -0.01]] * 20
+    pooled = paired.pooled_spread(calm)
+    noisy = [0.0, 0.5, -0.5]
+    _, low, high = paired.ratio(noisy, pooled)
+    assert (low, high) == paired.ratio(noisy, None)[1:]
+    assert high / low > 2
+
+
+def test_one_round_in_common_pairs_nothing():
+    assert paired.ratio([0.1], 0.02) is None
+    assert paired.pooled_spread([[0.1]]) is None
+    assert paired.log_ratios([1.0, 2.0, 3.0], [1.0, 0.0]) == [0.0]
