@@ -19,8 +19,10 @@ frame = pd.read_parquet(snakemake.input[0])
 page = Path(snakemake.output[0])
 references = machines.committed_references(workflow_config.workflow_root())
 page.write_text(
-    summary.summary_html(frame, snakemake.params.baseline, references), encoding="utf-8"
+    summary.summary_html(frame, snakemake.params.baseline, references, snakemake.params.not_drawn),
+    encoding="utf-8",
 )
+summary.write_attention(frame, snakemake.output.attention)
 logging.info(
     "summary of %d records, beside %s: %s",
     len(frame),

@@ -142,6 +142,21 @@ def snakemake(
     )
 
 
+def planned_cells(output: str) -> dict[str, int]:
+    """The records a dry run plans to write, by family: a comparison group's job writes
+    several (accelbench.job.group), one cell's job one."""
+    from accelbench import grid
+
+    counts: dict[str, int] = {}
+    for line in output.splitlines():
+        if line.strip().startswith("output:"):
+            for path in line.strip().removeprefix("output:").split(","):
+                found = grid.cell_of_path(path.strip())
+                if found:
+                    counts[found[0]] = counts.get(found[0], 0) + 1
+    return counts
+
+
 def planned_jobs(output: str) -> dict[str, int]:
     """The 'Job stats' table of a dry run as {rule: count}."""
     stats = output.split("Job stats:", 1)[1]

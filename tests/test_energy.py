@@ -629,6 +629,9 @@ def test_the_tables_show_an_energy_above_idle_below_resolution_as_a_bound(tmp_pa
     assert above_idle["matmul, torch, n=256, cpu1"] == "< 1.2"
     assert above_idle["matmul, torch, n=256, cpu2"].startswith("3.4 [")  # 20 W for 114.5 µs
     assert tables.builders.BELOW_RESOLUTION_NOTE in footnotes
+    # LaTeX's text fonts set a bare < as another glyph (¡): as math it reads as itself.
+    latex = tables.to_latex(table, footnotes, "kernel_energy")
+    assert r"$<$ 1.2" in latex and "<" not in latex.replace("$<$", "")
     cells = pd.read_csv(tables.write_table(table, footnotes, tmp_path / "kernel_energy")[2])
     below = cells[cells["status"] == "below_resolution"]
     assert list(below["reason"]) == ["below the counter's resolution: < 1.2 mJ"]
@@ -642,8 +645,9 @@ def test_an_energy_table_without_any_energy_says_so(tmp_path):
     assert table.loc["matmul, torch, n=256, cpu1", "energy per call"].startswith("n/a (")
     paths = tables.write_table(table, footnotes, tmp_path / "kernel_energy")
     cells = pd.read_csv(paths[2])
+    # The column in the unit of its largest time: 1645 µs is 1.645 ms.
     assert set(cells["quantity"]) == {
-        "time per call (µs)",
+        "time per call (ms)",
         "energy per call",
         "energy per call above idle",
     }

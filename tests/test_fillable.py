@@ -75,3 +75,54 @@ def test_multi_node_devices_ask_for_the_node_scaling(tmp_path):
     assert fillable.fills("train_node_scaling", plan, "cpu1")
     assert fillable.fills("train_scaling", plan, "cpu1") is False  # no cpu1 to scale from
     assert not fillable.fills("train_speedup", plan, "cpu1")  # no baseline device
+
+
+def planned(*configfiles: str, counters=None) -> fillable.Planned:
+    config = accelbench_config.load([REPO_ROOT / "config" / name for name in configfiles])
+    return fillable.Planned.of(grid.expand(config), counters)
+
+
+def drawn(plan: fillable.Planned, baseline: str = "cpu1") -> set[str]:
+    names = {*figures.FIGURES, "kernel_crossover"}
+    return {name for name in names if fillable.fills_figure(name, plan, baseline)}
+
+
+NO_COUNTER = fillable.Counters(frozenset({"cuda"}), {"cpu": "no RAPL powercap interface here"})
+
+
+def test_a_figure_is_asked_for_only_where_the_grid_plans_what_it_compares():
+    # The default grid on a host whose CPU counters cannot be read: its tables all, but no
+    # energy figure, and no heat map of cpu2 over cpu1 (the thread scaling draws it).
+    plan = planned(counters=NO_COUNTER)
+    assert drawn(plan) == {
+        "train_time_per_batch",
+        "train_thread_scaling",
+        "kernel_throughput",
+        "datasci_throughput",
+    }
+    sentences = fillable.not_drawn(plan, "cpu1")
+    assert [s.split("(")[1].split(")")[0] for s in sentences] == [
+        "train_speedup",
+        "train_energy",
+        "kernel_energy",
+        "datasci_energy",
+    ]
+    assert all("no RAPL powercap interface here" in s for s in sentences[1:])
+    # Where this host's RAPL counters open, the energy figures are drawn.
+    readable = fillable.Counters(frozenset({"cpu", "cuda"}), {})
+    assert {"train_energy", "kernel_energy", "datasci_energy"} <= drawn(planned(counters=readable))
+
+
+def test_the_cluster_grid_draws_the_gpu_against_the_cpu():
+    found = drawn(planned("cluster.yaml", counters=NO_COUNTER))
+    # GPUs beside the cpu1 baseline, two sizes on both sides, the GPUs' energy counters.
+    assert {"train_speedup", "kernel_crossover", "train_energy", "kernel_energy"} <= found
+
+
+def test_energy_off_draws_no_energy_figure(tmp_path):
+    off = tmp_path / "off.yaml"
+    off.write_text("energy:\n  enabled: false\n")
+    config = accelbench_config.load([off])
+    counters = fillable.Counters.here(config)
+    assert counters.kinds == frozenset()
+    assert "energy.enabled: false" in counters.why_not["cuda"]

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from collections import Counter
 from dataclasses import asdict
 
 import pytest
@@ -28,7 +29,7 @@ from accelbench.studies.gpu_acceptance import acceptance, redraw
 from accelbench.studies.gpu_acceptance import check as gpu_check
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 
-from conftest import REPO_ROOT, copy_workflow, snakemake
+from conftest import REPO_ROOT, copy_workflow, planned_cells, snakemake
 from records import provenance as base_provenance
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -706,11 +707,13 @@ def test_the_workflow_plans_the_gpu_grid_with_its_rapids_part(tmp_path):
     plan = done.stdout + done.stderr
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan.split("Job stats:", 1)[1], re.MULTILINE))
     expanded = gpu_grid(REPO_ROOT / "config" / "gpu-rapids.yaml")
-    families = [exp.family for exp in expanded.experiments]
-    assert int(jobs["kernel_benchmark"]) == families.count("kernel")
-    assert int(jobs["roof_benchmark"]) == families.count("roof")
-    assert int(jobs["train_benchmark"]) == families.count("train") == 15
-    assert int(jobs["datasci_benchmark"]) == families.count("datasci")
+    families = Counter(exp.family for exp in expanded.experiments)
+    assert planned_cells(plan) == dict(families)
+    assert families["train"] == 15
+    # The GPU's cells of one kernel, dtype and size in one job, the CPU's in another.
+    assert jobs["compared_kernel_cuda_matmul_float32_2048"] == "1"
+    assert jobs["compared_kernel_cpu_matmul_float32_2048"] == "1"
+    assert jobs["compared_train_cuda_resnet50_single_16"] == "1"
     assert jobs["roofline"] == jobs["kernel_crossover"] == "1"
 
 
@@ -874,7 +877,7 @@ def test_a_reference_missing_a_record_is_not_redrawn_and_says_what_it_would_meas
         tmp_path, {path: found for path, found in run.items() if "bert" not in path}
     )
     with pytest.raises(
-        redraw.RedrawError, match="plans cells it has no record of .2 for train_benchmark."
+        redraw.RedrawError, match="plans cells it has no record of .1 for compared_train_cuda_bert"
     ):
         redraw.redraw(reference)
     assert (reference / "tables" / "kernel_time.md").read_text() == "drawn by an older version\n"

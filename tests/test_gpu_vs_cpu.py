@@ -53,7 +53,7 @@ def test_the_answer_is_the_first_table_and_names_both_sides(gpu_host, tmp_path):
         "matmul, float32, n=256",
         "matmul, float32, n=1024",
         "matmul, float32, n=4096",
-        "saxpy, float32, n=10000000",
+        "saxpy, float32, n=10M",
     ]
     assert table.loc["matmul, float32, n=1024", "GPU"] == "torch; cupy with copies"
     assert table.loc["matmul, float32, n=4096", "best CPU"] == "numpy, 16 threads"
@@ -80,13 +80,13 @@ def test_where_the_cpu_is_faster_the_answer_says_by_how_much(gpu_host):
 
 
 def test_copies_included_hand_the_win_to_the_cpu_where_the_transfer_dominates(gpu_host):
-    alone = cells(gpu_host).loc["saxpy, float32, n=10000000"]
-    copied = cells(gpu_host, "copies included").loc["saxpy, float32, n=10000000"]
+    alone = cells(gpu_host).loc["saxpy, float32, n=10M"]
+    copied = cells(gpu_host, "copies included").loc["saxpy, float32, n=10M"]
     assert alone["ci_low"] > 1 and alone["median"] == pytest.approx(4.0)
     assert copied["ci_high"] < 1 and copied["median"] == pytest.approx(4e-3 / 8e-2)
     (line,) = [line for line in summary.headline(gpu_host) if line.startswith("saxpy")]
     assert line == (
-        "saxpy, float32, n=10000000: the GPU (torch) is 4.00x [3.74, 4.28] faster than the "
+        "saxpy, float32, n=10M: the GPU (torch) is 4.00x [3.74, 4.28] faster than the "
         "best CPU (numpy, 16 threads); copies included, the CPU is 20.0x [18.7, 21.4] faster."
     )
 
@@ -96,7 +96,7 @@ def test_the_summary_quotes_the_smallest_and_largest_size_of_each_kernel_first(g
     assert [line.split(":")[0] for line in lines] == [
         "matmul, float32, n=256",
         "matmul, float32, n=4096",
-        "saxpy, float32, n=10000000",
+        "saxpy, float32, n=10M",
     ]
     assert lines[1] == (
         "matmul, float32, n=4096: the GPU (torch) is 50.0x [46.8, 53.5] faster than the best "
@@ -185,7 +185,7 @@ def test_a_factor_whose_interval_holds_one_is_undecided(tmp_path):
         timed_kernel("reduction", "cuda1", "torch", 10**6, 1.02e-3, end_to_end=3e-3),
     ]
     assert summary.headline(collect(tmp_path, records)) == [
-        "reduction, float32, n=1000000: undecided: the GPU (torch) runs it 0.98x [0.92, 1.05] "
+        "reduction, float32, n=1M: undecided: the GPU (torch) runs it 0.98x [0.92, 1.05] "
         "as fast as the best CPU (numpy, 16 threads); copies included, the CPU is 3.00x "
         "[2.81, 3.21] faster."
     ]

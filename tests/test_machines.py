@@ -253,7 +253,7 @@ def test_a_summary_no_reference_shares_a_cell_with_says_so_and_what_they_have(
     page = summary.summary_html(frame, "cpu1", references)
     assert (
         "<h2>Other machines</h2>\n<p>No reference shares a cell of work with this run. "
-        "reference/nvidia-h200 has matmul, float32, n=1024; saxpy, float32, n=10000000.</p>"
+        "reference/nvidia-h200 has matmul, float32, n=1024; saxpy, float32, n=10M.</p>"
     ) in page
     assert "No committed reference to set beside this run" in summary.summary_html(frame, "cpu1")
 

@@ -158,8 +158,8 @@ def test_the_hand_case_is_measured_as_the_answer_measures_it(frame):
     row = offload.break_even_table(frame).iloc[0]
     assert (row["crossover_low"], row["crossover_high"]) == (128, 256)
     assert row["measured"] == (
-        "CPU ahead at n = 64 and 128, GPU ahead at n = 256 and 512: "
-        "the GPU overtakes the CPU between n = 128 and n = 256"
+        "CPU ahead at n=64 and 128, GPU ahead at n=256 and 512: "
+        "the GPU overtakes the CPU between n=128 and n=256"
     )
 
 
@@ -302,12 +302,12 @@ def test_table_states_the_assumptions(frame, tmp_path):
         markdown
     )
     assert "| 200 | 200 |" in markdown
-    assert "| GPU overtakes between n = 128 and 256 | within the interval at all 4 sizes |" in (
+    assert "| GPU overtakes between n=128 and 256 | within the interval at all 4 sizes |" in (
         markdown
     )
     assert (
-        "matmul float64 on cuda1: measured, CPU ahead at n = 64 and 128, GPU ahead at n = 256 "
-        "and 512: the GPU overtakes the CPU between n = 128 and n = 256"
+        "matmul float64 on cuda1: measured, CPU ahead at n=64 and 128, GPU ahead at n=256 "
+        "and 512: the GPU overtakes the CPU between n=128 and n=256"
     ) in markdown.splitlines()
     assert r"L (\textmu{}s)" in latex and r"\toprule" in latex
     numbers = pd.read_csv(tmp_path / "offload.csv")
@@ -487,12 +487,12 @@ def test_the_measured_crossover_is_named_only_where_two_sizes_bracket_it(tmp_pat
     row = row_of(synthetic(tmp_path / "all", synthetic_gpu()))
     assert (row["crossover_low"], row["crossover_high"]) == (256, 512)
     assert row["measured"] == (
-        "CPU ahead at n = 256, GPU ahead at the 3 sizes from n = 512 to n = 2,048: "
-        "the GPU overtakes the CPU between n = 256 and n = 512"
+        "CPU ahead at n=256, GPU ahead at the 3 sizes from n=512 to n=2048: "
+        "the GPU overtakes the CPU between n=256 and n=512"
     )
     ahead = row_of(synthetic(tmp_path / "ahead", synthetic_gpu(sizes=(512, 1024, 2048))))
     assert math.isnan(ahead["crossover_low"]) and math.isnan(ahead["crossover_high"])
-    assert ahead["measured"] == "GPU ahead at all 3 sizes measured, from n = 512 to n = 2,048"
+    assert ahead["measured"] == "GPU ahead at all 3 sizes measured, from n=512 to n=2048"
 
 
 def test_rows_of_several_hosts_each_name_their_host(tmp_path):

@@ -17,7 +17,7 @@ from test_figure_layout import layout_problems
 
 from accelbench import config as accelbench_config
 from accelbench import grid, studies
-from accelbench.analysis import figures, fillable, style, tidy
+from accelbench.analysis import fillable, style, tidy
 from accelbench.studies import shi2016 as shi2016_study
 from accelbench.studies.shi2016 import comparison as shi2016
 from accelbench.studies.shi2016 import paper as shi2016_paper
@@ -365,7 +365,7 @@ def test_a_busy_measurement_is_marked_in_the_table_and_hollow_in_the_figures(tmp
         fig = draw(numbers)
         hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "white"]
         assert len(hollow) == 1
-        assert figures.FLAGGED_LABEL in [text.get_text() for text in fig.legends[0].get_texts()]
+        assert style.FLAGGED_LABEL in [text.get_text() for text in fig.legends[0].get_texts()]
         assert layout_problems("busy", fig) == []
 
 

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import copy
+import html
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from accelbench import studies
 from accelbench.analysis import figures, fillable, summary, tables, tidy, titles
+from accelbench.measuring import precision, statistics
 from accelbench.records.record import make_record
 
-from records import GPU_TRAIN, KERNELS, NO_GPU, TRAIN, datasci_records, write_records
+from records import (
+    FAILED,
+    GPU_TRAIN,
+    KERNELS,
+    NO_GPU,
+    TRAIN,
+    datasci_records,
+    kernel_record,
+    timed_kernel,
+    write_records,
+)
 
 
 @pytest.fixture
@@ -71,8 +84,10 @@ def test_the_fastest_device_has_its_speedup_over_the_baseline(frame):
 
 def test_failed_and_busy_cells_are_listed_with_why(frame):
     listed = summary.attention(frame).set_index("record")
-    assert listed.loc["kernels/matmul/cpu1/numba/float64/n64", "why"].startswith("result differs")
-    assert (listed["why"] == "measured while the machine was busy").sum() == 1
+    failed = listed.loc["kernels/matmul/cpu1/numba/float64/n64"]
+    assert failed["why"] == "did not run: failed"
+    assert failed["detail"].startswith("result differs")
+    assert (listed["why"] == summary.BUSY).sum() == 1
 
 
 def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
@@ -133,11 +148,11 @@ def test_where_a_gpu_ran_the_answer_quotes_each_workload_and_model_against_the_c
         "resnet18, fp32, single, batch 16",
         "resnet18, fp16, single, batch 16",
         "groupby, n=1000",
-        "groupby, n=1000000",
+        "groupby, n=1M",
         "kmeans, n=1000",
-        "kmeans, n=1000000",
+        "kmeans, n=1M",
         "pagerank, n=1000",
-        "pagerank, n=1000000",
+        "pagerank, n=1M",
     ]
     # resnet18 fp32 single: cpu4 (4^-0.8 of one thread's time) against cuda1 (1/40).
     assert lines[2] == (
@@ -164,8 +179,8 @@ def test_a_cell_whose_interval_has_a_lower_level_than_asked_needs_attention(fram
     metric = "time" if weak.loc[ran, "experiment"] == "kernel" else "time_per_batch"
     weak.loc[ran, f"{metric}_ci_level"] = 0.8
     listed = summary.attention(weak)
-    row = listed[listed["record"] == weak.loc[ran, "id"]]
-    assert "its interval has a level of 80% only" in row["why"].iloc[0]
+    row = listed[(listed["record"] == weak.loc[ran, "id"]) & (listed["why"] == summary.WEAK)]
+    assert row["detail"].tolist() == ["level 80%"]
 
 
 def test_no_table_footnote_names_a_cell(frame):
@@ -189,3 +204,115 @@ def test_the_summary_starts_without_the_plotting_libraries():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def with_interval(record, width):
+    """`record` (id, record) with its time's 95% interval at +-`width` of its median, as a
+    rerun interval is: the same factor below and above."""
+    exp_id, found = copy.deepcopy(record)
+    found["params"]["interval"] = statistics.HOST_RERUN_INTERVAL
+    metric = found["metrics"]["time"]
+    median = metric["median"]
+    metric["ci_low"], metric["ci_high"] = median / (1 + width), median * (1 + width)
+    return exp_id, found
+
+
+def host_cells(widths, device="cpu2", first_size=1000):
+    """saxpy cells of one host on `device`, one for each of `widths` (sizes from
+    `first_size` up in its steps)."""
+    return [
+        with_interval(timed_kernel("saxpy", device, "numpy", first_size * (i + 1), 1e-3), width)
+        for i, width in enumerate(widths)
+    ]
+
+
+def test_the_summary_states_once_what_a_noisy_host_resolves_on_each_device_kind(tmp_path):
+    cpu = host_cells([0.17, 0.18, 0.19, 0.19, 0.2, 0.9])  # one odd cell moves no median
+    gpu = host_cells([0.018, 0.019, 0.02, 0.021, 0.022], device="cuda1")
+    frame = collect(tmp_path, [*cpu, *gpu])
+    sentence = (
+        "On this machine an independent rerun moves a median by up to ±19% on its CPUs and "
+        "±2.0% on its GPUs (the typical spread of its cells, 95%); differences smaller than "
+        "that are not decided here."
+    )
+    assert summary.resolution_text(frame) == sentence
+    assert summary.summary_html(frame, "cpu2").count(html.escape(sentence)) == 1
+    assert summary.resolution_text(frame[frame["device"] == "cpu2"]).endswith(
+        "±19% on its CPUs (the typical spread of its cells, 95%); differences smaller than "
+        "that are not decided here."
+    )
+    assert summary.resolution_text(frame.head(4)) is None  # too few cells to tell
+
+
+def test_a_cell_within_the_hosts_typical_spread_is_not_marked_one_twice_as_wide_is(tmp_path):
+    cells = host_cells([0.18, 0.19, 0.19, 0.2, 0.21, 0.19, 0.41])
+    # What an older record says of itself (short of a +-5% target) is not the mark.
+    cells[0][1]["conditions"] = {
+        "busy": False,
+        "imprecise": True,
+        "imprecise_reason": "time budget of 0 s spent after 3 runs",
+    }
+    frame = collect(tmp_path, cells)
+    assert frame["imprecise"].tolist() == [False] * 6 + [True]
+    assert frame["imprecise_reason"].iloc[-1] == precision.WIDE_TEXT  # 0.41 > 2 x 0.19
+    table, notes = tables.comparison_table(frame, "kernel")
+    assert sum(tables.IMPRECISE_MARK in str(value) for value in table.to_numpy().ravel()) == 1
+
+
+def test_a_factor_of_two_interval_is_marked_where_the_host_resolves_finer_or_cannot_say(
+    tmp_path,
+):
+    # (1.45)^2 = 2.1 from low to high; the host's typical cell is +-19%, or unknown.
+    frame = collect(tmp_path, host_cells([0.19, 0.18, 0.2, 0.19, 0.19, 0.45]))
+    assert frame["imprecise"].tolist() == [False] * 5 + [True]
+    few = tidy.judged(frame.tail(3))
+    assert few["imprecise"].tolist() == [False, False, True]
+    assert few["imprecise_reason"].iloc[-1] == precision.SPAN_TEXT
+
+
+def test_where_the_host_spans_a_factor_of_two_anyway_it_is_said_once_not_marked_everywhere(
+    tmp_path,
+):
+    frame = collect(tmp_path, host_cells([0.9, 1.0, 1.1, 1.0, 1.05, 3.5]))
+    assert frame["imprecise"].tolist() == [False] * 5 + [True]  # 3.5 > 2 x 1.0
+    assert "up to a factor of 2.0 on its CPUs" in summary.resolution_text(frame)
+
+
+def busy(record):
+    exp_id, found = copy.deepcopy(record)
+    found["conditions"] = {"busy": True, "other_cpus": 1.5}
+    return exp_id, found
+
+
+def test_fifty_cells_that_need_attention_are_counted_by_why_and_listed_in_full(tmp_path):
+    records = [
+        *host_cells([0.19] * 15),
+        *map(busy, host_cells([0.19] * 10, first_size=100_000)),
+        *host_cells([0.6] * 20, device="cpu1"),
+        *(kernel_record("numba", "cpu1", n, "failed", reason=FAILED) for n in range(1, 11)),
+        *(kernel_record("torch", "cuda1", n, "unavailable", reason=NO_GPU) for n in range(1, 11)),
+    ]
+    frame = collect(tmp_path, records)
+    page = summary.summary_html(frame, "cpu2")
+    section = page.split("<h2>Cells that need attention</h2>")[1]
+    assert section.startswith("\n<p>50 of 65 records, counted under each reason they have")
+    assert section.count("<tr>") <= 1 + 10  # the header, a line for each reason
+    counts = summary.attention_groups(summary.attention(frame)).set_index("why")["cells"]
+    assert counts.to_dict() == {
+        summary.NOT_RUN["failed"]: 10,
+        summary.NOT_RUN["unavailable"]: 10,
+        summary.BUSY: 10,
+        precision.WIDE_TEXT: 20,
+    }
+    assert "time budget" not in section and "of the median" not in section
+    summary.write_attention(frame, tmp_path / "attention.csv")
+    listed = pd.read_csv(tmp_path / "attention.csv")
+    assert list(listed.columns) == summary.ATTENTION_COLUMNS and len(listed) == 50
+    failed = listed[listed["why"] == summary.NOT_RUN["failed"]]
+    assert (failed["detail"] == FAILED).all()
+    wide = listed[listed["why"] == precision.WIDE_TEXT].iloc[0]
+    assert wide["detail"] == (
+        "its 95% interval reaches ±60% from its median (high / low 2.6); the typical one of "
+        "its kind here, ±19%"
+    )
+    assert wide["half_width"] == pytest.approx(0.6) and wide["span"] == pytest.approx(2.56)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from test_offload import collect as collect_offload
 from test_offload import hand_case
 
-from accelbench.analysis import plain_tables, tables, tidy
+from accelbench.analysis import latex_pages, plain_tables, tables, tidy
+from accelbench.kernels import measure
 from accelbench.studies.roofline import offload
 
 from records import (
@@ -20,6 +22,7 @@ from records import (
     kernel_record,
     scaled,
     steps,
+    timed_kernel,
     train_record,
     write_records,
 )
@@ -82,9 +85,11 @@ NUMBA_ON_CPU2_ONLY = [
 def test_rows_measured_on_other_devices_get_a_block_without_dash_columns(tmp_path):
     frame = collect(tmp_path, MATMUL_ON_TWO_CPUS + NUMBA_ON_CPU2_ONLY)
     table, footnotes = tables.comparison_table(frame, "kernel")
+    # Each row in the unit of its largest time, named beside it: 1.2 ms, the others µs.
+    numba = [f"matmul, numba, n={n} (µs)" for n in (32, 64, 128)] + ["matmul, numba, n=256 (ms)"]
     assert table.attrs["blocks"] == [
-        [[f"matmul, numba, n={n}" for n in (32, 64, 128, 256)], ["cpu2"]],
-        [["matmul, torch, n=64", "matmul, torch, n=128"], ["cpu1", "cpu2"]],
+        [numba, ["cpu2"]],
+        [["matmul, torch, n=64 (µs)", "matmul, torch, n=128 (µs)"], ["cpu1", "cpu2"]],
     ]
     markdown = tables.to_markdown(table, footnotes)
     printed = markdown_tables(markdown)
@@ -204,8 +209,12 @@ def test_numbers_line_up_at_the_decimal_point(tmp_path):
     # The median right-aligned in a column of its own, padded to the longest fraction.
     assert r"\begin{tabular}{lr@{\ }lr@{\ }l}" in latex
     rows = [line for line in latex if line.startswith("matmul")]
-    assert rows[0].startswith(r"matmul, n=256 & 204.5 & [201.0, 208.0] & \textbf{114.5} & ")
-    assert rows[1].startswith(r"matmul, n=512 & 1645\phantom{.5} & [1610, 1680] & ")
+    # Each row in its own unit (1645 µs reads 1.645 ms), its bold median padded outside bold.
+    assert rows[0].startswith(
+        r"matmul, n=256 (\textmu{}s) & 204.5\phantom{45} & [201.0, 208.0] & "
+        r"\textbf{114.5}\phantom{45} & \textbf{[111.0, 118.0]}"
+    )
+    assert rows[1].startswith(r"matmul, n=512 (ms) & 1.645 & [1.610, 1.680] & \textbf{0.945} & ")
     markdown = tables.to_markdown(table, footnotes)
     assert "|:---|---:|:---|---:|:---|" in markdown
     assert tables.decimal_pads(["1.25", "12", "3.5", "1,000"]) == ["", ".25", "5", ".25"]
@@ -246,15 +255,16 @@ def test_markdown_medians_line_up_at_the_decimal_point_beside_their_intervals(tm
     # (left); one without (cuda1 did not run) stays one.
     assert "| Kernel | cpu1 |  | cpu2 |  | cuda1 |" in lines
     assert "|:---|---:|:---|---:|:---|---:|" in lines
-    # A median lacking the longest fraction is padded with a figure space per digit and a
-    # punctuation space for the point, invisible, as wide as what they stand for.
-    pad = "\u2008\u2007"
+    # A median lacking the longest fraction is padded with a figure space per digit (and a
+    # punctuation space for a point), invisible, as wide as what they stand for; outside
+    # the bold, which would otherwise not close.
+    pad = "\u2007\u2007"
     assert lines[4] == (
-        "| matmul, n=256 | 204.5 | [201.0, 208.0] | **114.5** | **[111.0, 118.0]** | n/a (a) |"
+        f"| matmul, n=256 (µs) | 204.5{pad} | [201.0, 208.0] | **114.5**{pad} "
+        "| **[111.0, 118.0]** | n/a (a) |"
     )
-    assert (
-        lines[5]
-        == f"| matmul, n=512 | 1645{pad} | [1610, 1680] | **945{pad}** | **[910, 980]** | – |"
+    assert lines[5] == (
+        "| matmul, n=512 (ms) | 1.645 | [1.610, 1.680] | **0.945** | **[0.910, 0.980]** | – |"
     )
 
 
@@ -265,3 +275,111 @@ def test_plain_markdown_tables_line_their_numbers_up_at_the_point():
     lines = plain_tables.to_markdown(display, "Times", [], text_columns=1).splitlines()
     pad = "\u2007" * 2
     assert lines[4:] == ["| a | 13.178 | 3 |", f"| b | 0.4{pad} | 12 |", "| c | n/a | 3 |"]
+
+
+def numbers_in(text: str) -> list[str]:
+    return re.findall(r"\d+(?:\.\d+)?", text)
+
+
+# saxpy from 2 µs to 44 ms a call on the CPU, matmul on both sides: 80 µs on the GPU, 46 ms
+# on the CPU (each median about 4.5% above: timed_kernel's samples rise 1% apart).
+SPREAD_TIMES = [
+    *(timed_kernel("saxpy", "cpu16", "numpy", n, t) for n, t in ((4096, 2e-6), (2**24, 44e-3))),
+    timed_kernel("matmul", "cpu16", "numpy", 2048, 46e-3),
+    timed_kernel("matmul", "cuda1", "numpy", 2048, 80e-6),
+]
+
+
+def test_a_column_of_times_from_2_us_to_44_ms_reads_in_one_unit_without_five_digits(tmp_path):
+    frame = collect(tmp_path, SPREAD_TIMES)
+    table, footnotes = tables.energy_table(frame, "kernel")
+    (column,) = [name for name in table.columns if name.startswith("time per call")]
+    assert column == "time per call (ms)"
+    medians = [text.split(" [")[0] for text in table[column]]
+    assert all(float(median) < 1000 for median in medians)
+    assert table.loc["saxpy, n=4096, cpu16", column].startswith("0.00209 [")  # 2.09 µs
+    for block in markdown_tables(tables.to_markdown(table, footnotes)):
+        assert not [
+            number
+            for row in block[1:]
+            for number in numbers_in(" ".join(row[1:]))
+            if len(number.split(".")[0]) >= 4
+        ]
+
+
+def test_a_row_reads_in_one_unit_named_in_its_label_or_the_caption(tmp_path):
+    table, _ = tables.comparison_table(collect(tmp_path, SPREAD_TIMES), "kernel")
+    # The GPU's 80 µs and the CPU's 46 ms side by side, in ms; each row in its own unit.
+    assert table.loc["matmul, n=2048 (ms)"].str.split(" ").str[0].tolist() == ["48.1", "0.0836"]
+    assert list(table.index) == [
+        "matmul, n=2048 (ms)",
+        "saxpy, n=4096 (µs)",
+        "saxpy, n=2²⁴ (ms)",
+    ]
+    assert "(ms)" not in table.attrs["caption"] and "(µs)" not in table.attrs["caption"]
+    # Rows that share a unit have it named once, in the caption.
+    alike = collect(tmp_path / "alike", TORCH_CPU_KERNELS[::2])  # 200 and 110 µs at n=256
+    table, _ = tables.comparison_table(alike, "kernel")
+    assert table.attrs["caption"].startswith("Kernel time (µs), median")
+    assert list(table.index) == ["matmul"]  # n=256 in the caption too
+
+
+def test_every_block_has_a_caption_in_markdown_latex_and_html(tmp_path):
+    blocks = collect(tmp_path / "blocks", MATMUL_ON_TWO_CPUS + NUMBA_ON_CPU2_ONLY)
+    for frame in (blocks, wide_kernel_frame(tmp_path / "wide")):
+        table, footnotes = tables.comparison_table(frame, "kernel")
+        caption = table.attrs["caption"]
+        lines = tables.to_markdown(table, footnotes).splitlines()
+        heads = [index for index, line in enumerate(lines) if line.startswith("| Kernel |")]
+        assert [lines[index - 2] for index in heads] == [f"Table: {caption}"] + [
+            f"Table: {caption} (continued)"
+        ] * (len(heads) - 1)
+        page = tables.to_html(table, footnotes)
+        assert page.count("<table>") == page.count("<caption>") == len(heads)
+        latex = tables.to_latex(table, footnotes, "t").splitlines()
+        starts = [index for index, line in enumerate(latex) if line.startswith(r"\begin{tabular}")]
+        assert len(starts) > 1
+        assert latex[starts[0] - 1] == r"\label{tab:t}"
+        assert all(latex[index - 1] == latex_pages.CONTINUED_LINE for index in starts[1:])
+
+
+def test_bold_parses_as_bold_in_a_commonmark_style_parser(tmp_path):
+    """Python-Markdown closes bold as CommonMark does: not after white space, so the
+    padding that lines medians up (figure spaces) must stay outside the `**`."""
+    import markdown
+
+    table, footnotes = tables.comparison_table(collect(tmp_path, TORCH_CPU_KERNELS), "kernel")
+    page = markdown.markdown(tables.to_markdown(table, footnotes), extensions=["tables"])
+    strong = re.findall(r"<strong>(.*?)</strong>", page)
+    expected = [
+        part for row, column in table.attrs["best"] for part in table.loc[row, column].split(" ", 1)
+    ]
+    assert strong == expected == ["114.5", "[111.0, 118.0]", "0.945", "[0.910, 0.980]"]
+    html, latex = tables.to_html(table, footnotes), tables.to_latex(table, footnotes, "t")
+    assert html.count("<strong>") == len(table.attrs["best"])
+    assert latex.count(r"\textbf{") == len(strong)
+
+
+def test_the_notes_say_in_words_what_settings_mean(tmp_path):
+    slow = measure.too_slow(SimpleNamespace(first_call=3.78), "numpy", None, {"max_call_s": 1})
+    records = [
+        *MATMUL_ON_TWO_CPUS,
+        kernel_record("torch", "cpu1", 512, "skipped", reason=f"run 2 of 3: {slow}"),
+        kernel_record(
+            "torch", "cpu2", 512, "skipped", reason="skipped: above naive size limit (n=512 > 64)"
+        ),
+    ]
+    table, footnotes = tables.comparison_table(collect(tmp_path, records), "kernel")
+    notes = " ".join([*footnotes, *table.attrs["legend"]])
+    assert (
+        "(a) skipped: run 2 of 3: one call takes 3.78 s, more than the limit of 1 s per call"
+        in notes
+    )
+    assert "the size limit of the plain Python loops" in notes
+    settings = {"max_call_s", "naive", "budget", "half_width", "half-width", "min_run_time"}
+    assert not {name for name in settings if name in notes}
+
+
+def test_less_than_and_greater_than_are_set_as_math_in_latex():
+    assert tables.latex_escape("< 1.2 mJ, > 2") == "$<$ 1.2 mJ, $>$ 2"
+    assert tables.latex_escape("n = 2²⁰") == r"n = 2\textsuperscript{20}"

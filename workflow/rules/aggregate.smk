@@ -47,12 +47,20 @@ rule summary:
             category="Summary",
             labels={"item": titles.TITLES["summary"]},
         ),
+        attention=report(
+            "results/attention.csv",
+            caption="../report/attention.rst",
+            category="Summary",
+            labels={"item": titles.TITLES["attention"]},
+        ),
     log:
         "results/logs/summary.log",
     conda:
         ANALYSIS_ENV
     params:
         baseline=config["report"]["baseline_device"],
+        # The figures the grid does not fill where their tables are made, and why.
+        not_drawn=fillable.not_drawn(PLANNED, config["report"]["baseline_device"]),
     script:
         "../../scripts/summary.py"
 
@@ -115,23 +123,17 @@ rule figures:
 
 rule kernel_crossover:
     """Which side is ahead at each size, per kernel, and the crossovers the sizes
-    bracket: table and figure."""
+    bracket: table, and figure where the grid plans two sizes on both sides."""
     input:
         rules.tidy.output.parquet,
     output:
+        figures_to_fill("Kernels", "kernel_crossover"),
         crossovers=report(
             "results/tables/kernel_crossovers.csv",
             caption="../report/kernel_crossovers.rst",
             category="Kernels",
             subcategory="Tables",
             labels={"item": titles.TITLES["kernel_crossovers"]},
-        ),
-        crossover_pdf="results/figures/kernel_crossover.pdf",
-        crossover_png=report(
-            "results/figures/kernel_crossover.png",
-            caption="../report/kernel_crossover.rst",
-            category="Kernels",
-            labels={"item": titles.TITLES["kernel_crossover"]},
         ),
     log:
         "results/logs/kernel_crossover.log",

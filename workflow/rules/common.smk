@@ -29,7 +29,8 @@ from accelbench.train import datasets
 GRID = grid.expand(config)
 # The cells that comparison tables set side by side, each set measured by one job.
 GROUPS = grid.comparison_groups(GRID.experiments)
-PLANNED = fillable.Planned.of(GRID)
+# Energy counters are probed here: an energy figure is asked for only where one can be read.
+PLANNED = fillable.Planned.of(GRID, fillable.Counters.here(config))
 # A site config copied from the default with lines deleted keeps what it deleted.
 KEPT_DEFAULTS = accelbench_config.kept_defaults_warning(CONFIG_SOURCES, GRID)
 if workflow.is_main_process and KEPT_DEFAULTS:
@@ -281,6 +282,11 @@ def figure_files(name, category):
     return [f"results/figures/{name}.pdf", png]
 
 
+def fills_figure(name):
+    """Whether the grid plans what figure `name` compares (more than its table needs)."""
+    return fillable.fills_figure(name, PLANNED, config["report"]["baseline_device"])
+
+
 def figures_to_fill(category, *names):
     """The files of each figure in `names` the grid fills."""
-    return [file for name in filter(fills, names) for file in figure_files(name, category)]
+    return [file for name in filter(fills_figure, names) for file in figure_files(name, category)]

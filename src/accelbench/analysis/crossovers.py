@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 
 from accelbench.analysis import gpu_vs_cpu
-from accelbench.analysis.tidy import natural_devices
-from accelbench.platform.devices import names_a_gpu
+from accelbench.analysis.sizes import size_label, size_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,29 +32,7 @@ if TYPE_CHECKING:
 # The parameter along which a crossover is looked for.
 SIZE = "size"
 GPU, CPU, UNDECIDED = "GPU", "CPU", "undecided"
-
-
-def _throughput(
-    rows: pd.DataFrame,
-    with_transfer: bool,
-    compute_column: str = "gflops_median",
-    end_to_end_column: str = "end_to_end_gflops_median",
-) -> pd.Series:
-    """Throughput of each row (GFLOP/s for kernels); with the transfer, GPU rows use their
-    end-to-end throughput."""
-    compute = rows.get(compute_column, pd.Series(np.nan, index=rows.index)).astype(float)
-    if not with_transfer:
-        return compute
-    end_to_end = rows.get(end_to_end_column, pd.Series(np.nan, index=rows.index))
-    gpu = rows["device"].map(names_a_gpu).astype(bool)
-    return compute.where(~gpu, end_to_end.astype(float))
-
-
-# Per family: what names a row of the figure, and its throughput alone and with the copies.
-CROSSOVER_FAMILIES = {
-    "kernel": (("kernel", "dtype"), "gflops_median", "end_to_end_gflops_median"),
-    "datasci": (("workload",), "item_throughput_median", "end_to_end_item_throughput_median"),
-}
+BAND = "0.88"  # the grey of the sizes a crossover lies between, in the figure
 
 
 def _curve_params() -> dict[str, list[str]]:
@@ -91,16 +68,12 @@ def side(low: float, high: float) -> str:
     return GPU if low > 1 else CPU if high < 1 else UNDECIDED
 
 
-def _n(size: int) -> str:
-    return f"{size:,}"
-
-
 def _sizes_text(sizes: list[int]) -> str:
     if len(sizes) == 1:
-        return f"n = {_n(sizes[0])}"
+        return size_label(sizes[0])
     if len(sizes) == 2:
-        return f"n = {_n(sizes[0])} and {_n(sizes[1])}"
-    return f"the {len(sizes)} sizes from n = {_n(sizes[0])} to n = {_n(sizes[-1])}"
+        return f"{size_label(sizes[0])} and {size_text(sizes[1])}"
+    return f"the {len(sizes)} sizes from {size_label(sizes[0])} to {size_label(sizes[-1])}"
 
 
 def _ahead(who: str) -> str:
@@ -154,10 +127,10 @@ class Crossing:
         if len(runs) == 1:
             who, sizes = runs[0]
             if len(sizes) == 1:
-                return f"{_ahead(who)} at the one size measured, n = {_n(sizes[0])}"
+                return f"{_ahead(who)} at the one size measured, {size_label(sizes[0])}"
             return (
                 f"{_ahead(who)} at all {len(sizes)} sizes measured, "
-                f"from n = {_n(sizes[0])} to n = {_n(sizes[-1])}"
+                f"from {size_label(sizes[0])} to {size_label(sizes[-1])}"
             )
         text = ", ".join(f"{_ahead(who)} at {_sizes_text(sizes)}" for who, sizes in runs)
         if not self.brackets:
@@ -169,7 +142,7 @@ class Crossing:
             + ": "
             + "; ".join(
                 f"the {after} overtakes the {CPU if after == GPU else GPU} between "
-                f"n = {_n(low)} and n = {_n(high)}"
+                f"{size_label(low)} and {size_label(high)}"
                 for low, high, after in self.brackets
             )
         )
@@ -179,7 +152,7 @@ class Crossing:
         """`says` short enough for a figure panel's title."""
         if self.brackets:
             return "; ".join(
-                f"{after} overtakes between n = {_n(low)} and {_n(high)}"
+                f"{after} overtakes between {size_label(low)} and {size_text(high)}"
                 for low, high, after in self.brackets
             )
         counts = {who: self.sides.count(who) for who in dict.fromkeys(self.sides)}
@@ -252,137 +225,119 @@ def label_unit(frame: pd.DataFrame, column: str, fallback: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Curves:
-    """One row of the crossover figure: a kernel and dtype, or a data science workload."""
+class _Factors:
+    """One panel of the crossover figure: a kernel and dtype, or a data science workload,
+    on one host, with its compared cells (gpu_vs_cpu) copies excluded and included."""
 
-    family: str
-    names: dict[str, Any]  # the CROSSOVER_FAMILIES keys and their values
-    rows: pd.DataFrame
-    unit: str
+    experiment: str
+    names: dict[str, Any]  # the curve's parameters and their values
+    host: Any
+    cells: pd.DataFrame
+    title: str
 
-    @property
-    def title(self) -> str:
-        return ", ".join(str(value) for value in self.names.values())
-
-
-def _both_sides(frame: pd.DataFrame) -> list[_Curves]:
-    """Every kernel/dtype and workload with a throughput measured on a CPU and on a GPU."""
-    found = []
-    for family, (keys, compute, _) in CROSSOVER_FAMILIES.items():
-        rows = frame[(frame["experiment"] == family) & (frame["status"] == "ok")]
-        if compute not in rows:
-            continue
-        rows = rows[np.isfinite(rows[compute].astype(float))]
-        on_gpu = rows["device"].map(names_a_gpu).astype(bool)
-        for names, group in rows.groupby(list(keys), sort=True):
-            if not on_gpu[group.index].any() or on_gpu[group.index].all():
-                continue
-            if family == "kernel":
-                unit = label_unit(frame, compute, "GFLOP/s")
-            else:  # items per second: the workload's own item (rows, samples, nodes)
-                items = group["item"].dropna() if "item" in group else pd.Series(dtype="str")
-                unit = f"{items.iloc[0] if not items.empty else 'items'}/s"
-            found.append(_Curves(family, dict(zip(keys, names, strict=True)), group, unit))
-    return found
-
-
-def _throughput_lines(ax, here: pd.DataFrame, values: pd.Series, series, palette, looks) -> None:
-    """One line per (backend, device) over the problem size, where it has numbers."""
-    for backend, device in series:
-        line = here[(here["backend"] == backend) & (here["device"] == device)]
-        y = values[line.index].astype(float)
-        ok = np.isfinite(y)
-        if not ok.any():
-            continue
-        order = np.argsort(line["size"].to_numpy(float)[ok])
-        marker, linestyle = looks[device]
-        ax.plot(
-            line["size"].to_numpy(float)[ok][order],
-            y[ok].to_numpy()[order],
-            color=palette[backend],
-            marker=marker,
-            linestyle=linestyle,
+    def crossing(self, found: list[Crossing]) -> Crossing | None:
+        """This panel's crossing among `found`, if any."""
+        return next(
+            (
+                one
+                for one in found
+                if (one.experiment, one.names, one.host) == (self.experiment, self.names, self.host)
+            ),
+            None,
         )
 
 
-def _crossover_marks(ax, found: list[Crossing], group: _Curves) -> list[str]:
-    """Each crossover's bracket shaded, between the two measured sizes around it (no line at
-    a size nobody measured); returns what the panel's title says of the sizes, a line per
-    host (under the title: inside the axes, a corner held the GPU's point on an H200)."""
-    mine = [one for one in found if one.experiment == group.family and one.names == group.names]
-    hosts = len({one.host for one in mine}) > 1
+def _factor_panels(frame: pd.DataFrame) -> list[_Factors]:
+    """Every curve compared at two sizes or more on one host (with one size there is no
+    curve: the answer's table and the throughput figure have its one factor)."""
+    cells = gpu_vs_cpu.compare(frame).cells
+    cells = cells[cells["status"] == "ok"]
+    hosts = cells[gpu_vs_cpu.HOST].nunique(dropna=False) > 1
+    found = []
+    for experiment, names in _curve_params().items():
+        rows = cells[cells["experiment"] == experiment]
+        for _, curve in rows.groupby([gpu_vs_cpu.HOST, *names], dropna=False, sort=True):
+            if curve[SIZE].nunique() < 2:
+                continue
+            first = curve.iloc[0]
+            title = ", ".join(str(first[name]) for name in names)
+            title += f" on {first[gpu_vs_cpu.HOST]}" if hosts else ""
+            named = {name: first[name] for name in names}
+            found.append(_Factors(experiment, named, first[gpu_vs_cpu.HOST], curve, title))
+    return found
+
+
+def _factor_panel(ax, panel: _Factors, found: dict[bool, list[Crossing]]) -> list[str]:
+    """The factor at each size, copies excluded and included, each in its look with its
+    interval; the sizes around each crossover shaded; 1 (neither side ahead) as a line.
+    Returns what the title says of each series."""
+    from accelbench.analysis import figures, marks, style
+
     said = []
-    for crossing in mine:
-        for low, high, _ in crossing.brackets:
-            ax.axvspan(low, high, color="0.88", linewidth=0, zorder=0)
-        said.append(f"{crossing.host}: {crossing.short}" if hosts else crossing.short)
+    for copies, with_transfer in gpu_vs_cpu.COPIES.items():
+        rows = panel.cells[panel.cells["copies"] == copies].sort_values(SIZE)
+        if rows.empty:
+            continue
+        look = style.look("copies", copies)
+        marks.measured(
+            ax,
+            rows[SIZE],
+            rows["median"],
+            (rows["ci_low"], rows["ci_high"]),
+            look,
+            figures.flagged_rows(rows),
+            linestyle=look.linestyle,
+        )
+        crossing = panel.crossing(found[with_transfer])
+        for low, high, _ in crossing.brackets if crossing else []:
+            ax.axvspan(low, high, color=BAND, linewidth=0, zorder=0)
+        said.append(f"{copies}: {crossing.short}" if crossing else copies)
+    ax.axhline(1.0, color=style.NEUTRAL, linewidth=0.6)
+    figures.size_axis(ax, sorted(set(panel.cells[SIZE].astype(int))))
+    low, high = figures.plotted_range(panel.cells, "")
+    marks.fit_axis(ax, "y", min(low, 1.0), max(high, 1.0))
+    marks.arrows(ax)
     return said
 
 
 def crossover_figure(frame: pd.DataFrame) -> Figure:
-    """Throughput vs problem size per backend and device, alone and with the transfer.
-
-    One row per kernel and dtype, and per data science workload, measured on both
-    a CPU and a GPU (without both there is no crossover, and the two panels would
-    be the same); left the work alone, right including the host<->device copies
-    of the GPU backends (CPU lines are the same in both). A shaded band spans each
-    crossover's bracket (the measured sizes around it, `crossings`), and the title
-    says which side was ahead where. Rows shrink to fit a page.
+    """The GPU's speedup over the CPU of its host against the problem size, copies excluded
+    and included, per kernel and dtype and per data science workload compared at two sizes
+    or more: at each size the factor of the best CPU time over the best GPU time with its
+    interval (accelbench.analysis.gpu_vs_cpu), so that the GPU is ahead above 1 and the
+    CPU below. Shaded: the two measured sizes a crossover lies between (`crossings`); the
+    title says which side was ahead where. Rows shrink to fit a page.
     """
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
-    from accelbench.analysis import style
+    from accelbench.analysis import figures, style
 
     style.apply()
-    groups = _both_sides(frame)
-    if not groups:
+    panels = _factor_panels(frame)
+    if not panels:
         return style.empty_figure(
-            "no kernel or workload ran on both a CPU and a GPU: no crossover to draw",
+            "no kernel or workload compared with the CPU of its host at two sizes",
             style.DOUBLE_COLUMN,
         )
+    ncols = min(2, len(panels))
+    nrows = -(-len(panels) // ncols)
     row_height = min(
-        style.PANEL_HEIGHT, max(style.MIN_PANEL_HEIGHT, (style.MAX_HEIGHT - 1.0) / len(groups))
+        style.PANEL_HEIGHT, max(style.MIN_PANEL_HEIGHT, (style.MAX_HEIGHT - 1.0) / nrows)
     )
-    fig = Figure(
-        figsize=(style.DOUBLE_COLUMN, row_height * len(groups) + 0.3), layout="constrained"
-    )
-    axes = fig.subplots(len(groups), 2, squeeze=False)
-    rows = pd.concat([group.rows for group in groups])
-    series = sorted(
-        set(zip(rows["backend"], rows["device"], strict=True)),
-        key=lambda item: (names_a_gpu(item[1]), item[0], natural_devices([item[1]])),
-    )
-    backends = sorted({backend for backend, _ in series})
-    devices = natural_devices(rows["device"])
-    palette = dict(zip(backends, style.colors(len(backends)), strict=True))
-    looks = {
-        device: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
-        for i, device in enumerate(devices)
-    }
-    marks = {flag: crossings(frame, with_transfer=flag) for flag in (False, True)}
-    for row_axes, group in zip(axes, groups, strict=True):
-        _, compute, end_to_end = CROSSOVER_FAMILIES[group.family]
-        for ax, with_transfer in zip(row_axes, (False, True), strict=True):
-            values = _throughput(group.rows, with_transfer, compute, end_to_end)
-            _throughput_lines(ax, group.rows, values, series, palette, looks)
-            said = _crossover_marks(ax, marks[with_transfer], group)
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            alone = "kernel only" if group.family == "kernel" else "call only"
-            title = f"{group.title}, {'with transfer' if with_transfer else alone}"
-            ax.set_title("\n".join([title, *said]))
-            ax.set_xlabel("Problem size n")
-            ax.set_ylabel(f"Throughput ({group.unit})")
-    style.legend(fig, _legend_handles(palette, looks))
-    return fig
-
-
-def _legend_handles(palette: dict[str, Any], looks: dict[str, tuple[str, str]]) -> list[Any]:
-    """One entry per backend (its colour) and per device (its marker and line)."""
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=colour, label=backend) for backend, colour in palette.items()]
-    return handles + [
-        Line2D([], [], color="black", marker=marker, linestyle=line, label=device)
-        for device, (marker, line) in looks.items()
+    width = style.DOUBLE_COLUMN if ncols > 1 else style.SINGLE_COLUMN
+    fig = Figure(figsize=(width, row_height * nrows + 0.3), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    found = {flag: crossings(frame, with_transfer=flag) for flag in (False, True)}
+    for ax, panel in zip(axes, panels, strict=False):
+        said = _factor_panel(ax, panel, found)
+        ax.set_title("\n".join([panel.title, *said]))
+        ax.set_ylabel("GPU speedup over the CPU (×)")
+    for ax in axes[len(panels) :]:
+        ax.remove()
+    handles = [
+        style.entry(style.look("copies", copies), copies, line=True) for copies in gpu_vs_cpu.COPIES
     ]
+    band = Patch(facecolor=BAND, label="shaded: the sizes a crossover lies between")
+    figures.legend_with_marks(fig, [*handles, band], pd.concat(p.cells for p in panels))
+    return fig

@@ -1,27 +1,34 @@
 """Figures from the tidy table, one function each: training time per mini-batch by
 device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
-scaling efficiency, scaling across nodes, kernel throughput against size; and the times of
-the cells of work several machines share (`machine_times`, from their joined records).
-`FIGURES` names the ones the workflow draws.
+scaling efficiency, scaling across nodes, kernel and data science throughput against
+size, energy against time; and the times of the cells of work several machines share
+(`machine_times`, from their joined records). `FIGURES` names the ones the workflow draws.
 
-The records hold summaries (median and its 95% interval), not raw samples, so
-points and error bars are drawn explicitly from those columns rather than letting
-seaborn estimate them. Times and rates are points with their intervals, never
-bars (a bar's length means nothing on a log axis), and the points of a group go
-from the fastest to the slowest, so the winner comes first. A cell measured on a
-busy machine or less precisely than asked is drawn hollow, and its interval does
-not set the axis range (its median does, so it stays in view). A cell that
-exists but did not run is labelled where its point would be (n/a, OOM, failed)
-so an absent point is never read as a zero or forgotten; a selection with
-nothing in it gives a small figure that says why. Every function takes an
-optional width in inches (style.WIDTHS); without one it picks single or double
-column by its content.
+A figure draws what it compares, and only that: a configuration measured on one device
+is not in the figure of devices, a kernel measured at one size has no line over sizes
+(it joins the other kernels measured at one size, side by side), a panel or group with
+nothing beside it is left to the tables, and no two figures draw the same numbers (the
+speedups over the baseline of the baseline's own kind are the scaling figures', not the
+heat map's). The grid decides beforehand which figures it fills
+(accelbench.analysis.fillable).
+
+The records hold summaries (median and its interval), not raw samples, so points and
+error bars are drawn explicitly from those columns rather than letting seaborn estimate
+them, the same way in every figure (accelbench.analysis.marks): each series in its name's
+look (accelbench.analysis.style), a cell measured on a busy machine or less precisely
+than asked hollow and its interval off the axis range, an interval beyond the axes drawn
+to the edge with an arrow, a cell that exists but did not run labelled where its point
+would be (n/a, OOM, failed). Times and rates are points with their intervals, never bars,
+and the points of a group go from the fastest to the slowest, so the winner comes first.
+Every function takes an optional width in inches (style.WIDTHS); without one it picks
+single or double column by its content.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,23 +39,23 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from accelbench.analysis import machines, ratios, style, tables, tidy
+from accelbench.analysis import machines, marks, ratios, style, tables, tidy
+from accelbench.analysis.sizes import size_label, size_text
+from accelbench.analysis.tables.builders import interval_name
 from accelbench.families import FAMILIES
+from accelbench.measuring.statistics import CI_LEVEL
+from accelbench.platform.devices import DeviceError, parse_device
 
-LOG_SPAN = 10.0  # switch to a log axis when the values span more than a decade
 NOT_RUN_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no base"}
-FLAGGED_LABEL = "hollow: busy machine or imprecise"
 # Record flags (tidy columns) that draw a cell hollow and keep its interval off the axes.
 FLAG_COLUMNS = ("busy", "imprecise")
-# Margin around the plotted range: a factor on a log axis, a fraction of the span on a
-# linear one.
-LOG_MARGIN = 1.25
-LINEAR_MARGIN = 0.05
 # Below one flop per byte a kernel is limited by memory on any device (ridge points are
 # several flop/byte), so its bandwidth says more than its GFLOP/s; copies have no flops.
 MEMORY_BOUND_INTENSITY = 1.0
 KERNEL_METRICS = {"gflops": ("Throughput", "GFLOP/s"), "bandwidth": ("Bandwidth", "GB/s")}
 SIZE_TICK_WIDTH = 0.45  # inches per size tick label, so that neighbours never touch
+# What tells the points of an energy figure's panel apart besides the device.
+ENERGY_HUES = {"train": "precision", "kernel": "backend", "datasci": "backend"}
 
 
 def _with_metric(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -65,33 +72,9 @@ def _measured(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows[ok]
 
 
-def _yerr(rows: pd.DataFrame, metric: str) -> np.ndarray:
-    """Asymmetric error bars from the stored CI; a missing bound draws no bar on that side."""
-    median = rows[f"{metric}_median"].to_numpy(float)
-    low = rows[f"{metric}_ci_low"].to_numpy(float)
-    high = rows[f"{metric}_ci_high"].to_numpy(float)
-    below = np.nan_to_num(median - low, nan=0.0, posinf=0.0).clip(min=0)
-    above = np.nan_to_num(high - median, nan=0.0, posinf=0.0).clip(min=0)
-    return np.vstack([below, above])
-
-
-def _spans_decades(values: np.ndarray) -> bool:
-    values = values[np.isfinite(values) & (values > 0)]
-    return values.size > 0 and values.max() / values.min() > LOG_SPAN
-
-
-def _annotate(ax, x: float, status: str, *, height: float, rotation: float, color) -> None:
-    """Status text at data position x, at a fixed height in the axes (works on any y scale)."""
-    ax.text(
-        x,
-        height,
-        tidy.STATUS_TEXT[status],
-        transform=ax.get_xaxis_transform(),
-        ha="center",
-        va="bottom",
-        rotation=rotation,
-        color=color,
-    )
+def _interval(rows: pd.DataFrame, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """The (low, high) ends of the rows' intervals of `prefix` (a metric and "_")."""
+    return (rows[f"{prefix}ci_low"].to_numpy(float), rows[f"{prefix}ci_high"].to_numpy(float))
 
 
 def flagged_rows(rows: pd.DataFrame) -> np.ndarray:
@@ -104,69 +87,38 @@ def flagged_rows(rows: pd.DataFrame) -> np.ndarray:
     return found
 
 
-def flagged_handle() -> Line2D:
-    """Legend entry explaining hollow markers."""
-    return Line2D(
-        [], [], color="black", marker="o", markerfacecolor="white", ls="none", label=FLAGGED_LABEL
-    )
-
-
-def hollow_flagged(ax, x, y, rows: pd.DataFrame, color, marker: str = "o") -> None:
-    """Redraw the markers of flagged rows hollow, over what was plotted at (x, y)."""
-    flagged = flagged_rows(rows)
-    if flagged.any():
-        ax.plot(
-            np.asarray(x, float)[flagged],
-            np.asarray(y, float)[flagged],
-            ls="none",
-            marker=marker,
-            markerfacecolor="white",
-            markeredgecolor=color,
-            zorder=3,
-        )
-
-
 def plotted_range(rows: pd.DataFrame, prefix: str) -> tuple[float, float]:
     """(low, high) the axis of a metric must show: every median, and the intervals of the
     rows that are not flagged (a busy cell's interval, 0 to 2e10 us, once stretched an
     axis over twelve decades); NaN where nothing is finite."""
     medians = rows[f"{prefix}median"].to_numpy(float)
     trusted = ~flagged_rows(rows)
-    values = np.concatenate(
-        [
-            medians,
-            rows[f"{prefix}ci_low"].to_numpy(float)[trusted],
-            rows[f"{prefix}ci_high"].to_numpy(float)[trusted],
-        ]
-    )
+    low, high = _interval(rows, prefix)
+    values = np.concatenate([medians, low[trusted], high[trusted]])
     values = values[np.isfinite(values)]
     if not values.size:
         return math.nan, math.nan
     return float(values.min()), float(values.max())
 
 
-def set_range(ax, axis: str, low: float, high: float, band: float = 0.0) -> None:
-    """Limit `axis` ("x" or "y") of `ax` to [low, high] with a margin, in its scale, and with
-    `band` (a fraction of the axis) left free below `low` for the labels of cells that did
-    not run; a range with nothing finite, or nothing positive on a log axis, is left to
-    matplotlib."""
-    log = (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log"
-    if not (math.isfinite(low) and math.isfinite(high)) or (log and low <= 0):
-        return
-    scale, unscale = (math.log, math.exp) if log else (float, float)
-    bottom, top = scale(low), scale(high)
-    pad = (math.log(LOG_MARGIN) if log else LINEAR_MARGIN * (top - bottom)) or 1.0
-    bottom, top = bottom - pad, top + pad
-    # The lowest value at `band` of the way up: bottom' = (low - band * top) / (1 - band).
-    bottom = min(bottom, (scale(low) - band * top) / (1.0 - band))
-    (ax.set_xlim if axis == "x" else ax.set_ylim)(unscale(bottom), unscale(top))
+def _interval_text(rows: pd.DataFrame) -> str:
+    """What an error bar of `rows` is: the records' interval (the tables' name for it), or
+    for a ratio of two records (cells with a `ci_level`, accelbench.analysis.ratios) the
+    level the two intervals guarantee it."""
+    ran = rows[rows["status"] == "ok"]
+    levels = ran["ci_level"].dropna().astype(float) if "ci_level" in ran else pd.Series()
+    if not levels.empty and levels.min() < CI_LEVEL:
+        return f"{levels.min():.0%} interval of the ratio"
+    return interval_name(rows)
 
 
-def _legend(fig: Figure, handles: list, rows: pd.DataFrame | None = None) -> None:
-    """The style's compact legend; with `rows` that hold a flagged measurement, also the
-    entry for hollow marks."""
-    if rows is not None and flagged_rows(rows).any():
-        handles = [*handles, flagged_handle()]
+def legend_with_marks(fig: Figure, handles: list, rows: pd.DataFrame | None = None) -> None:
+    """The style's compact legend; with the `rows` drawn, also what an error bar is and,
+    where one of them is flagged, what a hollow mark is."""
+    if rows is not None and (rows["status"] == "ok").any():
+        handles = [*handles, style.interval_entry(_interval_text(rows))]
+        if flagged_rows(rows[rows["status"] == "ok"]).any():
+            handles.append(style.flagged_entry())
     style.legend(fig, handles)
 
 
@@ -182,70 +134,6 @@ def _scaled(rows: pd.DataFrame, metric: str, factor: float) -> pd.DataFrame:
     """`rows` with the metric's median and interval divided by `factor`."""
     columns = [f"{metric}_{field}" for field in ("median", "ci_low", "ci_high")]
     return rows.assign(**{column: rows[column].astype(float) / factor for column in columns})
-
-
-def _points(ax, rows: pd.DataFrame, hue: str, hues: list[str], metric: str, palette: dict) -> float:
-    """`metric` as points with their intervals: one group per label, one point per value of
-    `hue` (its colour and marker), from the lowest median to the highest, so that for a
-    time the winner comes first; cells that did not run are labelled in the places after
-    them. Flagged cells are hollow and their intervals do not set the range. The axis goes
-    logarithmic when the values span more than a decade. Returns the inches the figure
-    must grow by for labels turned upright, so the panel keeps its height."""
-    labels = list(dict.fromkeys(rows["label"]))
-    measured = _measured(rows, metric)
-    low, high = plotted_range(measured, f"{metric}_")
-    if _spans_decades(np.array([low, high])):
-        ax.set_yscale("log")
-    markers = {value: style.MARKERS[index % len(style.MARKERS)] for index, value in enumerate(hues)}
-    slot = 0.8 / max(rows.groupby("label", sort=False).size().max(), 1)
-    notes = [tidy.STATUS_TEXT[status] for status in rows["status"] if status in tidy.STATUS_TEXT]
-    for position, label in enumerate(labels):
-        group = rows[rows["label"] == label]
-        done = group[group.index.isin(measured.index)]
-        done = done.sort_values(f"{metric}_median", kind="stable")
-        places = position + (np.arange(len(group)) - (len(group) - 1) / 2) * slot
-        hollow = flagged_rows(done)
-        for place, (index, row), flagged in zip(places, done.iterrows(), hollow, strict=False):
-            color = palette[row[hue]]
-            ax.errorbar(
-                [place],
-                [row[f"{metric}_median"]],
-                yerr=_yerr(done.loc[[index]], metric),
-                color=color,
-                marker=markers[row[hue]],
-                markerfacecolor="white" if flagged else color,
-                linestyle="none",
-                elinewidth=0.8,
-            )
-        statuses = group.loc[~group.index.isin(measured.index), "status"]
-        for place, status in zip(places[len(done) :], statuses, strict=True):
-            if status in tidy.STATUS_TEXT:
-                _annotate(ax, place, status, height=0.03, rotation=90, color="black")
-    # Upright labels of cells that did not run stand at the bottom, below every point.
-    size = plt.rcParams["xtick.labelsize"]
-    tall = max((style.text_width(note, size) for note in notes), default=0.0)
-    height = ax.get_position().height * ax.get_figure().get_figheight()
-    set_range(ax, "y", low, high, band=min(0.5, 0.05 + tall / height) if notes else 0.0)
-    if measured.empty:
-        ax.set_yticks([])  # nothing measured: a number scale would suggest values
-    ax.set_xlabel("Model")
-    ax.set_xlim(-0.5, len(labels) - 0.5)
-    return _fit_labels(ax, labels)
-
-
-def _hue_legend(palette: dict) -> list[Line2D]:
-    """Legend entries of `_points`: each value's colour and marker."""
-    return [
-        Line2D(
-            [],
-            [],
-            color=color,
-            marker=style.MARKERS[index % len(style.MARKERS)],
-            ls="none",
-            label=value,
-        )
-        for index, (value, color) in enumerate(palette.items())
-    ]
 
 
 def _panel_figure(count: int, width: float | None) -> tuple[Figure, np.ndarray]:
@@ -272,14 +160,71 @@ def _fit_labels(ax, labels: list[str]) -> float:
     return max(style.text_width(label, size) for label in labels)
 
 
+def _group_points(ax, group: pd.DataFrame, done: pd.DataFrame, places, hue: str, looks, metric):
+    """The points of one group at `places`: the measured ones (`done`, fastest first) in
+    their look with their intervals, then the labels of the cells that did not run."""
+    for place, (index, row), flagged in zip(
+        places, done.iterrows(), flagged_rows(done), strict=False
+    ):
+        low, high = _interval(done.loc[[index]], f"{metric}_")
+        marks.measured(
+            ax, [place], [row[f"{metric}_median"]], (low, high), looks[row[hue]], [flagged]
+        )
+    statuses = group.loc[~group.index.isin(done.index), "status"]
+    for place, status in zip(places[len(done) :], statuses, strict=True):
+        if status in tidy.STATUS_TEXT:
+            marks.not_run(ax, place, status, height=0.03, rotation=90, color="black")
+
+
+def _points(ax, rows: pd.DataFrame, hue: str, looks: dict, metric: str) -> float:
+    """`metric` as points with their intervals: one group per label, one point per value of
+    `hue` in its look (`looks`), from the lowest median to the highest, so that for a time
+    the winner comes first; cells that did not run are labelled in the places after them.
+    Returns the inches the figure must grow by for labels turned upright, so the panel
+    keeps its height."""
+    labels = list(dict.fromkeys(rows["label"]))
+    measured = _measured(rows, metric)
+    slot = 0.8 / max(rows.groupby("label", sort=False).size().max(), 1)
+    notes = [tidy.STATUS_TEXT[status] for status in rows["status"] if status in tidy.STATUS_TEXT]
+    for position, label in enumerate(labels):
+        group = rows[rows["label"] == label]
+        done = group[group.index.isin(measured.index)]
+        done = done.sort_values(f"{metric}_median", kind="stable")
+        places = position + (np.arange(len(group)) - (len(group) - 1) / 2) * slot
+        _group_points(ax, group, done, places, hue, looks, metric)
+    # Upright labels of cells that did not run stand at the bottom, below every point.
+    size = plt.rcParams["xtick.labelsize"]
+    tall = max((style.text_width(note, size) for note in notes), default=0.0)
+    height = ax.get_position().height * ax.get_figure().get_figheight()
+    band = min(0.5, 0.05 + tall / height) if notes else 0.0
+    marks.fit_axis(ax, "y", *plotted_range(measured, f"{metric}_"), band=band)
+    if measured.empty:
+        ax.set_yticks([])  # nothing measured: a number scale would suggest values
+    ax.set_xlim(-0.5, len(labels) - 0.5)
+    grow = _fit_labels(ax, labels)
+    marks.arrows(ax)
+    return grow
+
+
+def _entries(category: str, values, *, line: bool = False) -> list[Line2D]:
+    """Legend entries of names of one category, each in its look."""
+    return [style.entry(style.look(category, value), str(value), line=line) for value in values]
+
+
+def _looks(category: str, values) -> dict:
+    """Each value's look in its category."""
+    return {value: style.look(category, value) for value in values}
+
+
 def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) -> Figure:
-    """Time per mini-batch as points with intervals: one group per model (row label), one
-    point per device, fastest first."""
+    """Time per mini-batch of the training configurations measured on two devices or more:
+    one group per configuration (row label), one point per device in its look, fastest
+    first. A configuration on one device has nothing to set beside: the table has it."""
     style.apply()
     metric = "time_per_batch"
-    rows, _ = tidy.experiment_rows(frame, "train")
+    rows, _ = tidy.compared_rows(frame, "train", "device")
     if rows.empty:
-        return style.empty_figure("no training records", width)
+        return style.empty_figure("no training configuration measured on two devices", width)
     rows = _with_metric(rows, metric)
     label, factor = _time_unit(frame, rows, metric)
     rows = _scaled(rows, metric, factor)
@@ -289,16 +234,16 @@ def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) ->
     fig = Figure(figsize=(width or auto, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
     ax.set_ylabel(label)
-    palette = dict(zip(devices, style.colors(len(devices)), strict=True))
-    grow = _points(ax, rows, "device", devices, metric, palette)
+    ax.set_xlabel("Model")
+    grow = _points(ax, rows, "device", _looks("device", devices), metric)
     fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
-    _legend(fig, _hue_legend(palette), rows)
+    legend_with_marks(fig, _entries("device", devices), rows)
     return fig
 
 
 def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Figure:
     """Time per mini-batch by precision: one panel per device, one group per model, one point
-    per precision with its interval, fastest first, so the gain of a narrower type is read
+    per precision in its look, fastest first, so the gain of a narrower type is read
     within a panel. Only models measured in two or more precisions on a device are shown."""
     style.apply()
     metric = "time_per_batch"
@@ -307,40 +252,34 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
     if not devices:
         return style.empty_figure("no model measured in two precisions", width)
     precisions = tidy.ordered("precision", rows["precision"])
-    width = width or (style.SINGLE_COLUMN if len(devices) == 1 else style.DOUBLE_COLUMN)
-    width, nrows, ncols, height = style.panel_grid(len(devices), width)
-    fig = Figure(figsize=(width, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
-    palette = dict(zip(precisions, style.colors(len(precisions)), strict=True))
+    fig, axes = _panel_figure(len(devices), width)
     label, factor = _time_unit(frame, _with_metric(rows, metric), metric)
     grow = 0.0
     for ax, device in zip(axes, devices, strict=False):
         ids = rows.loc[rows["device"] == device, "id"]
         here, _ = tidy.experiment_rows(frame[frame["id"].isin(ids)], "train", "precision")
         here = _scaled(_with_metric(here, metric), metric, factor)
-        grow = max(grow, _points(ax, here, "precision", precisions, metric, palette))
+        grow = max(grow, _points(ax, here, "precision", _looks("precision", precisions), metric))
         ax.set_title(device)
         ax.set_ylabel(label)
-    fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow * nrows))
+        ax.set_xlabel("Model")
+    fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
     for ax in axes[len(devices) :]:
         ax.remove()
-    _legend(fig, _hue_legend(palette), rows)
+    legend_with_marks(fig, _entries("precision", precisions), _with_metric(rows, metric))
     return fig
 
 
-def machine_times(joined: machines.Joined, width: float | None = None) -> Figure:
-    """The time of each cell of work several machines share (accelbench.analysis.machines):
-    one panel per family, one group per cell, one point per machine and device with its
-    interval, fastest first; the legend names each column as the joined table does. Drawn
-    at the text width: a legend entry names a machine, its device, date and source."""
-    style.apply()
+def _machine_rows(joined: machines.Joined) -> tuple[pd.DataFrame, dict[str, style.Look]]:
+    """The joined cells as `_points` reads them, a column per machine and device, and the
+    look of each column: its device's colour, the marker of its source (the order given)."""
     cells = joined.cells
-    if cells.empty:
-        return style.empty_figure("no cell of work measured on two machines", width)
-    names = {
-        place: ", ".join(machines.column_lines(joined, *place))
-        for place in machines.columns(joined)
-    }
+    looks, names = {}, {}
+    for source, device in machines.columns(joined):
+        name = ", ".join(machines.column_lines(joined, source, device))
+        names[source, device] = name
+        marker = style.MARKERS[source % len(style.MARKERS)]
+        looks[name] = style.Look(style.look("device", device).color, marker)
     places = zip(cells["source"].astype(int), cells["device"], strict=True)
     rows = pd.DataFrame(
         {
@@ -348,25 +287,33 @@ def machine_times(joined: machines.Joined, width: float | None = None) -> Figure
             "label": cells["label"],
             "column": [names[place] for place in places],
             "status": cells["status"],
+            "unit": cells["unit"],
             **{flag: cells[flag] for flag in FLAG_COLUMNS},
             **{f"time_{field}": cells[field] for field in ("median", "ci_low", "ci_high")},
         }
     )
+    return rows, looks
+
+
+def machine_times(joined: machines.Joined, width: float | None = None) -> Figure:
+    """The time of each cell of work several machines share (accelbench.analysis.machines):
+    one panel per family, one group per cell, one point per machine and device with its
+    interval, fastest first: the device's colour, a marker per machine; the legend names
+    each column as the joined table does. Drawn at the text width: a legend entry names a
+    machine, its device, date and source."""
+    style.apply()
+    if joined.cells.empty:
+        return style.empty_figure("no cell of work measured on two machines", width)
+    rows, looks = _machine_rows(joined)
     families = list(dict.fromkeys(rows["experiment"]))
     fig, axes = _panel_figure(len(families), width or style.DOUBLE_COLUMN)
-    palette = dict(zip(names.values(), style.colors(len(names)), strict=True))
     grow = 0.0
     for ax, name in zip(axes, families, strict=False):
         here = rows[rows["experiment"] == name]
         unit, factor = tables.readable_unit(
-            str(cells["unit"].iloc[0]), list(here["time_median"].astype(float))
+            str(here["unit"].iloc[0]), list(here["time_median"].astype(float))
         )
-        grow = max(
-            grow,
-            _points(
-                ax, _scaled(here, "time", factor), "column", list(names.values()), "time", palette
-            ),
-        )
+        grow = max(grow, _points(ax, _scaled(here, "time", factor), "column", looks, "time"))
         family = FAMILIES[name]
         ax.set_ylabel(f"{family.time_metric.replace('_', ' ').capitalize()} ({unit})")
         ax.set_xlabel("Cell of work")
@@ -374,7 +321,8 @@ def machine_times(joined: machines.Joined, width: float | None = None) -> Figure
     fig.set_figheight(min(style.MAX_HEIGHT - 1.0, fig.get_figheight() + grow))
     for ax in axes[len(families) :]:
         ax.remove()
-    _legend(fig, _hue_legend(palette), rows)
+    handles = [style.entry(look, name) for name, look in looks.items()]
+    legend_with_marks(fig, handles, rows)
     return fig
 
 
@@ -397,7 +345,7 @@ def _heatmap_marks(
 ) -> list[tuple[int, int, str, str]]:
     """(row, column, text, colour) of every cell: the speedup with the tables' marks, in
     a colour that reads on its hue; a cell that did not run is greyed and says why."""
-    marks = []
+    found = []
     for (label, device), cell in grid.iterrows():
         row, column = labels.index(label), devices.index(device)
         if cell["status"] == "ok" and math.isfinite(values[row, column]):
@@ -409,19 +357,19 @@ def _heatmap_marks(
         else:
             ax.add_patch(Rectangle((column, row), 1, 1, facecolor=style.NOT_RUN, edgecolor="white"))
             text, color = NOT_RUN_TEXT.get(cell["status"], tables.MISSING), "black"
-        marks.append((row, column, text, color))
-    return marks
+        found.append((row, column, text, color))
+    return found
 
 
-def _write_marks(ax, marks, width: float, labels: list[str], devices: list[str]) -> None:
+def _write_marks(ax, written, width: float, labels: list[str], devices: list[str]) -> None:
     """The cells' texts; with many devices at the widest width they shrink to fit a column."""
     size = plt.rcParams["ytick.labelsize"]
     column_width = (width - max(style.text_width(label, size) for label in labels) - 1.0) / len(
         devices
     )
-    widest = max(style.text_width(text, size) for _, _, text, _ in marks)
+    widest = max(style.text_width(text, size) for _, _, text, _ in written)
     cell_size = size * min(1.0, 0.85 * column_width / widest)
-    for row, column, text, color in marks:
+    for row, column, text, color in written:
         ax.text(
             column + 0.5, row + 0.5, text, ha="center", va="center", color=color, size=cell_size
         )
@@ -448,17 +396,38 @@ def _speedup_colorbar(fig: Figure, mesh, ax, span: int, baseline: str) -> None:
     bar.set_label(f"Speedup over {baseline} (×)")
 
 
+def _kind(device: str) -> tuple[str | None, int]:
+    """(kind, nodes) of a device name; (None, 1) for one that names no device."""
+    try:
+        parsed = parse_device(str(device))
+    except DeviceError:
+        return None, 1
+    return parsed.kind, parsed.nodes
+
+
+def _compared_across_kinds(cells: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """The speedup cells of devices the scaling figures do not draw (not the baseline's kind
+    on one node), of the rows where one was compared with the baseline."""
+    kind, _ = _kind(baseline)
+    other = cells["device"].map(lambda device: _kind(device) != (kind, 1)).astype(bool)
+    cells = cells[other]
+    compared = cells.loc[cells["status"] != ratios.NO_BASELINE, "label"]
+    return cells[cells["label"].isin(compared)]
+
+
 def speedup_heatmap(
     frame: pd.DataFrame, baseline: str, experiment: str = "train", width: float | None = None
 ) -> Figure:
-    """Speedup over the `baseline` device, rows x devices, coloured on a log scale centred
+    """Speedup over the `baseline` device of the devices of another kind (GPUs over a CPU,
+    CPUs over a GPU) and of several nodes, rows x devices, coloured on a log scale centred
     on 1 (one hue faster, the other slower); cells that did not run say why, cells
-    measured on a busy machine or less precisely than asked carry the tables' marks."""
+    measured on a busy machine or less precisely than asked carry the tables' marks. The
+    baseline's own kind on one node is the scaling figures' (thread and GPU scaling)."""
     style.apply()
-    cells, _ = ratios.speedup(frame, experiment, baseline)
+    cells = _compared_across_kinds(ratios.speedup(frame, experiment, baseline)[0], baseline)
     labels = list(dict.fromkeys(cells["label"]))
     if not labels:
-        return style.empty_figure(f"no {experiment} records besides {baseline}", width)
+        return style.empty_figure(f"no {experiment} records on another kind of device", width)
     devices = tidy.natural_devices(cells["device"])
     auto = style.SINGLE_COLUMN if len(devices) <= 4 else style.DOUBLE_COLUMN
     # Room for the row labels, a number in each cell and the colour bar; a narrower width
@@ -488,80 +457,115 @@ def speedup_heatmap(
     return fig
 
 
-def _lines(ax, cells: pd.DataFrame, prefix: str, palette: dict) -> list[Line2D]:
-    """One line per label over the device count, with interval error bars, flagged cells
-    hollow; cells that did not run are labelled at their count, in the label's colour.
-    Returns legend handles."""
+def _configuration_look(label: str) -> style.Look:
+    """A scaling line's look: the colour and marker of its model (the label's first part),
+    the line style of the strategy it names."""
+    parts = label.replace("; ", ", ").split(", ")
+    model = style.look("model", parts[0])
+    strategy = next((part for part in parts[1:] if part in style.LOOKS["strategy"]), None)
+    linestyle = style.look("strategy", strategy).linestyle if strategy else "-"
+    return style.Look(model.color, model.marker, linestyle)
+
+
+def _from_one(cells: pd.DataFrame, prefix: str, one: float) -> pd.DataFrame:
+    """`cells` with, for every label compared at a larger count, its one-device (one-node)
+    baseline at count 1 where it has none of its own strategy: `one` by definition (the
+    record it is compared with), so each line joins the counts measured to where it
+    starts."""
+    compared = cells[(cells["status"] == "ok") & (cells["count"] > 1)]
+    known = set(cells.loc[cells["count"] == 1, "label"])
+    missing = compared[~compared["label"].isin(known)].drop_duplicates("label")
+    columns = [f"{prefix}{field}" for field in ("median", "ci_low", "ci_high")]
+    start = missing.assign(
+        count=1, status="ok", busy=False, imprecise=False, **dict.fromkeys(columns, one)
+    )
+    return pd.concat([start, cells], ignore_index=True)
+
+
+def _lines(ax, cells: pd.DataFrame, prefix: str, looks: dict) -> list[Line2D]:
+    """One line per label over the device count in its look, with interval error bars,
+    flagged cells hollow; cells that did not run are labelled at their count, in the
+    label's colour. Returns legend handles."""
     handles = []
-    for slot, label in enumerate(palette):
+    for slot, (label, look) in enumerate(looks.items()):
         here = cells[cells["label"] == label].sort_values("count")
         ok = (here["status"] == "ok") & np.isfinite(here[f"{prefix}median"].astype(float))
         done = here[ok]
-        marker = style.MARKERS[slot % len(style.MARKERS)]
         # Every label is in the legend, also one whose cells all failed: its colour names them.
-        handles.append(Line2D([], [], color=palette[label], marker=marker, label=label))
+        handles.append(style.entry(look, label, line=True))
         if not done.empty:
-            median = done[f"{prefix}median"].to_numpy(float)
-            below = (median - done[f"{prefix}ci_low"].to_numpy(float)).clip(min=0)
-            above = (done[f"{prefix}ci_high"].to_numpy(float) - median).clip(min=0)
-            ax.errorbar(
-                done["count"].to_numpy(float),
-                median,
-                yerr=np.vstack([below, above]),
-                color=palette[label],
-                marker=marker,
+            marks.measured(
+                ax,
+                done["count"],
+                done[f"{prefix}median"],
+                _interval(done, prefix),
+                look,
+                flagged_rows(done),
+                linestyle=look.linestyle,
             )
-            hollow_flagged(ax, done["count"], median, done, palette[label], marker)
         for count, status in here.loc[~ok, ["count", "status"]].itertuples(index=False):
-            text = NOT_RUN_TEXT.get(status)
-            if text:
+            if NOT_RUN_TEXT.get(status):
                 ax.text(
                     float(count),
                     0.03 + 0.08 * (slot % 10),
-                    text,
+                    NOT_RUN_TEXT[status],
                     transform=ax.get_xaxis_transform(),
                     ha="center",
                     va="bottom",
-                    color=palette[label],
+                    color=look.color,
                 )
     return handles
 
 
 def _count_axis(ax, counts: list[int], label: str) -> None:
-    ax.set_xscale("log", base=2)
+    """Device counts as ticks: on a log2 axis where they span a decade, else linear."""
+    if marks.spans_decade(counts[0], counts[-1]):
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(counts[0] / 1.3, counts[-1] * 1.3)
+    else:
+        pad = 0.1 * (counts[-1] - counts[0]) or 0.5
+        ax.set_xlim(counts[0] - pad, counts[-1] + pad)
     ax.set_xticks(counts)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlim(counts[0] / 1.3, counts[-1] * 1.3)
     ax.set_xlabel(label)
+
+
+def _drawn(cells: pd.DataFrame, look_of=_configuration_look) -> tuple[pd.DataFrame, dict]:
+    """The cells to draw and each label's look (`look_of`), labels in order: a line for a
+    label measured at a count above one (from its baseline, `_from_one`), and the status
+    of every cell that did not run; a label's baseline alone is not drawn."""
+    larger = set(cells.loc[(cells["status"] == "ok") & (cells["count"] > 1), "label"])
+    cells = cells[cells["label"].isin(larger) | (cells["status"] != "ok")]
+    return cells, {label: look_of(label) for label in sorted(set(cells["label"]))}
 
 
 def cpu_thread_scaling(
     frame: pd.DataFrame, experiment: str = "train", width: float | None = None
 ) -> Figure:
-    """Speedup over one thread against CPU threads, log-log, one line per row label, with
-    the ideal (linear) speedup as a dashed line."""
+    """Speedup over one thread against CPU threads, one line per row label from its
+    baseline on one thread, with the ideal (linear) speedup dashed. A label measured on
+    one thread only has no line."""
     style.apply()
     cells, _ = ratios.scaling(frame, experiment)
-    cells = cells[cells["kind"] == "cpu"]
-    scaled = cells.loc[cells["count"] > 1, "label"]
-    cells = cells[cells["label"].isin(scaled)]  # a row measured on one thread only has no line
+    cells = cells[(cells["kind"] == "cpu") & (cells["nodes"] == 1)]
+    cells = cells[cells["label"].isin(cells.loc[cells["count"] > 1, "label"])]
+    cells, looks = _drawn(_from_one(cells, "", 1.0))
     counts = sorted(set(cells["count"].astype(int)))
     if len(counts) < 2:
         return style.empty_figure("no CPU thread-scaling records", width)
     fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
     ax.set_ylabel("Speedup over 1 thread (×)")
-    labels = list(dict.fromkeys(cells["label"]))
-    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ideal = ax.plot(counts, counts, color="black", linestyle="--", linewidth=0.8, label="ideal")
-    handles = _lines(ax, cells, "", palette)
+    ideal = ax.plot(counts, counts, color=style.NEUTRAL, linestyle="--", lw=0.8, label="ideal")
+    handles = _lines(ax, cells, "", looks)
     _count_axis(ax, counts, "CPU threads")
-    ax.set_yscale("log", base=2)
     low, high = plotted_range(cells[cells["status"] == "ok"], "")
-    set_range(ax, "y", min(low, counts[0]), max(high, counts[-1]))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    _legend(fig, [*ideal, *handles], cells)
+    marks.fit_axis(ax, "y", min(low, counts[0]), max(high, counts[-1]))
+    if ax.get_yscale() == "log":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    marks.arrows(ax)
+    legend_with_marks(fig, [*ideal, *handles], cells)
     return fig
 
 
@@ -569,19 +573,18 @@ def scaling_efficiency(
     frame: pd.DataFrame, experiment: str = "train", kind: str = "cuda", width: float | None = None
 ) -> Figure:
     """Parallel efficiency (speedup over one device, over K) in percent against the device
-    count K, one line per row label (model and strategy); 100% is linear scaling."""
+    count K, one line per row label (model and strategy) from 100% on one device; 100% is
+    linear scaling."""
     style.apply()
     cells, _ = ratios.scaling(frame, experiment)
-    # Efficiency on one device is 100% by definition: the lines start at two. Several
-    # nodes have a figure of their own (node_scaling_efficiency).
-    cells = cells[(cells["kind"] == kind) & (cells["count"] > 1) & (cells["nodes"] == 1)]
-    counts = sorted(set(cells["count"].astype(int)))
-    if not counts:
+    # Several nodes have a figure of their own (node_scaling_efficiency).
+    cells = cells[(cells["kind"] == kind) & (cells["nodes"] == 1)]
+    cells = cells[cells["label"].isin(cells.loc[cells["count"] > 1, "label"])]
+    if cells.empty:
         what = "multi-GPU" if kind == "cuda" else "multi-thread"
         return style.empty_figure(f"no {what} records", width)
     return _efficiency_figure(
         cells,
-        [1, *counts],
         "GPUs" if kind == "cuda" else "CPU threads",
         "Scaling efficiency (%)",
         width,
@@ -589,23 +592,26 @@ def scaling_efficiency(
 
 
 def _efficiency_figure(
-    cells: pd.DataFrame, counts: list[int], xlabel: str, ylabel: str, width: float | None
+    cells: pd.DataFrame, xlabel: str, ylabel: str, width: float | None, look_of=None
 ) -> Figure:
-    """Efficiency in percent against a count (devices, nodes), one line per label, with
-    the ideal (100%) dashed."""
+    """Efficiency in percent against a count (devices, nodes), one line per label from
+    100% at one (`_from_one`), in the look `look_of` gives it, with the ideal (100%)
+    dashed."""
     columns = [f"efficiency_{field}" for field in ("median", "ci_low", "ci_high")]
+    cells = _from_one(cells, "efficiency_", 1.0)
     cells = cells.assign(**{column: cells[column].astype(float) * 100 for column in columns})
+    cells, looks = _drawn(cells, look_of or _configuration_look)
+    counts = sorted(set(cells["count"].astype(int)))
     fig = Figure(figsize=(width or style.SINGLE_COLUMN, style.PANEL_HEIGHT), layout="constrained")
     ax = fig.add_subplot()
     ax.set_ylabel(ylabel)
-    labels = list(dict.fromkeys(cells["label"]))
-    palette = dict(zip(labels, style.colors(len(labels)), strict=True))
-    ideal = ax.axhline(100.0, color="black", linestyle="--", linewidth=0.8, label="ideal")
-    handles = _lines(ax, cells, "efficiency_", palette)
+    ideal = ax.axhline(100.0, color=style.NEUTRAL, linestyle="--", linewidth=0.8, label="ideal")
+    handles = _lines(ax, cells, "efficiency_", looks)
     _count_axis(ax, counts, xlabel)
     _, top = plotted_range(cells[cells["status"] == "ok"], "efficiency_")
     ax.set_ylim(0, max(110.0, top * 1.05) if math.isfinite(top) else 110.0)
-    _legend(fig, [ideal, *handles], cells)
+    marks.arrows(ax)
+    legend_with_marks(fig, [ideal, *handles], cells)
     return fig
 
 
@@ -613,32 +619,27 @@ def node_scaling_efficiency(
     frame: pd.DataFrame, experiment: str = "train", width: float | None = None
 ) -> Figure:
     """Efficiency of N nodes against one node with the same devices, in percent, against
-    the node count: one line per configuration and devices per node, starting at 100% on
-    one node; the dashed line at 100% is linear scaling across nodes."""
+    the node count: one line per configuration and devices per node (the look of those
+    devices on one node), starting at 100% on one node; the dashed line at 100% is
+    linear scaling across nodes."""
     style.apply()
     cells, _ = ratios.node_scaling(frame, experiment)
     if cells.empty:
         return style.empty_figure("no multi-node records", width)
     unit = {"cpu": "processes", "cuda": "GPUs"}
-    cells = cells.assign(
-        label=[
-            f"{label}; {per_node} {unit[kind]} per node"
-            for label, per_node, kind in cells[["label", "per_node", "kind"]].itertuples(False)
-        ]
+    labels = [
+        f"{label}; {count} {unit[kind]} per node"
+        for label, count, kind in cells[["label", "per_node", "kind"]].itertuples(False)
+    ]
+    per_node = cells["kind"] + cells["per_node"].astype(int).astype(str)
+    devices = dict(zip(labels, per_node, strict=True))
+    return _efficiency_figure(
+        cells.assign(label=labels),
+        "Nodes",
+        "Efficiency over one node (%)",
+        width,
+        lambda label: style.look("device", devices[label]),
     )
-    # One node is each line's baseline: 100% by definition, where a cell was compared to it.
-    compared = cells[cells["status"] == "ok"].drop_duplicates("label")
-    one_node = compared.assign(
-        count=1,
-        status="ok",
-        busy=False,
-        efficiency_median=1.0,
-        efficiency_ci_low=1.0,
-        efficiency_ci_high=1.0,
-    )
-    cells = pd.concat([one_node, cells], ignore_index=True)
-    counts = sorted(set(cells["count"].astype(int)))
-    return _efficiency_figure(cells, counts, "Nodes", "Efficiency over one node (%)", width)
 
 
 def kernel_metric(rows: pd.DataFrame) -> str:
@@ -654,47 +655,21 @@ def kernel_metric(rows: pd.DataFrame) -> str:
     return "gflops"
 
 
-def _size_text(size: float) -> str:
-    """A problem size as a short tick label: 512, 65.5k, 4M."""
-    for least, scale, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
-        if size >= least:
-            return f"{size / scale:.3g}{suffix}"
-    return f"{size:g}"
-
-
-def _size_axis(ax, sizes: list[int]) -> None:
-    """A log axis of this panel's own sizes (base 2 when they are powers of two), with as
-    many of them as tick labels as fit side by side and a margin around the outer ones."""
-    powers_of_two = all(size > 0 and size & (size - 1) == 0 for size in sizes)
-    ax.set_xscale("log", base=2 if powers_of_two else 10)
+def size_axis(ax, sizes: list[int]) -> None:
+    """An axis of this panel's own sizes: logarithmic where they span a decade (base 2
+    when they are powers of two), else linear from zero, with as many of them as tick
+    labels as fit side by side."""
+    if marks.spans_decade(sizes[0], sizes[-1]):
+        powers_of_two = all(size > 0 and size & (size - 1) == 0 for size in sizes)
+        ax.set_xscale("log", base=2 if powers_of_two else 10)
+        ax.set_xlim(sizes[0] / 2, sizes[-1] * 2)
+    else:
+        ax.set_xlim(0, sizes[-1] * (1 + 2 * marks.LINEAR_MARGIN))
     fits = max(1, int(ax.get_position().width * ax.get_figure().get_figwidth() / SIZE_TICK_WIDTH))
     shown = sizes[:: math.ceil(len(sizes) / fits)]
-    ax.set_xticks(shown, [_size_text(size) for size in shown])
+    ax.set_xticks(shown, [size_text(size) for size in shown])
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlim(sizes[0] / 2, sizes[-1] * 2)
     ax.set_xlabel("Problem size n")
-
-
-def _looks(values: list[str]) -> dict[str, tuple[str, str]]:
-    """Marker and line style of each value, in order."""
-    return {
-        value: (style.MARKERS[i % len(style.MARKERS)], style.LINESTYLES[i % len(style.LINESTYLES)])
-        for i, value in enumerate(values)
-    }
-
-
-def _series_legend(fig: Figure, palette: dict, looks: dict, flagged: bool) -> None:
-    """Legend of throughput panels: a colour per backend (fastest first), a marker and line
-    style per value of the other parameter, and the hollow-marker entry where a point was
-    flagged."""
-    handles = [Line2D([], [], color=color, label=backend) for backend, color in palette.items()]
-    handles += [
-        Line2D([], [], color="black", marker=marker, linestyle=linestyle, label=value)
-        for value, (marker, linestyle) in looks.items()
-    ]
-    if flagged:
-        handles.append(flagged_handle())
-    style.legend(fig, handles)
 
 
 def fastest_first(rows: pd.DataFrame, panels: list[str], metric_of) -> list[str]:
@@ -714,115 +689,187 @@ def fastest_first(rows: pd.DataFrame, panels: list[str], metric_of) -> list[str]
     )
 
 
-def _throughput_panel(
-    ax, panel: pd.DataFrame, metric: str, series: list, looks: dict, by: str = "dtype"
-) -> None:
-    """One kernel on one device: a line per (backend, dtype) over size with interval error
-    bars, flagged points hollow and their intervals off the axis range; cells that did not
-    run are labelled at their size, in the backend's colour. `by` is the parameter the line
-    style and marker tell apart (the device for data science)."""
+@dataclass(frozen=True)
+class _Panel:
+    """One panel of a throughput figure: a kernel (workload) on a device over its sizes
+    (`curves`), or the kernels (workloads) measured at one size, side by side."""
+
+    title: str
+    rows: pd.DataFrame
+    metric: str
+    ylabel: str
+    curves: bool
+
+
+def _metric_of(frame: pd.DataFrame, experiment: str, rows: pd.DataFrame) -> tuple[str, str]:
+    """(metric, y label) of one kernel's or workload's rows: GFLOP/s or GB/s for a kernel
+    (`kernel_metric`), its own items per second for a workload."""
+    if experiment == "kernel":
+        metric = kernel_metric(rows)
+        name, unit = KERNEL_METRICS[metric]
+        return metric, f"{name} ({frame.attrs.get('units', {}).get(f'{metric}_median', unit)})"
+    items = rows["item"].dropna() if "item" in rows else pd.Series(dtype="str")
+    return "item_throughput", f"Throughput ({items.iloc[0] if not items.empty else 'items'}/s)"
+
+
+def _pooled(rows: pd.DataFrame, primary: str) -> tuple[pd.DataFrame, str]:
+    """Rows measured at one size each, labelled by what tells their cells apart (the
+    kernel and its size; its dtype where it has several here, the device where several
+    are), and the panel's title, which names what all share."""
+    parts = [rows[primary].astype(str)]
+    if "dtype" in rows:
+        several = rows.groupby(primary)["dtype"].transform("nunique") > 1
+        parts.append(rows["dtype"].astype(str).where(several, ""))
+    devices = rows["device"].nunique() > 1
+    if devices:
+        parts.append(rows["device"].astype(str))
+    parts.append(rows["size"].map(size_label))
+    labels = pd.concat(parts, axis=1).agg(lambda row: ", ".join(filter(None, row)), axis=1)
+    shared = [] if devices else [str(rows["device"].iloc[0])]
+    if "dtype" in rows and rows["dtype"].nunique() == 1:
+        shared.append(str(rows["dtype"].iloc[0]))
+    title = ", ".join([*shared, "at one size each"])
+    order = rows.assign(label=labels.astype(str)).sort_values([primary, "device"], key=_natural)
+    return order, title
+
+
+def _natural(column: pd.Series) -> pd.Series:
+    """Devices sort naturally (cpu2 before cpu16), anything else as it is."""
+    return column.map(tidy.device_key) if column.name == "device" else column
+
+
+def _throughput_panels(frame: pd.DataFrame, experiment: str, primary: str) -> list[_Panel]:
+    """The panels of a throughput figure: a kernel (workload) on a device measured at two
+    sizes or more, over its sizes; the others side by side, a panel per metric (unit),
+    where two cells or more were measured."""
+    rows, _ = tidy.experiment_rows(frame, experiment)
+    found, pooled = [], {}
+    for name in sorted(set(rows.get(primary, pd.Series(dtype="str")).dropna())):
+        here = rows[rows[primary] == name]
+        metric, ylabel = _metric_of(frame, experiment, here)
+        for device in tidy.natural_devices(here["device"]):
+            panel = _with_metric(here[here["device"] == device], metric)
+            if _measured(panel, metric)["size"].nunique() >= 2:
+                found.append(_Panel(f"{name}, {device}", panel, metric, ylabel, True))
+            else:
+                pooled.setdefault((metric, ylabel), []).append(panel)
+    for (metric, ylabel), parts in pooled.items():
+        pool = pd.concat(parts)
+        if len(_measured(pool, metric)) >= 2:
+            rows_of, title = _pooled(pool, primary)
+            found.append(_Panel(title, rows_of, metric, ylabel, False))
+    return found
+
+
+def _throughput_panel(ax, panel: pd.DataFrame, metric: str, dtypes: list) -> None:
+    """One kernel (workload) on one device: a line per backend (and dtype, `dtypes` where
+    several: their line styles) over size with interval error bars, flagged points
+    hollow and their intervals off the axis range; cells that did not run are labelled
+    at their size, in the backend's colour."""
     measured = _measured(panel, metric)
     notes_at: dict[float, int] = {}  # labels already stacked at a size, from the bottom
-    for (backend, value), color in series:
-        line = panel[(panel["backend"] == backend) & (panel[by] == value)]
-        line = line.sort_values("size")
-        done = line[line.index.isin(measured.index)]
-        marker, linestyle = looks[value]
-        if not done.empty:
-            ax.errorbar(
-                done["size"].to_numpy(float),
-                done[f"{metric}_median"].to_numpy(float),
-                yerr=_yerr(done, metric),
-                color=color,
-                marker=marker,
-                linestyle=linestyle,
-            )
-            hollow_flagged(ax, done["size"], done[f"{metric}_median"], done, color, marker)
-        failed = line.loc[~line.index.isin(measured.index), ["size", "status"]]
-        for size, status in failed.itertuples(index=False):
-            if status in tidy.STATUS_TEXT:
-                stacked = notes_at.get(float(size), 0)
-                notes_at[float(size)] = stacked + 1
-                height = 0.03 + 0.08 * (stacked % 10)
-                _annotate(ax, float(size), status, height=height, rotation=0, color=color)
-    if measured.empty:
-        ax.set_yticks([])  # nothing measured: a number scale would suggest values
-    else:
-        ax.set_yscale("log")  # backends differ by factors: equal ratios, equal distances
-        set_range(ax, "y", *plotted_range(measured, f"{metric}_"))
+    by = "dtype" if len(dtypes) > 1 else None
+    for backend in sorted(set(panel["backend"].dropna())):
+        look = style.look("backend", backend)
+        for value in dtypes if by else [None]:
+            selected = panel["backend"] == backend
+            if by:
+                selected &= panel[by] == value
+            line = panel[selected].sort_values("size")
+            done = line[line.index.isin(measured.index)]
+            if not done.empty:
+                linestyle = style.look("dtype", value).linestyle if by else look.linestyle
+                marks.measured(
+                    ax,
+                    done["size"],
+                    done[f"{metric}_median"],
+                    _interval(done, f"{metric}_"),
+                    look,
+                    flagged_rows(done),
+                    linestyle=linestyle,
+                )
+            failed = line.loc[~line.index.isin(measured.index), ["size", "status"]]
+            for size, status in failed.itertuples(index=False):
+                if status in tidy.STATUS_TEXT:
+                    stacked = notes_at.get(float(size), 0)
+                    notes_at[float(size)] = stacked + 1
+                    height = 0.03 + 0.08 * (stacked % 10)
+                    marks.not_run(
+                        ax, float(size), status, height=height, rotation=0, color=look.color
+                    )
+    size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
+    marks.fit_axis(ax, "y", *plotted_range(measured, f"{metric}_"))
+    marks.arrows(ax)
+
+
+def _throughput_axes(panels: list[_Panel], width: float | None) -> tuple[Figure, list]:
+    """The axes of a throughput figure: the panels over sizes in as many columns as stay
+    readable, then each panel of one size each across the whole width, where its cells'
+    labels have room."""
+    curves = sum(panel.curves for panel in panels)
+    width = width or (style.SINGLE_COLUMN if len(panels) == 1 else style.DOUBLE_COLUMN)
+    width, _, ncols, _ = style.panel_grid(max(curves, 1), width)
+    nrows = math.ceil(curves / ncols) + len(panels) - curves
+    height = min(style.PANEL_HEIGHT, max(style.MIN_PANEL_HEIGHT, (style.MAX_HEIGHT - 1) / nrows))
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
+    grid = fig.add_gridspec(nrows, ncols)
+    axes = [fig.add_subplot(grid[index // ncols, index % ncols]) for index in range(curves)]
+    first = math.ceil(curves / ncols)
+    axes += [fig.add_subplot(grid[first + index, :]) for index in range(len(panels) - curves)]
+    return fig, axes
+
+
+def _throughput_figure(
+    frame: pd.DataFrame, experiment: str, primary: str, width: float | None
+) -> Figure:
+    """Throughput against size per kernel (workload) and device, and the ones measured at
+    one size side by side (`_throughput_panels`); colour and marker the backend, line
+    style the dtype where several."""
+    style.apply()
+    panels = _throughput_panels(frame, experiment, primary)
+    if not panels:
+        return style.empty_figure(f"no {primary} measured at two sizes or beside another", width)
+    fig, axes = _throughput_axes(panels, width)
+    drawn = pd.concat([panel.rows for panel in panels])
+    curves = pd.concat([panel.rows for panel in panels if panel.curves] or [drawn.iloc[:0]])
+    dtypes = sorted(set(curves["dtype"].dropna())) if "dtype" in curves else []
+    backends = fastest_first(
+        drawn, [primary, "device"], lambda rows: _metric_of(frame, experiment, rows)[0]
+    )
+    grow = 0.0
+    for ax, panel in zip(axes, panels, strict=True):
+        if panel.curves:
+            _throughput_panel(ax, panel.rows, panel.metric, dtypes)
+        else:
+            looks = _looks("backend", backends)
+            grow = max(grow, _points(ax, panel.rows, "backend", looks, panel.metric))
+            ax.set_xlabel(f"{primary.capitalize()} and its size")
+        ax.set_ylabel(panel.ylabel)
+        ax.set_title(panel.title)
+    fig.set_figheight(min(style.MAX_HEIGHT, fig.get_figheight() + grow))
+    handles = _entries("backend", backends, line=not curves.empty)
+    if len(dtypes) > 1:
+        handles += [
+            style.style_entry(dtype, linestyle=style.look("dtype", dtype).linestyle)
+            for dtype in dtypes
+        ]
+    legend_with_marks(fig, handles, drawn)
+    return fig
 
 
 def kernel_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
-    """Throughput against problem size n, one panel per (kernel, device) with its own axes:
-    GFLOP/s for compute-bound kernels, GB/s for copies and memory-bound ones
-    (`kernel_metric`). Colour = backend, line style and marker = dtype."""
-    style.apply()
-    rows, _ = tidy.experiment_rows(frame, "kernel")
-    panels = [
-        (kernel, device)
-        for kernel in sorted(set(rows.get("kernel", [])))
-        for device in tidy.natural_devices(rows.loc[rows["kernel"] == kernel, "device"])
-    ]
-    if not panels:
-        return style.empty_figure("no kernel records", width)
-    fig, axes = _panel_figure(len(panels), width)
-    backends = fastest_first(
-        rows,
-        ["kernel", "device"],
-        lambda panel: kernel_metric(rows[rows["kernel"] == panel["kernel"].iloc[0]]),
-    )
-    dtypes = sorted(set(rows["dtype"].dropna()))
-    palette = dict(zip(backends, style.colors(len(backends)), strict=True))
-    looks = _looks(dtypes)
-    series = [((backend, dtype), palette[backend]) for backend in backends for dtype in dtypes]
-    single_kernel = len({kernel for kernel, _ in panels}) == 1
-    flagged = False
-    for ax, (kernel, device) in zip(axes, panels, strict=False):
-        metric = kernel_metric(rows[rows["kernel"] == kernel])
-        panel = _with_metric(rows[(rows["kernel"] == kernel) & (rows["device"] == device)], metric)
-        _throughput_panel(ax, panel, metric, series, looks)
-        flagged |= flagged_rows(_measured(panel, metric)).any()
-        _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
-        name, unit = KERNEL_METRICS[metric]
-        ax.set_ylabel(f"{name} ({frame.attrs.get('units', {}).get(f'{metric}_median', unit)})")
-        ax.set_title(device if single_kernel else f"{kernel}, {device}")
-    for ax in axes[len(panels) :]:
-        ax.remove()
-    _series_legend(fig, palette, looks, flagged)
-    return fig
+    """Throughput against problem size n, one panel per kernel and device measured at two
+    sizes or more, with its own axes: GFLOP/s for compute-bound kernels, GB/s for copies
+    and memory-bound ones (`kernel_metric`); the kernels measured at one size side by
+    side, a panel per unit. Colour and marker = backend, line style = dtype."""
+    return _throughput_figure(frame, "kernel", "kernel", width)
 
 
 def datasci_throughput_by_size(frame: pd.DataFrame, width: float | None = None) -> Figure:
     """Throughput (items/s: rows, samples or nodes) against problem size n, one panel per
-    workload, CPU and GPU together: colour = library, line style and marker = device."""
-    style.apply()
-    rows, _ = tidy.experiment_rows(frame, "datasci")
-    names = sorted(set(rows.get("workload", [])))
-    if not names:
-        return style.empty_figure("no data science records", width)
-    fig, axes = _panel_figure(len(names), width)
-    backends = fastest_first(rows, ["workload"], lambda panel: "item_throughput")
-    devices = tidy.natural_devices(rows["device"])
-    palette = dict(zip(backends, style.colors(len(backends)), strict=True))
-    looks = _looks(devices)
-    series = [((backend, device), palette[backend]) for backend in backends for device in devices]
-    flagged = False
-    for ax, name in zip(axes, names, strict=False):
-        panel = _with_metric(rows[rows["workload"] == name], "item_throughput")
-        _throughput_panel(ax, panel, "item_throughput", series, looks, by="device")
-        flagged |= flagged_rows(_measured(panel, "item_throughput")).any()
-        _size_axis(ax, sorted(set(panel["size"].dropna().astype(int))))
-        items = panel["item"].dropna() if "item" in panel else pd.Series(dtype="str")
-        ax.set_ylabel(f"Throughput ({items.iloc[0] if not items.empty else 'items'}/s)")
-        ax.set_title(name)
-    for ax in axes[len(names) :]:
-        ax.remove()
-    _series_legend(fig, palette, looks, flagged)
-    return fig
-
-
-# What tells the points of an energy figure's panel apart besides the device.
-ENERGY_MARKERS = {"train": "precision", "kernel": "backend", "datasci": "backend"}
+    workload and device measured at two sizes or more; the workloads measured at one size
+    side by side, a panel per item. Colour and marker = library."""
+    return _throughput_figure(frame, "datasci", "workload", width)
 
 
 def _per_work(rows: pd.DataFrame, metric: str, divisor, unit: str | None):
@@ -834,79 +881,97 @@ def _per_work(rows: pd.DataFrame, metric: str, divisor, unit: str | None):
     return _scaled(rows, metric, factor), shown
 
 
-def _energy_panel(
-    ax, here: pd.DataFrame, metrics: tuple[str, str], marker: str, palette: dict, markers: dict
-) -> None:
-    """One model's (kernel's) energy against time: a point per device and `marker` kind,
-    error bars both ways, flagged points hollow; log axes where a range spans decades."""
+def _energy_panel(ax, here: pd.DataFrame, metrics: tuple[str, str], hue: str, devices) -> None:
+    """One model's (kernel's) energy against time: a point per cell, colour and marker of
+    its `hue` (precision, backend), or the marker of its device where the figure holds
+    several; error bars both ways, flagged points hollow."""
     time_metric, energy_metric = metrics
-    for (device, kind), group in here.groupby(["device", marker], sort=False):
-        x = group[f"{time_metric}_median"].to_numpy(float)
-        y = group[f"{energy_metric}_median"].to_numpy(float)
-        ax.errorbar(
-            x,
-            y,
-            xerr=_yerr(group, time_metric),
-            yerr=_yerr(group, energy_metric),
-            color=palette[device],
-            marker=markers[kind],
-            linestyle="none",
-            elinewidth=0.6,
+    for (device, value), group in here.groupby(["device", hue], sort=False):
+        look = style.look(hue, value)
+        marks.measured(
+            ax,
+            group[f"{time_metric}_median"],
+            group[f"{energy_metric}_median"],
+            _interval(group, f"{energy_metric}_"),
+            look,
+            flagged_rows(group),
+            marker=style.look("device", device).marker if len(devices) > 1 else None,
+            x_interval=_interval(group, f"{time_metric}_"),
         )
-        hollow_flagged(ax, x, y, group, palette[device], markers[kind])
     for axis, metric in (("x", time_metric), ("y", energy_metric)):
-        low, high = plotted_range(here, f"{metric}_")
-        if _spans_decades(np.array([low, high])):
-            (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-        set_range(ax, axis, low, high)
+        marks.fit_axis(ax, axis, *plotted_range(here, f"{metric}_"))
+    marks.arrows(ax)
+
+
+def _energy_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame, str, str]:
+    """The rows of `experiment` with a measured energy and time, per sample (training) or
+    per call, in the tables' units; and those units (time, energy)."""
+    spec = tables.ENERGY_SPECS[experiment]
+    rows, _ = tidy.experiment_rows(frame, experiment)
+    rows = _with_metric(_with_metric(rows, spec.time_metric), spec.energy_metric)
+    measured = _measured(_measured(rows, spec.energy_metric), spec.time_metric)
+    units = frame.attrs.get("units", {})
+    divisor = measured["batch"].astype(float) if spec.per_batch else 1.0
+    measured, time_unit = _per_work(
+        measured, spec.time_metric, divisor, units.get(f"{spec.time_metric}_median")
+    )
+    measured, energy_unit = _per_work(
+        measured, spec.energy_metric, 1.0, units.get(f"{spec.energy_metric}_median")
+    )
+    return measured, time_unit, energy_unit
+
+
+def _energy_panel_names(rows: pd.DataFrame, experiment: str) -> pd.Series:
+    """Each row's panel: its model, kernel or workload, and a kernel's dtype where it was
+    measured in several (a backend's look would not tell them apart)."""
+    primary = FAMILIES[experiment].primary
+    names = rows[primary].astype(str)
+    if "dtype" not in rows or experiment != "kernel":
+        return names
+    several = rows.groupby(primary)["dtype"].transform("nunique") > 1
+    return names.where(~several, names + ", " + rows["dtype"].astype(str))
 
 
 def energy_against_time(
     frame: pd.DataFrame, experiment: str = "train", width: float | None = None
 ) -> Figure:
     """Energy against time per sample (training) or per call (kernels), one panel per model
-    or kernel, colour the device, marker the precision (backend); error bars both ways are
-    the 95% intervals. Left is faster, low is cheaper in energy: a device that pays off in
-    time but not in energy sits left and up. Only measured energy is drawn."""
+    or kernel with two cells or more measured; the precision's (backend's) colour and
+    marker, the device's marker where several; error bars both ways are the intervals.
+    Left is faster, low is cheaper in energy: a device that pays off in time but not in
+    energy sits left and up. Only measured energy is drawn."""
     style.apply()
-    spec, marker = tables.ENERGY_SPECS[experiment], ENERGY_MARKERS[experiment]
-    time_metric, energy_metric = spec.time_metric, spec.energy_metric
-    rows, _ = tidy.experiment_rows(frame, experiment)
-    rows = _with_metric(_with_metric(rows, time_metric), energy_metric)
-    measured = _measured(_measured(rows, energy_metric), time_metric)
-    if measured.empty:
-        return style.empty_figure(f"no energy measured in the {experiment} records", width)
-    units = frame.attrs.get("units", {})
-    divisor = measured["batch"].astype(float) if spec.per_batch else 1.0
-    measured, time_unit = _per_work(
-        measured, time_metric, divisor, units.get(f"{time_metric}_median")
-    )
-    measured, energy_unit = _per_work(
-        measured, energy_metric, 1.0, units.get(f"{energy_metric}_median")
-    )
-    primary = FAMILIES[experiment].primary
-    panels = sorted(set(measured[primary]))
-    fig, axes = _panel_figure(len(panels), width)
+    spec, hue = tables.ENERGY_SPECS[experiment], ENERGY_HUES[experiment]
+    measured, time_unit, energy_unit = _energy_rows(frame, experiment)
+    measured = measured.assign(panel=_energy_panel_names(measured, experiment))
+    counts = measured["panel"].value_counts()
+    panels = sorted(name for name, count in counts.items() if count >= 2)
+    if not panels:
+        what = f"no {experiment} cells whose energy was measured beside another's"
+        return style.empty_figure(what, width)
+    measured = measured[measured["panel"].isin(panels)]
     devices = tidy.natural_devices(measured["device"])
-    palette = dict(zip(devices, style.colors(len(devices)), strict=True))
-    kinds = tidy.ordered(marker, measured[marker])
-    markers = {kind: style.MARKERS[i % len(style.MARKERS)] for i, kind in enumerate(kinds)}
+    fig, axes = _panel_figure(len(panels), width)
     for ax, panel in zip(axes, panels, strict=False):
-        here = measured[measured[primary] == panel]
-        _energy_panel(ax, here, (time_metric, energy_metric), marker, palette, markers)
+        here = measured[measured["panel"] == panel]
+        _energy_panel(ax, here, (spec.time_metric, spec.energy_metric), hue, devices)
         ax.set_xlabel(f"Time per {spec.work} ({time_unit})")
         ax.set_ylabel(f"Energy per {spec.work} ({energy_unit})")
-        ax.set_title(panel)
+        ax.set_title(panel if len(devices) > 1 else f"{panel}, {devices[0]}")
     for ax in axes[len(panels) :]:
         ax.remove()
+    values = tidy.ordered(hue, measured[hue])
+    several = len(devices) > 1
     handles = [
-        Line2D([], [], color=palette[device], marker="o", ls="none", label=device)
-        for device in devices
+        style.entry(style.look(hue, value), str(value), line=several, marker=not several)
+        for value in values
     ]
-    handles += [
-        Line2D([], [], color="black", marker=markers[kind], ls="none", label=kind) for kind in kinds
-    ]
-    _legend(fig, handles, measured)
+    if several:
+        handles += [
+            style.style_entry(device, marker=style.look("device", device).marker)
+            for device in devices
+        ]
+    legend_with_marks(fig, handles, measured)
     return fig
 
 

@@ -4,8 +4,16 @@ Decided from the planned grid before anything runs, so that a CPU-only grid asks
 for no GPU-scaling figure and no CPU/GPU crossover: an output with nothing to show
 is not made (a study says the same of its outputs in its NEEDS, accelbench.studies).
 A planned cell can still fail to run; the outputs that are made mark such cells.
-Energy outputs are asked for wherever their family runs: whether a counter can be
-read is known only where it runs.
+
+A figure asks more than the table of its name (FIGURE_NEEDS): a table lists every cell,
+a figure only what it compares, so it is made only where the grid plans a comparison
+(two devices for the same configuration, two precisions, two sizes on both sides of a
+crossover). Energy tables are asked for wherever their family runs, and say why a cell
+has no energy; an energy figure only where some planned device's counters can be read:
+a GPU's (NVML), or a CPU's where this host's RAPL counters open (Linux lets only root
+read them since 5.10, and a virtual machine has none) (`Counters`). `not_drawn` says in
+a sentence each which figure the grid does not fill where its table is made, and why,
+for the summary page.
 """
 
 from __future__ import annotations
@@ -14,15 +22,41 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from accelbench.analysis.gpu_vs_cpu import is_cpu_baseline
+from accelbench.analysis.titles import TITLES
+from accelbench.families import FAMILIES
 from accelbench.grid import Grid
+from accelbench.measuring import energy
 from accelbench.platform.devices import Device, parse_device
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The device kinds whose energy counters a run can read, and why each other kind's
+    cannot."""
+
+    kinds: frozenset[str]
+    why_not: dict[str, str]
+
+    @classmethod
+    def here(cls, config: Mapping) -> Counters:
+        """A GPU's counter (NVML) wherever energy is measured; a CPU's where this host's
+        RAPL counters open (the jobs of a local run read the same ones)."""
+        if not (config.get("energy") or {}).get("enabled", True):
+            off = "energy is not measured (energy.enabled: false)"
+            return cls(frozenset(), {"cpu": off, "cuda": off})
+        try:
+            energy.rapl_meter()
+        except energy.EnergyUnavailable as err:
+            return cls(frozenset({"cuda"}), {"cpu": str(err)})
+        return cls(frozenset({"cpu", "cuda"}), {})
 
 
 @dataclass(frozen=True)
 class Planned:
     """What a grid plans, as the outputs need it: devices per family, precisions, the device
     kinds of each kernel, data science workload and model configuration, whether roofs are
-    measured."""
+    measured, every training and work cell (what a figure compares), and the energy
+    counters a run can read (`Counters`)."""
 
     train_devices: frozenset[str]
     precisions: frozenset[str]
@@ -36,9 +70,15 @@ class Planned:
     # (model, batch, strategy) -> the kinds of device it trains on: a GPU in any precision,
     # a CPU in its baseline one (what the GPU is compared with)
     train_kinds: dict[tuple[str, int, str], frozenset[str]]
+    # (model, batch, precision, strategy, device) of every training experiment
+    train_cells: frozenset[tuple[str, int, str, str, str]] = frozenset()
+    # (family, kernel or workload, dtype or None, backend, device, size) of every kernel and
+    # data science experiment
+    work_cells: frozenset[tuple[str, str, str | None, str, str, int]] = frozenset()
+    counters: Counters = Counters(frozenset(), {})
 
     @classmethod
-    def of(cls, grid: Grid) -> Planned:
+    def of(cls, grid: Grid, counters: Counters | None = None) -> Planned:
         train = [exp for exp in grid.experiments if exp.family == "train"]
         kernels = [exp for exp in grid.experiments if exp.family == "kernel"]
         datasci = [exp for exp in grid.experiments if exp.family == "datasci"]
@@ -63,6 +103,15 @@ class Planned:
                 (exp.model, exp.batch, exp.precision, exp.strategy) for exp in train
             ),
             train_kinds={key: frozenset(found) for key, found in trained.items()},
+            train_cells=frozenset(
+                (exp.model, exp.batch, exp.precision, exp.strategy, exp.device) for exp in train
+            ),
+            work_cells=frozenset(
+                (exp.family, getattr(exp, "kernel", None) or exp.workload)
+                + (getattr(exp, "dtype", None), exp.backend, exp.device, exp.size)
+                for exp in [*kernels, *datasci]
+            ),
+            counters=counters or Counters(frozenset(), {}),
         )
 
     def scales(self, kind: str, nodes: Callable[[Device], bool]) -> bool:
@@ -85,6 +134,62 @@ class Planned:
         run on one host, as the comparison asks, only the records tell."""
         trains = any({"cpu", "cuda"} <= kinds for kinds in self.train_kinds.values())
         return self.runs_on_cpu_and_gpu or trains
+
+    def compares(self, parameter: str) -> bool:
+        """Some training configuration is planned for two values of `parameter` (device or
+        precision), the rest alike."""
+        names = ("model", "batch", "precision", "strategy", "device")
+        place = names.index(parameter)
+        found: dict[tuple, set[str]] = {}
+        for cell in self.train_cells:
+            found.setdefault(cell[:place] + cell[place + 1 :], set()).add(cell[place])
+        return any(len(values) > 1 for values in found.values())
+
+    def beside_kind_of(self, baseline: str) -> bool:
+        """The baseline and a training device not of its kind on one node (whose speedups
+        over it the scaling figures draw) are planned."""
+        kind = parse_device(baseline).kind
+        others = [parse_device(name) for name in self.train_devices if name != baseline]
+        return baseline in self.train_devices and any(
+            (device.kind, device.nodes) != (kind, 1) for device in others
+        )
+
+    @property
+    def sizes_on_both_sides(self) -> bool:
+        """Some kernel (in a dtype) or workload is planned at two sizes on both a CPU and a
+        GPU: a curve of the GPU's speedup over the CPU."""
+        sizes: dict[tuple, dict[str, set[int]]] = {}
+        for family, name, dtype, _, device, size in self.work_cells:
+            kind = parse_device(device).kind
+            sizes.setdefault((family, name, dtype), {}).setdefault(kind, set()).add(size)
+        return any(
+            len(kinds.get("cpu", set()) & kinds.get("cuda", set())) > 1 for kinds in sizes.values()
+        )
+
+    def energy_cells(self, family: str) -> dict[str, int]:
+        """Per model (kernel, workload) of `family`: its cells planned on devices whose
+        energy counters can be read."""
+        if family == "train":
+            cells = [(model, device) for model, _, _, _, device in self.train_cells]
+        else:
+            cells = [(cell[1], cell[4]) for cell in self.work_cells if cell[0] == family]
+        found: dict[str, int] = {}
+        for name, device in cells:
+            if parse_device(device).kind in self.counters.kinds:
+                found[name] = found.get(name, 0) + 1
+        return found
+
+    def measures_energy(self, devices: frozenset[str]) -> bool:
+        """Some of `devices` is of a kind whose energy counters can be read."""
+        return any(parse_device(name).kind in self.counters.kinds for name in devices)
+
+    def energy_why_not(self, devices: frozenset[str]) -> str:
+        """Why none of `devices` gets its energy read."""
+        kinds = sorted({parse_device(name).kind for name in devices})
+        return "; ".join(
+            f"{'GPU' if kind == 'cuda' else 'CPU'} counters: {self.counters.why_not.get(kind, '')}"
+            for kind in kinds
+        )
 
 
 def _one_node(device: Device) -> bool:
@@ -127,3 +232,79 @@ def fills(name: str, plan: Planned, baseline: str, needs: Mapping[str, Need] | N
     """Whether the planned grid has what output `name` shows (`baseline`: the speedups'
     device), by the core's NEEDS or a study's (`needs`); a name no output has is an error."""
     return (NEEDS if needs is None else needs)[name](plan, baseline)
+
+
+@dataclass(frozen=True)
+class FigureNeed:
+    """What a figure needs beyond the grid its table needs (`need`), and why it is not
+    drawn where its table is made (`why`)."""
+
+    need: Need
+    why: Callable[[Planned, str], str]
+
+
+def _energy(family: str, called: str, devices: Callable[[Planned], frozenset[str]]) -> FigureNeed:
+    """An energy figure: some model (kernel, workload) planned in two cells or more on
+    devices whose counters can be read, so that a panel sets two beside each other."""
+
+    def why(plan: Planned, baseline: str) -> str:
+        if not plan.measures_energy(devices(plan)):
+            return (
+                f"no planned {called} device has an energy counter this run can read "
+                f"({plan.energy_why_not(devices(plan))}); the energy table says so per cell"
+            )
+        return (
+            f"no {FAMILIES[family].primary} is planned in two cells on the devices whose "
+            "energy counters this run can read; the energy table has each cell"
+        )
+
+    return FigureNeed(
+        lambda plan, baseline: max(plan.energy_cells(family).values(), default=0) >= 2, why
+    )
+
+
+# Figure name -> what it needs where that is more than its table (NEEDS under its name).
+FIGURE_NEEDS: dict[str, FigureNeed] = {
+    "train_time_per_batch": FigureNeed(
+        lambda plan, baseline: plan.compares("device"),
+        lambda plan, baseline: "no training configuration is planned on two devices",
+    ),
+    "train_precision": FigureNeed(
+        lambda plan, baseline: plan.compares("precision"),
+        lambda plan, baseline: "no model is planned in two precisions on one device",
+    ),
+    "train_speedup": FigureNeed(
+        lambda plan, baseline: plan.beside_kind_of(baseline),
+        lambda plan, baseline: (
+            f"no training device of another kind than {baseline}, or on several nodes: "
+            "the scaling figures draw the speedups of its own kind"
+        ),
+    ),
+    "kernel_crossover": FigureNeed(
+        lambda plan, baseline: plan.sizes_on_both_sides,
+        lambda plan, baseline: (
+            "no kernel or workload is planned at two sizes on both a CPU and a GPU: the "
+            "crossover table says which side is ahead at each size"
+        ),
+    ),
+    "train_energy": _energy("train", "training", lambda plan: plan.train_devices),
+    "kernel_energy": _energy("kernel", "kernel", lambda plan: plan.kernel_devices),
+    "datasci_energy": _energy("datasci", "data science", lambda plan: plan.datasci_devices),
+}
+
+
+def fills_figure(name: str, plan: Planned, baseline: str) -> bool:
+    """Whether the planned grid has what figure `name` compares: what its name needs
+    (`fills`) and what the figure needs beyond (FIGURE_NEEDS)."""
+    extra = FIGURE_NEEDS.get(name)
+    return fills(name, plan, baseline) and (extra is None or extra.need(plan, baseline))
+
+
+def not_drawn(plan: Planned, baseline: str) -> list[str]:
+    """A sentence for each figure the grid does not fill where the table of its name is
+    made (or for the crossover figure, its table), saying why."""
+    return [
+        f"The figure “{TITLES[name]}” ({name}) is not drawn: {extra.why(plan, baseline)}."
+        for name, extra in FIGURE_NEEDS.items()
+        if fills(name, plan, baseline) and not extra.need(plan, baseline)
+    ]

@@ -1,7 +1,8 @@
 """How a LaTeX table is laid out on paper: widths, parts, floats, pages.
 
 A table is one or more tabulars (the parts of a table too wide for the text
-width, each repeating the key columns). The float that holds them spans both
+width, each repeating the key columns, or its blocks of rows), each part after the
+first under a line "Table N (continued)". The float that holds them spans both
 columns of a two-column paper (`table*`) where a part is wider than one column,
 and a table taller than a page goes on in further floats, its header repeated,
 captioned "(continued)" under the same number. In a one-column paper `table*`
@@ -25,11 +26,13 @@ TEXT_HEIGHT_PT = 600.0
 CHAR_PT = 5.0
 COLUMN_SEP_PT = 12.0
 # Heights: a \small row, booktabs' three rules with their spacing, a caption of two lines
-# with its skip, the gap between two parts, a \footnotesize line of notes and its glyphs.
+# with its skip, the gap between two parts with the line that names the second, a
+# \footnotesize line of notes and its glyphs.
 ROW_PT = 11.0
 RULES_PT = 14.0
 CAPTION_PT = 36.0
 PART_GAP_PT = 8.0
+CONTINUED_PT = PART_GAP_PT + ROW_PT
 NOTE_LINE_PT = 9.5
 NOTE_CHAR_PT = 4.2
 # Fewer rows than this do not start a part at the foot of a float; they go on in the next.
@@ -99,7 +102,7 @@ def _pages(tabulars: list[Tabular]) -> list[list[tuple[Tabular, list[list[str]]]
     for tabular in tabulars:
         rows = tabular.rows
         while rows:
-            gap = PART_GAP_PT if pages[-1] else 0.0
+            gap = CONTINUED_PT if pages[-1] else 0.0
             fits = int((TEXT_HEIGHT_PT - used - gap - RULES_PT) // ROW_PT) - 1  # the header
             if pages[-1] and fits < min(len(rows), MIN_ROWS):
                 pages.append([])
@@ -112,16 +115,21 @@ def _pages(tabulars: list[Tabular]) -> list[list[tuple[Tabular, list[list[str]]]
     return pages
 
 
+# What names a further part of a table in its float: the float's own number, continued.
+CONTINUED_LINE = r"Table~\thetable{} (continued)\par\smallskip"
+
+
 def latex_float(caption: str, label: str, tabulars: list[Tabular], notes: list[str]) -> str:
     """Table floats of the tabulars stacked (the parts of one table), ready for \\input
-    with booktabs loaded: `table*` where a part is wider than a column, further floats
-    "(continued)" where the rows do not fit a page, notes in small type below the last;
+    with booktabs loaded: `table*` where a part is wider than a column, each further part
+    under CONTINUED_LINE, further floats "(continued)" where the rows do not fit a page,
+    notes in small type below the last;
     without tabulars, one float whose notes say why there is no table."""
     wide = any(tabular.width > COLUMN_WIDTH_PT for tabular in tabulars)
     environment = "table*" if wide else "table"
     pages = _pages(tabulars)
     rows_height = sum(
-        (PART_GAP_PT if index else 0.0) + RULES_PT + ROW_PT * (len(rows) + 1)
+        (CONTINUED_PT if index else 0.0) + RULES_PT + ROW_PT * (len(rows) + 1)
         for index, (_, rows) in enumerate(pages[-1])
     )
     width = TEXT_WIDTH_PT if wide else COLUMN_WIDTH_PT
@@ -135,11 +143,9 @@ def latex_float(caption: str, label: str, tabulars: list[Tabular], notes: list[s
         else:
             lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{label}}}"]
         for index, (tabular, rows) in enumerate(page):
-            lines += (
-                [r"\par\medskip", *latex_tabular(tabular, rows)]
-                if index
-                else (latex_tabular(tabular, rows))
-            )
+            if index:
+                lines += [r"\par\medskip", CONTINUED_LINE]
+            lines += latex_tabular(tabular, rows)
         if number == len(pages) - 1 and notes:
             if tabulars:
                 lines += [

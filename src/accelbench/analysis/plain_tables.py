@@ -24,23 +24,7 @@ from accelbench.analysis.tables.layout import decimal_pads
 from accelbench.analysis.tables.render_latex import latex_escape
 from accelbench.analysis.tables.render_markdown import markdown_escape, markdown_pads
 
-# Characters the LaTeX text font lacks or sets wrongly, as math after escaping.
-_LATEX_MATH = {
-    "<": "$<$",
-    ">": "$>$",
-    "≥": r"$\geq$",
-    "≤": r"$\leq$",
-    "×": r"$\times$",
-    "µ": r"$\mu$",
-}
 _NUMBER = re.compile(r"[-+]?[\d,]+(\.\d+)?")
-
-
-def _latex(text: str) -> str:
-    text = latex_escape(text)
-    for char, math in _LATEX_MATH.items():
-        text = text.replace(char, math)
-    return text
 
 
 def to_markdown(display: pd.DataFrame, caption: str, notes: list[str], text_columns: int) -> str:
@@ -105,7 +89,7 @@ def _latex_cells(column: list[str]) -> list[str]:
     def phantoms(numbers: list[str]) -> list[str]:
         return [rf"\phantom{{{pad}}}" if pad else "" for pad in decimal_pads(numbers)]
 
-    return _aligned(column, _latex, phantoms)
+    return _aligned(column, latex_escape, phantoms)
 
 
 def to_latex(
@@ -125,7 +109,7 @@ def to_latex(
     names = [str(name) for name in display.columns]
     texts = [[str(value) for value in display[name]] for name in display.columns]
     cells = [
-        [_latex(text) for text in column] if index < text_columns else _latex_cells(column)
+        [latex_escape(text) for text in column] if index < text_columns else _latex_cells(column)
         for index, column in enumerate(texts)
     ]
     widths = [column_width([name, *column]) for name, column in zip(names, texts, strict=True)]
@@ -134,12 +118,12 @@ def to_latex(
         for part in latex_parts(sum(widths[:keys]), widths[keys:]):
             chosen = [*range(keys), *(keys + index for index in part)]
             spec = "".join("l" if index < text_columns else "r" for index in chosen)
-            header = [_latex(names[index]) for index in chosen]
+            header = [latex_escape(names[index]) for index in chosen]
             rows = [[cells[index][row] for index in chosen] for row in range(len(display))]
             width = sum(widths[index] for index in chosen)
             tabulars.append(Tabular(spec, header, rows, width))
-    notes = [_latex(note) for note in notes]
-    return latex_float(_latex(caption), label, tabulars, notes)
+    notes = [latex_escape(note) for note in notes]
+    return latex_float(latex_escape(caption), label, tabulars, notes)
 
 
 def write(

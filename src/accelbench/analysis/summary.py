@@ -9,27 +9,48 @@ cell on each device, the fastest device of every training configuration and its
 speedup over the baseline device, where the GPU overtakes the CPU of its host
 (kernels and data science workloads, alone and with the copies, as far as the sizes
 measured bracket it), the cells of work a committed reference (another machine) measured
-as this run did, and every cell that did not run, was measured on a busy machine or
-stayed less precise than asked, with why. A run without a GPU quotes what a reference's
-GPU did for its cells, named as another machine with its date and commit. The sections
-after the answer are plain tables; the detailed tables and figures of the report carry
-the intervals and the footnotes.
+as this run did, what the machine can resolve, and the cells that did not run, were
+measured on a busy machine or are clearly less precise than the machine allows,
+counted by why (each with its numbers in attention.csv). A run without a GPU quotes
+what a reference's GPU did for its cells, named as another machine with its date and
+commit. The sections after the answer are plain tables; the detailed tables and figures
+of the report carry the intervals and the footnotes.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Sequence
 
 import pandas as pd
 
 from accelbench.analysis import crossovers as crossing_sizes
 from accelbench.analysis import gpu_vs_cpu, machines, tables, tidy
+from accelbench.measuring import precision
+from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import names_a_gpu
 
 # Below this fraction of its best speed, the host's speed is stated in the summary.
 SLOW_HOST = 0.9
+# The cells that need attention: why, in the words the page groups them by, in its order.
+NOT_RUN = {
+    "failed": "did not run: failed",
+    "oom": "did not run: out of memory",
+    "unavailable": "did not run: not available on this machine",
+    "skipped": "did not run: skipped",
+    tidy.INVALID: "did not run: its record is invalid",
+}
+BUSY = "measured while the machine was busy (beside other load, or the host slowed its runs)"
+WEAK = f"its interval has a level below {CI_LEVEL:.0%} (too few samples)"
+ATTENTION_ORDER = (*NOT_RUN.values(), BUSY, precision.WIDE_TEXT, precision.SPAN_TEXT, WEAK)
+# The full list's columns: tidy.precision_of's numbers under these names.
+NUMBER_COLUMNS = {"half_width": "width", "span": "span", "typical_half_width": "typical"}
+ATTENTION_COLUMNS = ["record", "status", "why", "detail", *NUMBER_COLUMNS]
+ATTENTION_CSV = "attention.csv"
+EXAMPLES = 2  # records the page names for each reason
+KIND_NAMES = {"cpu": "CPUs", "cuda": "GPUs"}
 STYLE = (
     "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em}"
     "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
@@ -410,25 +431,150 @@ def unpaired_text(unpaired: pd.DataFrame) -> str:
     )
 
 
-def _flag(frame: pd.DataFrame, column: str) -> pd.Series:
-    """A record flag (tidy column `busy`, `imprecise`) as plain booleans; absent: none."""
-    if column not in frame:
-        return pd.Series(False, index=frame.index)
-    return frame[column].map(tidy.flagged).astype(bool)
+def _number(value: float) -> str:
+    """Two significant digits, without an exponent: 19, 1.9, 0.19, 134."""
+    if not math.isfinite(value) or value <= 0:
+        return f"{value:g}"
+    return f"{value:.{max(0, 1 - math.floor(math.log10(value)))}f}"
+
+
+def _share(width: float) -> str:
+    """A relative half-width in words: ±19%, ±1.9%; from 100% up, as a factor."""
+    return f"a factor of {_number(1 + width)}" if width >= 1 else f"±{_number(100 * width)}%"
+
+
+def resolution_text(frame: pd.DataFrame) -> str | None:
+    """What this machine can resolve, stated once: the typical half-width of the 95%
+    intervals of its cells, per device kind (tidy.resolutions; a GPU resolves far finer
+    than the CPUs of its host); None where too few cells of any kind tell it."""
+    found = tidy.resolutions(frame).reset_index()
+    if found.empty:
+        return None
+    named = found["kind"].duplicated(keep=False)  # a kind of several models names each
+    parts = [
+        f"{_share(row.typical)} on its {row.model + ' ' if model else ''}"
+        f"{KIND_NAMES.get(row.kind, row.kind)}"
+        for row, model in zip(found.itertuples(), named, strict=True)
+    ]
+    spread = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+    return (
+        f"On this machine an independent rerun moves a median by up to {spread} (the typical "
+        "spread of its cells, 95%); differences smaller than that are not decided here."
+    )
+
+
+def _numbers_text(judged: pd.Series) -> str:
+    """A judged interval in words: how far it reaches, and the typical one beside it."""
+    text = (
+        f"its 95% interval reaches {_share(judged['width'])} from its median "
+        f"(high / low {_number(judged['span'])})"
+    )
+    if pd.notna(judged["typical"]):
+        text += f"; the typical one of its kind here, {_share(judged['typical'])}"
+    return text
+
+
+def _busy_text(row: pd.Series) -> str:
+    """What the machine did beside a busy measurement: other processes' CPUs, runs the
+    host slowed."""
+    others, slowed = row.get("other_cpus"), row.get("host_slowed_runs")
+    parts = [f"{others:.2f} CPUs busy elsewhere"] if pd.notna(others) else []
+    if pd.notna(slowed) and slowed:
+        parts.append(f"the host slowed {int(slowed)} of its runs")
+    return "; ".join(parts)
+
+
+def _reasons(row: pd.Series, judged: pd.DataFrame) -> list[tuple[str, str]]:
+    """(why, detail) for each reason a record needs a second look; none for a cell that
+    ran, busy nowhere and precise."""
+    if row["status"] != "ok":
+        why = NOT_RUN.get(row["status"], f"did not run: {row['status']}")
+        return [(why, row["reason"] if pd.notna(row["reason"]) else "")]
+    found = []
+    if tidy.flagged(row.get("busy")):
+        found.append((BUSY, _busy_text(row)))
+    if row.name in judged.index and judged.at[row.name, "reason"]:
+        found.append((judged.at[row.name, "reason"], _numbers_text(judged.loc[row.name])))
+    if (level := tidy.weak_level(row)) is not None:
+        found.append((WEAK, f"level {level:.0%}"))
+    return found
 
 
 def attention(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every record that did not run (with its reason), and every one measured busy, less
-    precisely than asked (with the precision it reached and why it stopped there) or with
-    an interval of a lower level than asked: the cells the tables mark, by name."""
+    """Every record that needs a second look, once for each reason (`why`, in the words
+    the page groups them by, with its `detail`): it did not run, ran on a busy machine,
+    its interval is clearly wider than this machine allows (with its half-width, span
+    and the typical half-width of its kind, tidy.precision_of) or of a lower level than
+    asked. The full list beside the summary (attention.csv)."""
+    judged = tidy.precision_of(frame)
+    busy = frame["busy"].map(tidy.flagged) if "busy" in frame else False
     weak = frame.apply(tidy.weak_level, axis=1).notna() if len(frame) else False
-    flagged = _flag(frame, "busy") | _flag(frame, "imprecise") | weak
-    rows = frame[(frame["status"] != "ok") | flagged]
-    ran = rows["status"] == "ok"
-    reasons = rows["reason"].astype("object").where(~ran, rows.apply(tidy.flag_text, axis=1))
-    return pd.DataFrame(
-        {"record": rows["id"], "status": rows["status"], "why": reasons.fillna("")}
-    ).sort_values("record", ignore_index=True)
+    marked = judged["reason"].notna().reindex(frame.index, fill_value=False)
+    looked_at = frame[(frame["status"] != "ok") | busy | marked | weak]
+    rows = [
+        {
+            "record": row["id"],
+            "status": row["status"],
+            "why": why,
+            "detail": detail,
+            **{
+                column: judged.at[index, name] if index in judged.index else None
+                for column, name in NUMBER_COLUMNS.items()
+            },
+        }
+        for index, row in looked_at.iterrows()
+        for why, detail in _reasons(row, judged)
+    ]
+    found = pd.DataFrame(rows, columns=ATTENTION_COLUMNS)
+    return found.sort_values("record", kind="stable", ignore_index=True)
+
+
+def attention_groups(listed: pd.DataFrame) -> pd.DataFrame:
+    """The records of `attention` grouped by why, with how many and the first few: one
+    line per reason, at most len(ATTENTION_ORDER)."""
+    groups = listed.groupby("why", sort=False)["record"]
+    found = pd.DataFrame(
+        {
+            "why": list(groups.groups),
+            "cells": groups.size().to_numpy(),
+            "for example": groups.agg(
+                lambda records: (
+                    ", ".join(records.iloc[:EXAMPLES])
+                    + (", ..." if len(records) > EXAMPLES else "")
+                )
+            ).to_numpy(),
+        }
+    )
+    order = {why: position for position, why in enumerate(ATTENTION_ORDER)}
+    place = found["why"].map(lambda why: order.get(why, len(order)))
+    return found.iloc[place.argsort(kind="stable")].reset_index(drop=True)
+
+
+def write_attention(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """The full list of the cells that need attention (`attention`), as CSV."""
+    attention(frame).to_csv(path, index=False)
+
+
+def _attention_section(frame: pd.DataFrame) -> str:
+    """The cells that need attention, grouped by why with a count each; the full list is
+    the CSV beside the page."""
+    listed = attention(frame)
+    heading = "<h2>Cells that need attention</h2>\n"
+    if listed.empty:
+        return heading + (
+            "<p>Every record ran, none on a busy machine, none less precise than this "
+            "machine allows.</p>\n"
+        )
+    cells, records = listed["record"].nunique(), len(frame)
+    note = (
+        f"{cells} of {records} records, counted under each reason they have; every one "
+        f"with its numbers in {ATTENTION_CSV} beside this page. An interval is marked "
+        f"imprecise ({tables.IMPRECISE_MARK} in the tables, hollow in the figures) only where "
+        f"it is more than {precision.MARGIN:g} times as wide as the typical one of its device "
+        "kind here or, where too few cells of its kind tell that, spans more than a factor of "
+        f"{precision.MOST_SPAN:g}."
+    )
+    return heading + _paragraphs([note]) + _table_html(attention_groups(listed))
 
 
 def _table_html(table: pd.DataFrame) -> str:
@@ -478,12 +624,23 @@ def _answer(frame: pd.DataFrame, references: Sequence[machines.Source]) -> str:
     )
 
 
+def not_drawn_section(not_drawn: Sequence[str]) -> str:
+    """The figures the grid does not fill where their tables are made, each with why
+    (accelbench.analysis.fillable.not_drawn); nothing where every one is drawn."""
+    if not not_drawn:
+        return ""
+    return "<h2>Figures not drawn</h2>\n" + _paragraphs(list(not_drawn))
+
+
 def summary_html(
-    frame: pd.DataFrame, baseline: str, references: Sequence[machines.Source] = ()
+    frame: pd.DataFrame,
+    baseline: str,
+    references: Sequence[machines.Source] = (),
+    not_drawn: Sequence[str] = (),
 ) -> str:
     """The summary page: the answer to the headline question (or how to get it, and what the
     committed `references` measured of the same cells), then five sections, each a table or
-    the sentence saying why not."""
+    the sentence saying why not, and the figures `not_drawn` with why."""
     shared, machine_notes = other_machines(frame, references)
     counts = frame["status"].value_counts()
     status = ", ".join(f"{count} {name}" for name, count in counts.items()) or "no records"
@@ -511,13 +668,9 @@ def summary_html(
             none_shared_text(references),
             " ".join([OTHER_NOTE, *machine_notes]),
         ),
-        _section(
-            "Cells that need attention",
-            attention(frame),
-            "Every record ran, none on a busy machine, all as precise as asked.",
-        ),
     ]
     host = host_speed_text(frame)
+    resolution = resolution_text(frame)
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Summary</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>Summary</h1>\n"
@@ -525,7 +678,10 @@ def summary_html(
         + f"<p>{len(frame)} records: {html.escape(status)}. Times are medians of the runs; "
         "the tables of the report give their intervals.</p>\n"
         + (f"<p>{html.escape(host)}</p>\n" if host else "")
+        + (f"<p>{html.escape(resolution)}</p>\n" if resolution else "")
         + "".join(sections)
+        + not_drawn_section(not_drawn)
+        + _attention_section(frame)
         + "</body></html>\n"
     )
 

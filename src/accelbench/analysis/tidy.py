@@ -23,9 +23,11 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from accelbench import grid
+from accelbench.analysis.sizes import size_label
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
-from accelbench.measuring.statistics import CI_LEVEL
+from accelbench.measuring import precision
+from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.records.record import RecordError, load_record
@@ -49,9 +51,10 @@ UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")
 # What else the machine did and how precise the measurement ended (record "conditions"):
 # busy is true where it stayed above the contention limit after the retries or the host
-# slowed at least half its runs (accelbench.measuring.host_speed), imprecise where its
-# interval stayed wider than asked (accelbench.measuring.precision), with the reason and
-# the half-width reached (a fraction of the median); null for a record measured without them.
+# slowed at least half its runs (accelbench.measuring.host_speed); the half-width reached
+# (a fraction of the median) is the record's. imprecise and its reason are not the
+# record's but judged here from all the records (`judged`); null for a record that did
+# not run.
 CONDITION_COLUMNS = (
     "busy",
     "imprecise",
@@ -116,7 +119,7 @@ STATUS_TEXT = {
 # The status of a cell whose record file exists but cannot be used (see record_problems).
 INVALID = "invalid"
 
-LABEL_FORMATS = {"batch": "batch {}", "size": "n={}"}
+LABEL_FORMATS = {"batch": "batch {}".format, "size": lambda size: size_label(float(size))}
 # Reading order of parameter values that have one (others sort alphabetically).
 VALUE_ORDER = {"precision": ("fp64", "fp32", "tf32", "bf16", "fp16")}
 
@@ -392,7 +395,7 @@ def collect(
             collection.accept(path, flat)
         else:
             problems.append((path, problem))
-    return collection.frame(), problems
+    return judged(collection.frame()), problems
 
 
 def with_invalid_records(frame: pd.DataFrame, problems: list[tuple[str, str]]) -> pd.DataFrame:
@@ -444,9 +447,116 @@ def problems_warning(problems_csv: str | os.PathLike[str], shown: int = 5) -> st
     return "\n".join(lines)
 
 
+def interval_widths(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each record's widest interval among its family's figures of merit (precise_metrics):
+    its relative half-width (`width`, a fraction of the median, the larger side) and its
+    `span` (high / low); NaN where it has none."""
+    widths, spans = [], []
+    for name, family in FAMILIES.items():
+        rows = frame[frame["experiment"] == name]
+        for metric in family.precise_metrics:
+            if rows.empty or f"{metric}_median" not in rows:
+                continue
+            median, low, high = (
+                rows[f"{metric}_{field}"].astype(float) for field in ("median", "ci_low", "ci_high")
+            )
+            width = (high - median).where(high - median > median - low, median - low) / median
+            widths.append(width.where(median.isna() | (median > 0), float("inf")))
+            spans.append((high / low).where(low.isna() | (low > 0), float("inf")))
+    if not widths:
+        return pd.DataFrame({"width": float("nan"), "span": float("nan")}, index=frame.index)
+    return pd.DataFrame(
+        {
+            name: pd.concat(values).groupby(level=0).max().reindex(frame.index)
+            for name, values in (("width", widths), ("span", spans))
+        }
+    )
+
+
+def device_kinds(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each record's device kind (cpu, cuda) and the model it names (the GPU's for a GPU,
+    the CPU's for a CPU): the cells whose intervals are held against each other. A GPU
+    resolves far finer than the shared CPUs of its host; nodes of one model pool their
+    cells, where each alone would measure too few to tell."""
+    kinds = {}
+    for device in frame["device"].dropna().unique():
+        try:
+            kinds[device] = parse_device(device).kind
+        except DeviceError:
+            continue
+    kind = frame["device"].map(kinds).astype("object")
+    model = frame["gpu"].where(kind != "cpu", frame["cpu_model"]).astype("object")
+    return pd.DataFrame({"kind": kind, "model": model.where(model.notna(), "")})
+
+
+def _intervals(frame: pd.DataFrame) -> pd.DataFrame:
+    """The records that ran: their widest interval (`interval_widths`), their device kind
+    and model (`device_kinds`) and whether it is a rerun interval (param `interval`); one
+    of a single run's jitter says nothing of reruns."""
+    ran = frame[frame["status"] == "ok"]
+    methods = ran["interval"] if "interval" in ran else pd.Series("", index=ran.index)
+    rerun = methods.fillna("").astype(str).str.startswith(RERUN_INTERVAL_OPENING)
+    return pd.concat([interval_widths(ran), device_kinds(ran), rerun.rename("rerun")], axis=1)
+
+
+def _typical(intervals: pd.DataFrame) -> pd.DataFrame:
+    grouped = intervals[intervals["rerun"]].groupby(["kind", "model"])["width"]
+    found = grouped.agg(typical=precision.typical_width, cells="count").dropna()
+    return found.astype({"typical": float})
+
+
+def resolutions(frame: pd.DataFrame) -> pd.DataFrame:
+    """What the machine resolves: the typical relative half-width of the rerun intervals
+    of each device kind and model (precision.typical_width over the records that ran),
+    and how many cells tell it, by (kind, model); kinds of too few cells are left out."""
+    return _typical(_intervals(frame))
+
+
+def _known(value: Any) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def precision_of(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each record that ran, judged by precision.imprecise_reason: its widest interval
+    (`width`, `span`), the typical half-width of its device kind and model among these
+    records (`typical`, `resolutions`; NaN where too few tell it, and for an interval of
+    one run's jitter, which is not held against rerun intervals) and why it is imprecise
+    (`reason`; None where it is not)."""
+    intervals = _intervals(frame)
+    typical = _typical(intervals)["typical"]
+    keys = pd.MultiIndex.from_frame(intervals[["kind", "model"]])
+    found = typical.reindex(keys).to_numpy() if len(typical) else float("nan")
+    intervals["typical"] = pd.Series(found, index=intervals.index).where(intervals["rerun"])
+    intervals["reason"] = pd.Series(
+        [
+            precision.imprecise_reason(row.width, row.span, _known(row.typical))
+            if pd.notna(row.width)
+            else None
+            for row in intervals.itertuples()
+        ],
+        index=intervals.index,
+        dtype="object",
+    )
+    return intervals
+
+
+def judged(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `imprecise` and `imprecise_reason` judged for every record that ran
+    (`precision_of`): against the typical interval of its device kind and model among
+    these records, not the goal its record was given; the same rule for this run, old
+    records and a committed reference."""
+    found = precision_of(frame)["reason"].reindex(frame.index)
+    marked = frame.copy()
+    ran = marked["status"] == "ok"
+    marked["imprecise"] = found.notna().astype("boolean").where(ran, pd.NA)
+    reasons = [reason if isinstance(reason, str) else None for reason in found]
+    marked["imprecise_reason"] = _text(reasons).set_axis(frame.index)
+    return marked
+
+
 def flag_text(row: pd.Series) -> str:
-    """Why a record that ran needs a second look: a busy machine, an interval wider than
-    asked (with the half-width it reached and why it stopped there); "" for neither."""
+    """Why a record that ran needs a second look: a busy machine, an interval clearly
+    wider than its machine allows (`judged`), a low interval level; "" for none."""
     why = []
     if flagged(row.get("busy")):
         slowed, slowdown = row.get("host_slowed_runs"), row.get("host_slowdown")
@@ -457,13 +567,8 @@ def flag_text(row: pd.Series) -> str:
         )
         why.append(f"measured while the machine was busy{host}")
     if flagged(row.get("imprecise")):
-        reached = row.get("reached_half_width")
-        width = f"+-{reached:.0%}" if pd.notna(reached) else "an interval"
         reason = row.get("imprecise_reason")
-        why.append(
-            f"less precise than asked ({width} of the median)"
-            + (f": {reason}" if pd.notna(reason) and reason else "")
-        )
+        why.append(reason if pd.notna(reason) and reason else "less precise than it should be")
     if (level := weak_level(row)) is not None:
         why.append(f"its interval has a level of {level:.0%} only (too few samples)")
     return "; ".join(why)
@@ -497,7 +602,7 @@ def flagged_warning(parquet: str | os.PathLike[str], shown: int = 10) -> str | N
     lines = [
         f"NOTE: {len(marked)} of {len(ran)} measured records are flagged busy or imprecise; "
         "tables mark them († busy, ◊ imprecise), figures draw them hollow, and "
-        "results/summary.html lists them:"
+        "results/attention.csv lists them:"
     ]
     lines += [f"  {row.id}: {row.why}" for row in marked.head(shown).itertuples()]
     if len(marked) > shown:
@@ -560,7 +665,7 @@ def label_part(name: str, value: Any) -> str:
     """How a parameter value reads in a row label: grid parameters by their value alone
     (or as `LABEL_FORMATS` says), any other parameter as name=value."""
     if name in LABEL_FORMATS:
-        return LABEL_FORMATS[name].format(value)
+        return LABEL_FORMATS[name](value)
     if name in PARAM_ORDER:
         return str(value)
     return f"{name}={value}"

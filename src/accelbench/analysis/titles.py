@@ -24,4 +24,5 @@ TITLES = {
     "provenance": "Where and with what the records were measured",
     "config": "The configuration as run",
     "summary": "Summary of the run",
+    "attention": "Cells that need attention, each with why",
 }

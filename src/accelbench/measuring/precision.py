@@ -1,34 +1,41 @@
 """How many runs a measurement takes: independent runs are added until its interval is as
-narrow as asked, or its time budget is spent.
+narrow as asked, or its time budget is spent; and when an interval is too wide to trust.
 
 An experiment runs at least `runs` times; then, while the rerun interval
 (statistics.across_runs) of its figure of merit is wider than `half_width` (a fraction
-of the median: 0.05 is +-5%) and one more run still fits in `budget_s` seconds
+of the median: 0.5 is +-50%) and one more run still fits in `budget_s` seconds
 (counted from the end of the first run, which alone pays for compiling and, for a
 roof, for searching its best kernel; the next run assumed as long as the last),
 another independent run is added, as torch.utils.benchmark's
 adaptive_autorange adds blocks and pyperf adds worker processes. Where the host has told
 how its runs spread and drift (accelbench.measuring.rerun), the runs the goal needs are predicted
 after the least runs, and a measurement the budget or 30 runs cannot bring there stops
-at once instead of spending the budget for nothing. A measurement that stops short of
-its goal, or whose interval spans more than a factor of two, says so
-(`Progress.report`): the record keeps the precision it reached and why it stopped, and
-tables, figures and the summary mark it. Stopping as soon as the goal is reached costs
+at once instead of spending the budget for nothing. The record keeps what the
+measurement reached against its goal and, where it stopped short, why
+(`Progress.report`). Stopping as soon as the goal is reached costs
 the interval a little of its coverage (a run of luck ends the measurement); simulated
 with a run-to-run spread of 2% and one run in ten disturbed, an independent rerun's
 median still lands inside 91% of the time (tests/test_precision.py).
+
+Which intervals tables, figures and the summary mark imprecise is another question:
+not those short of a goal the host cannot reach, but those clearly wider than the host
+allows (`imprecise_reason`). The analysis judges every record of a run so
+(accelbench.analysis.tidy), against the typical interval of its device kind among all
+of them, so that old records and committed references are judged by the same rule, by
+more cells than a measurement has seen when it ends.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from accelbench.measuring import statistics
-from accelbench.measuring.rerun import MOST_SPAN, Spread
+from accelbench.measuring.rerun import LEAST_CELLS, MOST_SPAN, Spread
 
 
 def _span(half_width: float) -> float:
@@ -38,7 +45,46 @@ def _span(half_width: float) -> float:
 
 
 # Defaults of the settings a family's config section may give.
-DEFAULTS = {"runs": 1, "half_width": 0.05, "budget_s": 0.0}
+DEFAULTS = {"runs": 1, "half_width": 0.25, "budget_s": 0.0}
+# An interval more than MARGIN times as wide as the typical one of its device kind on its
+# host is clearly wider than the host allows (`imprecise_reason`).
+MARGIN = 2.0
+WIDE_TEXT = (
+    f"its interval is more than {MARGIN:g} times as wide as the typical one of its device kind here"
+)
+SPAN_TEXT = (
+    f"its interval spans more than a factor of {MOST_SPAN:g}, and too few cells of its "
+    "device kind here tell their typical one"
+)
+
+
+def typical_width(widths: Iterable[float]) -> float | None:
+    """The typical relative half-width of the intervals of one device kind's cells on one
+    host: their median (robust to the few wide ones it is to tell), or None with fewer
+    than rerun.LEAST_CELLS finite ones."""
+    finite = [width for width in widths if math.isfinite(width)]
+    return median(finite) if len(finite) >= LEAST_CELLS else None
+
+
+def imprecise_reason(width: float, span: float, typical: float | None) -> str | None:
+    """Why an interval of relative half-width `width` and `span` (high / low) is clearly
+    less precise than its host allows, its device kind's typical half-width there being
+    `typical` (None: unknown); None where it is not.
+
+    Only the host's own yardstick is fair: where an independent rerun moves every median
+    by +-40%, +-50% is as good as the host gives, and marking it would mark every cell.
+    MARGIN = 2 is "clearly": simulated on the default machinery (three runs, normal log
+    run medians, the host's drift its recent cells' swing), a cell whose runs spread as
+    the host's typical cell does is wider than twice the typical interval 4% of the time
+    (5% with heavy-tailed t3 runs), one whose runs spread three times as much 45% of the
+    time. Where the typical interval is within +-20%, an interval spanning more than a
+    factor of MOST_SPAN (+-41% at least) is more than twice as wide and so marked; where
+    it is wider, the host itself does not resolve a factor of 2, which the summary
+    states once instead of marking every cell. Without a yardstick (too few cells of
+    the kind), a span beyond MOST_SPAN is what marks a cell."""
+    if typical is None:
+        return SPAN_TEXT if not span <= MOST_SPAN else None
+    return WIDE_TEXT if width > MARGIN * typical else None
 
 
 @dataclass(frozen=True)
@@ -145,7 +191,8 @@ class Progress:
 
     def report(self) -> dict[str, Any]:
         """What the record keeps (its `conditions`): the precision asked and reached, the
-        runs, the time spent and, where the goal was missed, why."""
+        runs, the time spent and, where the goal was missed (`imprecise`), why. That is
+        what the measurement did, not the mark of the tables (`imprecise_reason`)."""
         achieved = self.achieved()
         precise = achieved <= self.goal.half_width and _span(achieved) <= MOST_SPAN
         reason = None
@@ -160,6 +207,8 @@ class Progress:
                     f"stopped after {runs}: no number of runs reaches +-"
                     f"{self.goal.half_width:.0%} at this host's spread and drift"
                 )
+            elif self.goal.budget_s <= 0:
+                reason = f"measured in {runs}, as the configuration asks (its budget_s is 0)"
             elif needed > count:
                 reason = (
                     f"stopped after {runs}: needs about {needed} runs at this spread, "

@@ -64,7 +64,9 @@ LEAST_CELLS = 5
 KEPT = 1000
 # The quantile of the recent cells' standard deviations taken as the host's drift.
 DRIFT_QUANTILE = 0.8
-# An interval spanning more than this factor (high / low) says little: marked imprecise.
+# An interval spanning more than this factor (high / low) says little: its record says so
+# (precision.Progress.report), and where the host's typical interval is unknown, so do
+# the tables (precision.imprecise_reason).
 MOST_SPAN = 2.0
 
 

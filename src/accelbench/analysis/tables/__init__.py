@@ -5,14 +5,18 @@ failed) and points to a footnote with the reason, so a missing number is never
 mistaken for a slow one. Rows and columns come from what was measured: a row or
 column with nothing but dashes is left out (its reason in a note), and rows that
 have numbers in different columns go to separate blocks, each with its own
-header, so that a table is not half dashes; a dash that remains is explained in
-a note. The best cell of each row (lowest time, highest speedup) is set in bold
-only where its interval clears the runner-up's, and a speedup above the ideal
-(more than N on N devices) is marked. Numbers keep the digits their interval
-supports and no more, and a table of times is printed in the unit (s, ms, µs,
-ns) that makes its middle time at least 1. LaTeX tables are split into parts
-that fit the text width, with decimal points aligned, and laid out on pages as
-accelbench.analysis.latex_pages says (a column or both, continued floats).
+header and captioned as the table's continuation, so that a table is not half
+dashes; a dash that remains is explained in a note. The best cell of each row
+(lowest time, highest speedup) is set in bold only where its interval clears the
+runner-up's, and a speedup above the ideal (more than N on N devices) is marked.
+Numbers keep the digits their interval supports and no more; the numbers read
+side by side share a unit (s, ms, µs; J, mJ), the one of the largest, so that
+none needs four digits before its point: a row of times across devices (named
+in the caption where every row has the same, else beside the row's name), a
+column of an energy table. Notes say in words what a record's reason names by a
+setting's key. LaTeX tables are split into parts that fit the text width, with
+decimal points aligned, and laid out on pages as accelbench.analysis.latex_pages
+says (a column or both, continued floats).
 
 The modules: `builders` gathers each table's cells from the tidy table (`headline` those
 of the first table, the GPU against the CPU of the same machine; `machines` those of
@@ -56,7 +60,7 @@ from accelbench.analysis.tables.numbers import (
     shared_exponent,
 )
 from accelbench.analysis.tables.render_html import to_html
-from accelbench.analysis.tables.render_latex import to_latex
+from accelbench.analysis.tables.render_latex import latex_escape, to_latex
 from accelbench.analysis.tables.render_markdown import (
     FIGURE_SPACE,
     PUNCTUATION_SPACE,
@@ -88,6 +92,7 @@ __all__ = [
     "format_with_ci",
     "headline_table",
     "ideal_speedups",
+    "latex_escape",
     "machines_table",
     "markdown_escape",
     "node_scaling_table",

@@ -13,7 +13,7 @@ import pandas as pd
 
 from accelbench.analysis import ratios, tidy
 from accelbench.analysis.tables.headline import headline_table
-from accelbench.analysis.tables.model import build_table, cell_grid
+from accelbench.analysis.tables.model import build_table, cell_grid, row_units, shared_unit
 from accelbench.analysis.tables.numbers import readable_unit
 from accelbench.measuring.energy import NVML_PERIOD_S, RAPL_PERIOD_S
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
@@ -34,14 +34,25 @@ SPECS = {
 }
 
 
-def interval_name(rows: pd.DataFrame) -> str:
-    """What the brackets hold: a rerun interval where every record that ran was measured
-    in independent runs (record param `interval`: either rerun interval, from the cell's
-    runs alone or with the host's spread and drift), else the within-run CI."""
+RERUN_NOTE = (
+    f"Rerun interval: where the median of an independent rerun of the cell (as many runs, "
+    f"minutes later) lands {CI_LEVEL:.0%} of the time."
+)
+
+
+def _rerun(rows: pd.DataFrame) -> bool:
+    """Whether every record that ran was measured in independent runs (record param
+    `interval`: either rerun interval, from the cell's runs alone or with the host's
+    spread and drift)."""
     ran = rows[rows["status"] == "ok"]
     methods = set(ran["interval"].dropna()) if "interval" in ran else set()
-    rerun = bool(methods) and all(method.startswith(RERUN_INTERVAL_OPENING) for method in methods)
-    return f"{CI_LEVEL:.0%} {'rerun interval' if rerun else 'CI'}"
+    return bool(methods) and all(method.startswith(RERUN_INTERVAL_OPENING) for method in methods)
+
+
+def interval_name(rows: pd.DataFrame) -> str:
+    """What the brackets hold: a rerun interval (RERUN_NOTE) where every record that ran
+    was measured in independent runs, else the within-run CI."""
+    return f"{CI_LEVEL:.0%} {'rerun interval' if _rerun(rows) else 'CI'}"
 
 
 def _caption(text: str, unit: str | None, interval: str, constants: list[str]) -> str:
@@ -84,22 +95,23 @@ def comparison_table(
         }
     )
     cells = cell_grid(found, labels, columns, across, unit)
-    shown, factor = readable_unit(unit, [cell["median"] for cell in cells])
+    units = row_units(cells, unit)
     title = spec.title if across == "device" else f"{spec.title} by {across}"
-    return build_table(
+    table, footnotes = build_table(
         cells,
         labels,
         columns,
         row_header=spec.row_header,
         column_header=across,
-        caption=_caption(title, shown, interval_name(rows), constants),
-        factor=factor,
+        caption=_caption(title, shared_unit(units), interval_name(rows), constants),
+        units=units,
         empty=(
             f"No {experiment} records."
             if across == "device"
             else f"No {experiment} configuration was measured in more than one {across}."
         ),
     )
+    return table, footnotes + ([RERUN_NOTE] if labels and _rerun(rows) else [])
 
 
 def _ratio_table(
@@ -287,6 +299,9 @@ def _quantity_cells(rows: pd.DataFrame, metric: str, scale: pd.Series, energy: b
         }
     )
     if energy:
+        # An energy's interval is bounded by its counter's resolution (ENERGY_NOTE), not
+        # drawn from samples: it has no level to fall short of.
+        found["ci_level"] = math.nan
         bounded = (found["status"] == "ok") & found["bound"].notna()
         found.loc[bounded, "status"] = BELOW_RESOLUTION
         missing = (found["status"] == "ok") & ~found["median"].astype(float).notna()
@@ -353,6 +368,7 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
     for place, text in bounded.items():
         table.loc[place] = text
     extra = [ENERGY_NOTE, *([TRAIN_ENERGY_NOTE] if spec.per_batch else [])] if labels else []
+    extra += [RERUN_NOTE] if labels and _rerun(rows) else []
     extra += [BELOW_RESOLUTION_NOTE] if bounded else []
     return table, [*footnotes, *notes, *extra]
 

@@ -1,8 +1,9 @@
-"""What every writer reads from a table model: its blocks, its bold cells, its notes, and
-each block's columns with number cells split into median, interval and marks and padded so
-that decimal points line up. Tables built elsewhere in the same shape (the provenance
-summary) are laid out the same way. A column's name may break into lines (HEADER_BREAK):
-LaTeX stacks them, HTML breaks there, Markdown (a header of one line) joins them."""
+"""What every writer reads from a table model: its blocks and their captions, its bold
+cells, its notes, and each block's columns with number cells split into median, interval
+and marks and padded so that decimal points line up. Tables built elsewhere in the same
+shape (the provenance summary) are laid out the same way. A column's name may break into
+lines (HEADER_BREAK): LaTeX stacks them, HTML breaks there, Markdown (a header of one line)
+joins them."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def table_blocks(table: pd.DataFrame) -> list[tuple[list[str], list[str]]]:
     return [
         (rows, cols) for rows, cols in table.attrs.get("blocks", [[table.index, table.columns]])
     ]
+
+
+def block_caption(caption: str, index: int) -> str:
+    """The caption of a table's `index`-th block: the table's, then continued, so that no
+    block stands without one."""
+    return caption if index == 0 else f"{caption} (continued)"
 
 
 def table_notes(table: pd.DataFrame, footnotes: list[str]) -> list[str]:

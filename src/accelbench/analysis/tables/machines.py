@@ -8,8 +8,14 @@ import pandas as pd
 
 from accelbench.analysis import machines
 from accelbench.analysis.tables.layout import HEADER_BREAK
-from accelbench.analysis.tables.model import MISSING_NOTE, build_table, cell_grid
-from accelbench.analysis.tables.numbers import MISSING, readable_unit
+from accelbench.analysis.tables.model import (
+    MISSING_NOTE,
+    build_table,
+    cell_grid,
+    row_units,
+    shared_unit,
+)
+from accelbench.analysis.tables.numbers import MISSING
 from accelbench.families import FAMILIES
 from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import names_a_gpu
@@ -104,16 +110,17 @@ def machines_table(joined: machines.Joined) -> tuple[pd.DataFrame, list[str]]:
     places = zip(cells["source"].astype(int), cells["device"], strict=True)
     found = cells.assign(column=[headers[place] for place in places])
     seconds = str(cells["unit"].iloc[0]) if len(cells) else None
-    unit, factor = readable_unit(seconds, list(cells["median"]))
     labels, columns = list(dict.fromkeys(cells["label"])), list(headers.values())
+    grid = cell_grid(found, labels, columns, "column", seconds)
+    units = row_units(grid, seconds)
     table, notes = build_table(
-        cell_grid(found, labels, columns, "column", seconds),
+        grid,
         labels,
         columns,
         row_header="Cell of work",
         column_header="machine and device",
-        caption=_caption(cells, unit),
-        factor=factor,
+        caption=_caption(cells, shared_unit(units)),
+        units=units,
         empty=machines.nothing_shared(joined),
     )
     legend = table.attrs["legend"]

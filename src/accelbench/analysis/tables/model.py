@@ -1,6 +1,6 @@
-"""The table model: which rows and columns a comparison table shows, each cell's text, the
-bold winners, the marks (busy, imprecise, above the ideal) and the footnotes that explain
-every dash and mark, computed once for all writers.
+"""The table model: which rows and columns a comparison table shows, the unit each row
+reads in, each cell's text, the bold winners, the marks (busy, imprecise, above the ideal)
+and the footnotes that explain every dash and mark, computed once for all writers.
 
 A model is a DataFrame of display strings (rows x columns) whose `attrs` hold the caption,
 the bold cells, the (rows, columns) blocks it is printed in, the legend of its marks and
@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any
 
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
-from accelbench.analysis.tables.numbers import MISSING, format_with_ci, shared_exponent
+from accelbench.analysis.tables.numbers import (
+    MISSING,
+    format_with_ci,
+    readable_unit,
+    shared_exponent,
+)
 from accelbench.measuring.statistics import CI_LEVEL
 
 # Columns of the CSV (long form, one line per table cell); "column" is written under the
@@ -42,12 +48,13 @@ BUSY_NOTE = (
     "measured beside other load, or in a stretch the host ran slower than around it "
     "(the number may be too slow); the summary lists these cells"
 )
-# A number whose rerun interval stayed wider than asked (record conditions.imprecise: the
-# time budget ran out first) keeps its cell, marked.
+# A number whose interval is clearly wider than its machine allows (tidy column imprecise)
+# keeps its cell, marked.
 IMPRECISE_MARK = "◊"
 IMPRECISE_NOTE = (
-    "less precise than asked: the interval stayed wider than the configured half-width, "
-    "or spans more than a factor of 2; the summary lists these cells, each with why"
+    "less precise than this machine allows: the interval is clearly wider than those of the "
+    "other cells measured on the same kind of device here, or spans more than a factor of 2; "
+    "the summary lists these cells, each with why"
 )
 # A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
 ABOVE_IDEAL_MARK = "‡"
@@ -56,8 +63,8 @@ ABOVE_IDEAL_NOTE = (
     "caches or a slow baseline can do that; check before quoting it"
 )
 MISSING_NOTE = (
-    f"{MISSING} no record: the cell is not in the grid, or was excluded from it "
-    "(results/excluded.csv); a cell that ran and failed says so"
+    f"{MISSING} no record: the cell is not in the grid, or was left out of it (the run's "
+    "list of excluded cells says why); a cell that ran and failed says so"
 )
 BOLD_NOTE = (
     "Bold: the best of its row, only where its interval does not overlap the "
@@ -69,8 +76,16 @@ DASH_STATUSES = ("missing", ratios.NO_BASELINE)
 CELL_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: MISSING, "too_short": "too short"}
 NOTE_TEXT = {**tidy.STATUS_TEXT, ratios.NO_BASELINE: "no baseline", "too_short": "too short"}
 
+# Record reasons name some settings by their configuration keys; a note says what they
+# mean (pattern, words).
+SETTING_WORDS = (
+    (re.compile(r"\bmax_call_s = (\S+) s\b"), r"the limit of \1 s per call"),
+    (re.compile(r"\bnaive size limit\b"), "the size limit of the plain Python loops"),
+)
+
 Cell = dict[str, Any]
 Place = tuple[str, str]
+Units = dict[str, tuple[str | None, float]]
 
 
 def _marker(index: int) -> str:
@@ -201,9 +216,19 @@ def _shown_blocks(
     return blocks({label: present for label, present in filled.items() if present}, columns)
 
 
+def reason_in_words(status: str, reason: str) -> str:
+    """A record's reason as a note says it: without the status word it repeats (the note
+    names the status) and with the settings it names said in words."""
+    said = NOTE_TEXT.get(status, status)
+    text = re.sub(rf"(^|: ){re.escape(said)}: ", r"\1", " ".join(reason.split()))
+    for pattern, words in SETTING_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
 def _reason_key(cell: Cell) -> tuple[str, str]:
-    """(status, reason with its white space collapsed): cells with the same key share a note."""
-    return cell["status"], " ".join(str(cell["reason"]).split())
+    """(status, reason in words): cells with the same key share a note."""
+    return cell["status"], reason_in_words(cell["status"], str(cell["reason"]))
 
 
 def _number_text(cell: Cell, factor: float, exponent: int) -> str:
@@ -219,7 +244,7 @@ def _number_text(cell: Cell, factor: float, exponent: int) -> str:
 
 
 def _fill_texts(
-    text: pd.DataFrame, displayed: list[Cell], factor: float, exponents: dict[str, int]
+    text: pd.DataFrame, displayed: list[Cell], factors: dict[str, float], exponents: dict[str, int]
 ) -> list[str]:
     """Write each shown cell's text into `text`; returns the lettered footnotes that say why
     a shown cell has no number, one per (status, reason), in the order they are first seen
@@ -230,7 +255,7 @@ def _fill_texts(
         if cell.get("text") is not None:
             text.loc[row, column] = cell["text"]
         elif status == "ok":
-            text.loc[row, column] = _number_text(cell, factor, exponents[row])
+            text.loc[row, column] = _number_text(cell, factors[row], exponents[row])
         elif status in CELL_TEXT:
             marker = markers.setdefault(_reason_key(cell), _marker(len(markers)))
             text.loc[row, column] = f"{CELL_TEXT[status]} ({marker})"
@@ -301,6 +326,49 @@ def _legend(
     return legend
 
 
+def row_units(cells: list[Cell], unit: str | None) -> Units:
+    """Each row's unit and base units per unit (numbers.readable_unit of its medians), so
+    the numbers compared along a row read in one unit; a row without numbers has none."""
+    medians: dict[str, list[float]] = {}
+    for cell in cells:
+        medians.setdefault(cell["row"], []).append(cell["median"])
+    return {
+        row: readable_unit(unit, values) if any(map(math.isfinite, values)) else (None, 1.0)
+        for row, values in medians.items()
+    }
+
+
+def shared_unit(units: Units) -> str | None:
+    """The unit of every row that has one, for the caption to name; None where rows differ
+    (each row's name says its own) or none has a unit."""
+    names = {name for name, _ in units.values() if name}
+    return names.pop() if len(names) == 1 else None
+
+
+def _row_names(labels: list[str], units: Units) -> dict[str, str]:
+    """What each row is called: its label, and its unit where the rows' units differ."""
+    if shared_unit(units) or not any(name for name, _ in units.values()):
+        return {label: label for label in labels}
+    return {
+        label: f"{label} ({name})" if (name := units.get(label, (None, 1.0))[0]) else label
+        for label in labels
+    }
+
+
+def _row_scales(
+    by_place: dict[Place, Cell], labels: list[str], columns: list[str], units: Units
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Per row: the base units per unit of its numbers, and the power of ten they share."""
+    factors = {label: units.get(label, (None, 1.0))[1] for label in labels}
+    exponents = {
+        label: shared_exponent(
+            [by_place[label, column]["median"] / factors[label] for column in columns]
+        )
+        for label in labels
+    }
+    return factors, exponents
+
+
 def build_table(
     cells: list[Cell],
     labels: list[str],
@@ -311,23 +379,21 @@ def build_table(
     caption: str,
     higher_is_better: bool = False,
     expected_level: float = CI_LEVEL,
-    factor: float = 1.0,
+    units: Units | None = None,
     empty: str = "No records.",
     ideal: dict[str, float] | None = None,
     best: bool = True,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The model of a grid of cells (numbers / `factor`): display strings, bold cells,
-    blocks and footnotes; a table without rows gets the footnote `empty`, saying why it has
-    none. A cell above its column's `ideal` value is marked. Without `best` (columns of
-    different quantities) no cell is set in bold."""
-    ideal = ideal or {}
+    """The model of a grid of cells: display strings, bold cells, blocks and footnotes; a
+    table without rows gets the footnote `empty`, saying why it has none. A row's numbers
+    are divided by its `units` factor (row_units), its name carrying the unit where the
+    rows' units differ. A cell above its column's `ideal` value is marked. Without `best`
+    (columns of different quantities) no cell is set in bold."""
+    ideal, units = ideal or {}, units or {}
     by_place = {(cell["row"], cell["column"]): cell for cell in cells}
     for label in labels if best else []:
         _mark_best([by_place[label, column] for column in columns], higher_is_better)
-    exponents = {
-        label: shared_exponent([by_place[label, column]["median"] / factor for column in columns])
-        for label in labels
-    }
+    factors, exponents = _row_scales(by_place, labels, columns, units)
     shown = _shown_blocks(by_place, labels, columns)
     displayed = [by_place[row, column] for rows, cols in shown for row in rows for column in cols]
     for cell in displayed:
@@ -343,16 +409,18 @@ def build_table(
         ),
         dtype="str",
     )
-    footnotes = _fill_texts(text, displayed, factor, exponents)
+    footnotes = _fill_texts(text, displayed, factors, exponents)
     footnotes += _hidden_notes(cells, displayed)
     footnotes += _mark_notes(cells)
     footnotes += [] if labels else [empty]
     footnotes += _weak_interval_notes(cells, expected_level)
+    names = _row_names(labels, units)
+    text = text.rename(index=names)
     text.attrs = {
         "caption": caption,
-        "best": [[cell["row"], cell["column"]] for cell in cells if cell["best"]],
+        "best": [[names[cell["row"]], cell["column"]] for cell in cells if cell["best"]],
         "cells": [{key: cell[key] for key in CSV_COLUMNS} for cell in cells],
-        "blocks": [[rows, cols] for rows, cols in shown],
+        "blocks": [[[names[row] for row in rows], cols] for rows, cols in shown],
         "legend": _legend(by_place, displayed, labels, columns, best),
     }
     return text, footnotes

@@ -1,6 +1,8 @@
 """Numbers as a table prints them: median [interval] with the digits the interval supports,
-a shared power of ten for a row, and the unit (s, ms, µs, ns; J, mJ, ...) that makes a
-table's middle number at least 1."""
+a shared power of ten for a row, and the unit (s, ms, µs, ns; J, mJ, ...; GFLOP/s,
+TFLOP/s) of the numbers read side by side (a row or a column): the unit of the largest, so
+that none needs four digits before the point and, where they span less than the step
+between two units, every one reads between 1 and 1000."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ import math
 MISSING = "–"
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 ENERGY_UNITS = (("J", 1.0), ("mJ", 1e-3), ("µJ", 1e-6), ("nJ", 1e-9))
-READABLE_UNITS = {"s": TIME_UNITS, "J": ENERGY_UNITS}
+FLOP_RATE_UNITS = (("TFLOP/s", 1e3), ("GFLOP/s", 1.0))
+BYTE_RATE_UNITS = (("TB/s", 1e3), ("GB/s", 1.0))
+READABLE_UNITS = {
+    "s": TIME_UNITS,
+    "J": ENERGY_UNITS,
+    "GFLOP/s": FLOP_RATE_UNITS,
+    "GB/s": BYTE_RATE_UNITS,
+}
 
 
 def _decimals(value: float) -> int:
@@ -54,16 +63,17 @@ def format_with_ci(median: float, low: float, high: float, exponent: int | None 
     return f"{texts[0]} [{texts[1]}, {texts[2]}]"
 
 
-def readable_unit(unit: str | None, medians: list[float]) -> tuple[str | None, float]:
-    """(unit, base units per unit) for a table of times or energies: the largest of s, ms,
-    µs, ns (J, mJ, µJ, nJ) in which the middle one of the medians is at least 1, so most
-    numbers read without exponents or leading zeros. Other units are kept as they are
-    (factor 1)."""
-    finite = sorted(value for value in medians if math.isfinite(value) and value > 0)
+def readable_unit(unit: str | None, numbers: list[float]) -> tuple[str | None, float]:
+    """(unit, base units per unit) for numbers read side by side: the largest of s, ms, µs,
+    ns (J, mJ, µJ, nJ; TFLOP/s, GFLOP/s; TB/s, GB/s) in which the largest of them is at
+    least 1. Every number then reads below 1000, short of the largest unit (a column from
+    2 µs to 44 ms in ms: 0.0020 to 44, not 2 to 44000), and numbers within one unit's range
+    all read from 1 to 1000. Other units are kept as they are (factor 1)."""
+    finite = [abs(value) for value in numbers if math.isfinite(value) and value != 0]
     if unit not in READABLE_UNITS or not finite:
         return unit, 1.0
-    middle = finite[(len(finite) - 1) // 2]
+    largest = max(finite)
     for name, factor in READABLE_UNITS[unit]:
-        if middle >= factor:
+        if largest >= factor:
             return name, factor
     return READABLE_UNITS[unit][-1]

@@ -41,15 +41,28 @@ _LATEX_SPECIAL = {
     "µ": r"\textmu{}",
     "×": r"$\times$",
     "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    # The default (OT1) and T1 text fonts set < and > as other glyphs (¡, ¿).
+    "<": "$<$",
+    ">": "$>$",
     "†": r"\textdagger{}",
     "◊": r"$\diamond$",
     "‡": r"\textdaggerdbl{}",
 }
 _LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
+# Superscript digits (a size's 2²⁰, accelbench.analysis.sizes), which the text fonts lack.
+_SUPERSCRIPT = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
+_SUPERSCRIPT_DIGITS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
 
 
 def latex_escape(text: str) -> str:
-    return _LATEX_PATTERN.sub(lambda match: _LATEX_SPECIAL[match.group()], text)
+    """`text` as LaTeX text: its special characters escaped, the characters the text fonts
+    lack set as math or markup."""
+    text = _LATEX_PATTERN.sub(lambda match: _LATEX_SPECIAL[match.group()], text)
+    return _SUPERSCRIPT.sub(
+        lambda match: rf"\textsuperscript{{{match.group().translate(_SUPERSCRIPT_DIGITS)}}}",
+        text,
+    )
 
 
 def _bold(text: str, strong: bool) -> str:

@@ -1,5 +1,7 @@
-"""A table model as pandoc Markdown: pipe tables, one per block, medians lined up at the
-decimal point beside their intervals."""
+"""A table model as pandoc Markdown: pipe tables, one per block and each under its caption,
+medians lined up at the decimal point beside their intervals. Bold is `**...**` around the
+text alone: the padding stays outside, since a CommonMark parser closes no bold after a
+space (a figure space included)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pandas as pd
 
 from accelbench.analysis.tables.layout import (
     BlockColumn,
+    block_caption,
     block_columns,
     bold_cells,
     decimal_pads,
@@ -38,19 +41,29 @@ def markdown_pads(numbers: Sequence[str]) -> list[str]:
     return [_figure_spaces(pad) for pad in decimal_pads(numbers)]
 
 
-def _column_cells(column: BlockColumn) -> list[list[str]]:
+def _strong(text: str, strong: bool) -> str:
+    return f"**{text}**" if strong and text else text
+
+
+def _column_cells(column: BlockColumn, strong: list[bool]) -> list[list[str]]:
     """The Markdown cells of one column, row by row: one per row for a column without
-    numbers, else the padded median (or the text standing in for it) and the interval."""
+    numbers, else the padded median (or the text standing in for it) and the interval; the
+    `strong` rows in bold, their padding outside it."""
     if not column.has_numbers:
-        return [[markdown_escape(text)] for text in column.texts]
+        return [
+            [_strong(markdown_escape(text), bold)]
+            for text, bold in zip(column.texts, strong, strict=True)
+        ]
     return [
         [
-            markdown_escape(number.median) + _figure_spaces(pad),
-            markdown_escape(number.interval + number.marks),
+            _strong(markdown_escape(number.median), bold) + _figure_spaces(pad),
+            _strong(markdown_escape(number.interval + number.marks), bold),
         ]
         if number
-        else [markdown_escape(text), ""]
-        for number, text, pad in zip(column.numbers, column.texts, column.pads, strict=True)
+        else [_strong(markdown_escape(text), bold), ""]
+        for number, text, pad, bold in zip(
+            column.numbers, column.texts, column.pads, strong, strict=True
+        )
     ]
 
 
@@ -69,27 +82,34 @@ def _markdown_block(table: pd.DataFrame, rows: list[str], columns: list[str]) ->
         else:
             header.append(name)
             align.append("|---:")
-    cells = [_column_cells(column) for column in laid_out]
+    cells = [
+        _column_cells(column, [(row, column.name) in bold for row in rows]) for column in laid_out
+    ]
     lines = ["| " + " | ".join(header) + " |", "".join(align) + "|"]
     for index, row in enumerate(rows):
         line = [markdown_escape(row)]
-        for column, column_cells in zip(columns, cells, strict=True):
-            strong = (row, column) in bold
-            line += [f"**{text}**" if strong and text else text for text in column_cells[index]]
+        for column_cells in cells:
+            line += column_cells[index]
         lines.append("| " + " | ".join(line) + " |")
     return lines
 
 
 def to_markdown(table: pd.DataFrame, footnotes: list[str]) -> str:
-    """Pipe tables (one per block) under a pandoc `Table:` caption, medians lined up at the
-    decimal point beside their intervals, footnotes as paragraphs below; a table without
-    rows is only the lines saying why."""
+    """Pipe tables, one per block, each under a pandoc `Table:` caption (the table's, then
+    continued), medians lined up at the decimal point beside their intervals, footnotes as
+    paragraphs below; a table without rows is only the lines saying why."""
     notes = [markdown_escape(note) for note in table_notes(table, footnotes)]
     if table.index.empty:
         return "\n\n".join(notes) + "\n"
-    lines = [f"Table: {markdown_escape(table.attrs.get('caption', ''))}"]
-    for rows, columns in table_blocks(table):
-        lines += ["", *_markdown_block(table, list(rows), list(columns))]
-    for note in notes:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
+    caption = table.attrs.get("caption", "")
+    blocks = [
+        "\n".join(
+            [
+                f"Table: {markdown_escape(block_caption(caption, index))}",
+                "",
+                *_markdown_block(table, list(rows), list(columns)),
+            ]
+        )
+        for index, (rows, columns) in enumerate(table_blocks(table))
+    ]
+    return "\n\n".join(blocks + notes) + "\n"

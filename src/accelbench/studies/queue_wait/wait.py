@@ -30,9 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
-from accelbench.analysis import plain_tables, style
+from accelbench.analysis import marks, plain_tables, style
 from accelbench.measuring import statistics as sample_stats
 from accelbench.studies.queue_wait.sacct import ParsedDump
 
@@ -267,58 +266,62 @@ def write_table(summary: pd.DataFrame, stem: str, extra_notes: list[str]) -> lis
     )
 
 
+def _partition_points(ax, summary: pd.DataFrame, partitions: list[str], scale: float) -> None:
+    """One binning's panel: per bin and partition the median wait (point, in the partition's
+    look) with the 95% CI of the median (error bar), the quartiles (wide pale bar) and the
+    started jobs (number beside)."""
+    labels = list(dict.fromkeys(summary["bin"]))
+    width = 0.7 / len(partitions)
+    for index, partition in enumerate(partitions):
+        here = summary[(summary["partition"] == partition) & (summary["jobs"] > 0)]
+        x = np.array([labels.index(label) for label in here["bin"]], float)
+        x += (index - (len(partitions) - 1) / 2) * width
+        median = here["median_s"].to_numpy(float) / scale
+        look = style.look("partition", partition)
+        ax.vlines(x, here["q1_s"] / scale, here["q3_s"] / scale, color=look.color, alpha=0.35, lw=5)
+        ci = (here["ci_low_s"] / scale, here["ci_high_s"] / scale)
+        marks.measured(ax, x, median, ci, look, np.zeros(len(here), bool))
+        for position, value, count in zip(x, median, here["jobs"], strict=True):
+            ax.annotate(
+                f"{count}",
+                (position, value),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=6,
+                color=look.color,
+            )
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
+    ax.set_xlabel(DIMENSIONS[summary.attrs["dimension"]])
+
+
 def figure(summaries: list[pd.DataFrame]) -> Figure:
     """One panel per binning: median wait per bin and partition (point), the 95% CI of the
-    median (error bar), the quartiles (wide pale bar), the started jobs (number beside)."""
+    median (error bar), the quartiles (wide pale bar), the started jobs (number beside);
+    the time axis logarithmic where the waits span a decade."""
     style.apply()
-    fig = Figure(figsize=(style.DOUBLE_COLUMN, style.PANEL_HEIGHT + 0.5), layout="constrained")
-    axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False)[0]
     everything = pd.concat(summaries)
     started = everything[everything["jobs"] > 0]
     if started.empty:
-        for ax in axes:
-            style.no_data(ax, "no started jobs")
-        return fig
+        return style.empty_figure("no started jobs", style.DOUBLE_COLUMN)
+    fig = Figure(figsize=(style.DOUBLE_COLUMN, style.PANEL_HEIGHT + 0.5), layout="constrained")
+    axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False)[0]
     unit, scale = duration_unit(float(started[["q3_s", "ci_high_s"]].max().max()))
-    lowest = started[["q1_s", "ci_low_s"]].to_numpy(float)
-    log = bool((lowest > 0).all() and started["ci_high_s"].max() / lowest.min() > 100)
     partitions = list(dict.fromkeys(everything["partition"]))
-    palette = dict(zip(partitions, style.colors(len(partitions)), strict=True))
-    width = 0.7 / len(partitions)
     for ax, summary in zip(axes, summaries, strict=True):
-        labels = list(dict.fromkeys(summary["bin"]))
-        for index, partition in enumerate(partitions):
-            here = summary[(summary["partition"] == partition) & (summary["jobs"] > 0)]
-            x = np.array([labels.index(label) for label in here["bin"]], float)
-            x += (index - (len(partitions) - 1) / 2) * width
-            median = here["median_s"].to_numpy(float) / scale
-            ci = np.vstack(
-                [median - here["ci_low_s"] / scale, here["ci_high_s"] / scale - median]
-            ).clip(min=0)
-            color = palette[partition]
-            ax.vlines(x, here["q1_s"] / scale, here["q3_s"] / scale, color=color, alpha=0.35, lw=5)
-            ax.errorbar(x, median, yerr=ci, fmt="o", color=color, elinewidth=0.8)
-            for position, value, count in zip(x, median, here["jobs"], strict=True):
-                ax.annotate(
-                    f"{count}",
-                    (position, value),
-                    xytext=(4, 0),
-                    textcoords="offset points",
-                    va="center",
-                    fontsize=5,
-                    color=color,
-                )
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_xlim(-0.5, len(labels) - 0.5)
-        ax.set_xlabel(DIMENSIONS[summary.attrs["dimension"]])
-        if log:
-            ax.set_yscale("log")
-    if not log:
-        axes[0].set_ylim(bottom=0)
+        _partition_points(ax, summary, partitions, scale)
+    low = float(started[["q1_s", "ci_low_s"]].to_numpy(float).min()) / scale
+    high = float(started[["q3_s", "ci_high_s"]].to_numpy(float).max()) / scale
+    marks.fit_axis(axes[0], "y", low if low > 0 else high / 1e3, high)
+    for ax in axes:
+        marks.arrows(ax)
     axes[0].set_ylabel(f"Queue wait ({unit})")
-    handles = [
-        Line2D([], [], color=palette[name], marker="o", linestyle="", label=name)
-        for name in partitions
+    handles = [style.entry(style.look("partition", name), name) for name in partitions]
+    handles += [
+        style.style_entry("pale bar: quartiles of the waits", marker="|", markersize=8, alpha=0.35),
+        style.interval_entry("95% CI of the median"),
+        style.style_entry("number: jobs started", marker="None"),
     ]
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 5))
+    style.legend(fig, handles)
     return fig

@@ -48,10 +48,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
-from accelbench.analysis import crossovers, gpu_vs_cpu, plain_tables, style, tables
-from accelbench.analysis.figures import flagged_handle, flagged_rows
+from accelbench.analysis import crossovers, gpu_vs_cpu, marks, plain_tables, style, tables
+from accelbench.analysis.figures import flagged_rows, legend_with_marks
 from accelbench.platform.devices import names_a_gpu
 
 ASSUMPTIONS = (
@@ -413,7 +412,7 @@ def measured_sizes(
     intensity and end-to-end time (measured_s), the model's t_GPU (modelled_s) and the
     departure from it (None where the model lies within the measured interval)."""
     mine = _cells(cells, names, host)
-    columns = ["size", "median", "ci_low", "ci_high", "busy", "imprecise"]
+    columns = ["size", "median", "ci_low", "ci_high", "ci_level", "busy", "imprecise"]
     found = mine[columns].reset_index(drop=True)
     gpu = rows.set_index("id").loc[mine["gpu_record"]].reset_index()
     found["intensity"] = (gpu["flops"] / gpu["bytes"]).to_numpy(float)
@@ -765,9 +764,10 @@ def write_table(numbers: pd.DataFrame, stem: str) -> list:
 
 def _curves(ax, row: Any, color) -> tuple[OffloadModel | None, list[np.ndarray]]:
     """The model's speedup against intensity (L = 0): solid with the kernels' copies, dashed
-    with pinned ones, I* dotted; returns the model of the kernels' copies and the values."""
+    with pinned ones, I* dotted; returns the model of the kernels' copies and the values
+    drawn: the intensities (I* among them) first, then the speedups."""
     intensity = np.geomspace(row.intensity_min / 10, row.intensity_max * 10, 200)
-    drawn, model = [], None
+    drawn, model = [intensity], None
     for link, linestyle in ((row.link_gbs, "-"), (row.pinned_link_gbs, "--")):
         if not math.isfinite(link):
             continue
@@ -777,47 +777,61 @@ def _curves(ax, row: Any, color) -> tuple[OffloadModel | None, list[np.ndarray]]
         ax.plot(intensity, drawn[-1], color=color, linestyle=linestyle)
     if model is not None and math.isfinite(model.break_even_intensity()):
         ax.axvline(model.break_even_intensity(), color=color, linestyle=":", linewidth=0.8)
+        drawn[0] = np.append(intensity, model.break_even_intensity())
     return model, drawn
 
 
-def _points(ax, sizes: pd.DataFrame, color) -> list[np.ndarray]:
-    """The measured factors with their intervals (flagged ones hollow, without), the model's
-    at each measured size (L included) as a bar, and each departure said beside its point."""
+def _points(ax, sizes: pd.DataFrame, look: style.Look) -> list[np.ndarray]:
+    """The measured factors with their intervals (flagged ones hollow, their intervals off
+    the range), the model's at each measured size (L included) as a cross, and each
+    departure said beside its point. Returns the values the axis must show."""
     x, y = sizes["intensity"].to_numpy(float), sizes["median"].to_numpy(float)
     flagged = flagged_rows(sizes)
-    trusted = ~flagged
     low, high = sizes["ci_low"].to_numpy(float), sizes["ci_high"].to_numpy(float)
-    ax.errorbar(
-        x[trusted],
-        y[trusted],
-        yerr=[y[trusted] - low[trusted], high[trusted] - y[trusted]],
-        fmt="o",
-        color=color,
-        capsize=2,
-    )
-    ax.plot(x[flagged], y[flagged], "o", color=color, markerfacecolor="white", linestyle="none")
+    marks.measured(ax, x, y, (low, high), look, flagged)
     expected = y * sizes["measured_s"].to_numpy(float) / sizes["modelled_s"].to_numpy(float)
-    ax.plot(x, expected, "x", color=color, linestyle="none")
+    ax.plot(x, expected, "x", color=look.color, linestyle="none")
     for at, value, departure in zip(x, y, sizes["departure"], strict=True):
         if departure is not None:
             ax.annotate(
-                departure.how, (at, value), xytext=(5, -3), textcoords="offset points", color=color
+                departure.how,
+                (at, value),
+                xytext=(5, -3),
+                textcoords="offset points",
+                color=look.color,
             )
-    return [y, expected, low[trusted], high[trusted]]
+    return [y, expected, low[~flagged], high[~flagged]]
 
 
-def _figure_legend(fig: Figure, labels: list[tuple[str, Any]], pinned: bool, flagged: bool):
-    handles = [Line2D([], [], color=color, label=label) for label, color in labels]
-    grey = {"color": "grey"}
-    handles.append(Line2D([], [], **grey, label="model, the kernels' copies (L = 0)"))
+def _figure_legend(fig: Figure, labels: list[tuple[str, style.Look]], pinned: bool, cells):
+    """Each kernel's look, then what each line and mark stands for (in the kernel's colour
+    where there is one kernel), the error bar and, where used, the hollow mark."""
+    handles = [style.entry(look, label, line=True) for label, look in labels]
+    handles.append(style.style_entry("model, the kernels' copies (L = 0)", linestyle="-"))
     if pinned:
-        handles.append(Line2D([], [], **grey, linestyle="--", label="model, pinned copies (L = 0)"))
+        handles.append(style.style_entry("model, pinned copies (L = 0)", linestyle="--"))
     handles += [
-        Line2D([], [], **grey, marker="o", linestyle="", label="measured, copies included"),
-        Line2D([], [], **grey, marker="x", linestyle="", label="model at that size, with L"),
-        Line2D([], [], **grey, linestyle=":", label="break-even I*, the kernels' copies"),
+        style.style_entry("measured, copies included", marker=labels[0][1].marker),
+        style.style_entry("model at that size, with L", marker="x"),
+        style.style_entry("break-even I*, the kernels' copies", linestyle=":"),
     ]
-    style.legend(fig, handles + ([flagged_handle()] if flagged else []))
+    legend_with_marks(fig, handles, cells)
+
+
+def _looks(usable: pd.DataFrame) -> dict[Any, style.Look]:
+    """Each row's look: its kernel's, or where a kernel has several rows (dtypes, GPUs,
+    hosts) the look of the row's own label."""
+    labels = _labels(usable)
+    twice = usable["kernel"].duplicated(keep=False)
+    return {
+        index: style.look("offload", labels[index])
+        if twice[index]
+        else style.look("kernel", kernel)
+        for index, kernel in usable["kernel"].items()
+    }
+
+
+SPEEDUP_LABEL = r"Offload speedup $t_\mathrm{CPU}\,/\,t_\mathrm{GPU}$ (×)"
 
 
 def figure(frame: pd.DataFrame, numbers: pd.DataFrame) -> Figure:
@@ -826,32 +840,34 @@ def figure(frame: pd.DataFrame, numbers: pd.DataFrame) -> Figure:
     measured sizes as points with the model's value there (L included) beside them, and
     the factor by which a point departs from the model written where it does."""
     style.apply()
-    fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.6), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_xlabel("Arithmetic intensity (flop/byte)")
-    ax.set_ylabel("Offload speedup t_CPU / t_GPU")
     # Only kernels have a model (data science workloads declare no flop count).
     usable = _shown(numbers)
     usable = usable[(usable["experiment"] == "kernel") & usable["link_gbs"].astype(float).notna()]
     if usable.empty:
-        style.no_data(ax, "no GPU kernel with its copies timed and a CPU of its host")
-        return fig
+        return style.empty_figure("no GPU kernel with its copies timed and a CPU of its host")
+    fig = Figure(figsize=(style.SINGLE_COLUMN, style.PANEL_HEIGHT + 0.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xlabel("Arithmetic intensity (flop/byte)")
+    ax.set_ylabel(SPEEDUP_LABEL)
     rows = kernel_rows(frame)
     cells = {device: compared_cells(frame, device) for device in set(usable["gpu_device"])}
-    labels, values, flagged = [], [np.ones(1)], False
-    for color, (index, row) in zip(style.colors(len(usable)), usable.iterrows(), strict=True):
-        model, drawn = _curves(ax, row, color)
+    looks, labels, values, intensities, drawn = _looks(usable), [], [np.ones(1)], [], []
+    for index, row in usable.iterrows():
+        model, curves = _curves(ax, row, looks[index].color)
         names = {"kernel": row["kernel"], "dtype": row["dtype"]}
         here = rows[_on(rows, row["host"])]
         sizes = measured_sizes(cells[row["gpu_device"]], here, names, row["host"], model)
-        values += drawn + _points(ax, sizes, color)
-        flagged |= bool(flagged_rows(sizes).any())
-        labels.append((_labels(numbers)[index], color))
-    ax.axhline(1.0, color="black", linewidth=0.6)
-    ax.set_xscale("log")
+        intensities.append(curves[0])
+        values += curves[1:] + _points(ax, sizes, looks[index])
+        drawn.append(sizes.assign(status="ok"))
+        labels.append((_labels(numbers)[index], looks[index]))
+    ax.axhline(1.0, color=style.NEUTRAL, linewidth=0.6)
+    spread = np.concatenate(intensities)
+    marks.fit_axis(ax, "x", spread.min(), spread.max())
     finite = np.concatenate(values)
     finite = finite[np.isfinite(finite) & (finite > 0)]
-    if finite.max() >= 10 * finite.min():
-        ax.set_yscale("log")
-    _figure_legend(fig, labels, bool(np.isfinite(usable["pinned_link_gbs"]).any()), flagged)
+    marks.fit_axis(ax, "y", finite.min(), finite.max())
+    marks.arrows(ax)
+    pinned = bool(np.isfinite(usable["pinned_link_gbs"]).any())
+    _figure_legend(fig, labels, pinned, pd.concat(drawn))
     return fig

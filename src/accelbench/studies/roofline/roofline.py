@@ -15,9 +15,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from accelbench.analysis import style, tidy
+from accelbench.analysis import marks, style
 from accelbench.analysis.crossovers import label_unit
-from accelbench.analysis.figures import flagged_handle, flagged_rows
+from accelbench.analysis.figures import flagged_rows, legend_with_marks
 from accelbench.analysis.tidy import natural_devices
 
 ROOF_METRICS = ("peak_gflops", "memory_bandwidth", "h2d_bandwidth", "d2h_bandwidth")
@@ -178,7 +178,7 @@ def _ceilings(ax, roof, x: np.ndarray, gflops_unit: str) -> list[str]:
     """Draw a roof's ceilings; returns the panel's title lines, which name their values
     (under the title: inside the axes any corner can hold a measured point)."""
     # A ceiling the roof record lacks bounds nothing: fmin keeps the other one alone.
-    ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color="black")
+    ax.plot(x, np.fmin(roof.peak_gflops, x * roof.memory_bandwidth), color=style.NEUTRAL)
     gemm = scaled(roof.peak_gflops, gflops_unit) if np.isfinite(roof.peak_gflops) else None
     memory = scaled(roof.memory_bandwidth, "GB/s") if np.isfinite(roof.memory_bandwidth) else None
     title = [
@@ -187,97 +187,118 @@ def _ceilings(ax, roof, x: np.ndarray, gflops_unit: str) -> list[str]:
     ]
     if np.isfinite(roof.h2d_bandwidth):
         title.append(f"host→device {scaled(roof.h2d_bandwidth, 'GB/s')} (dashed)")
-        ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color="grey", ls="--")
+        ax.plot(x, np.fmin(roof.peak_gflops, x * roof.h2d_bandwidth), color=style.NEUTRAL, ls="--")
     return title
 
 
-def _kernel_points(ax, largest: pd.DataFrame, palette: dict, markers: dict) -> int:
-    """Draw each kernel and backend at its largest size, flagged points hollow and points
-    above the roof circled; returns how many are above it."""
-    hollow = flagged_rows(largest)
-    for point, flagged in zip(largest.to_dict("records"), hollow, strict=True):
-        at = (float(point["arithmetic_intensity"]), float(point["gflops_median"]))
-        ax.plot(
-            *at,
-            linestyle="none",
-            marker=markers[point["backend"]],
-            color=palette[point["kernel"]],
-            markerfacecolor="white" if flagged else palette[point["kernel"]],
+OTHER_BACKEND_SIZE = 2.5  # points: the small mark of a kernel's slower backends
+
+
+def _largest(here: pd.DataFrame, above_roof: pd.Series) -> pd.DataFrame:
+    """Each kernel and backend of one roof at its largest size, with whether it is above."""
+    if here.empty:
+        return here.assign(above_roof=pd.Series(dtype="boolean"))
+    largest = here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()]
+    return largest.assign(above_roof=above_roof.reindex(largest.index))
+
+
+def _kernel_points(ax, largest: pd.DataFrame) -> int:
+    """Each kernel's fastest backend at its largest size in the kernel's look, with its
+    interval, and its other backends as small marks in its colour; flagged ones hollow,
+    points above the roof circled. Returns how many are above it."""
+    for kernel, rows in largest.groupby("kernel", sort=True):
+        look = style.look("kernel", kernel)
+        rows = rows.sort_values("gflops_median", ascending=False)
+        best, others = rows.iloc[:1], rows.iloc[1:]
+        marks.measured(
+            ax,
+            best["arithmetic_intensity"],
+            best["gflops_median"],
+            (best["gflops_ci_low"], best["gflops_ci_high"]),
+            look,
+            flagged_rows(best),
         )
-        if tidy.flagged(point["above_roof"]):
-            ax.plot(
-                *at,
-                linestyle="none",
-                marker="o",
-                markersize=12,
-                markerfacecolor="none",
-                markeredgecolor="black",
-            )
-    return int(largest["above_roof"].fillna(False).astype(bool).sum()) if len(largest) else 0
+        if len(others):
+            x, y = others["arithmetic_intensity"], others["gflops_median"]
+            small = style.Look(look.color, "o")
+            marks.measured(ax, x, y, None, small, flagged_rows(others), size=OTHER_BACKEND_SIZE)
+    above = largest[largest["above_roof"].fillna(False).astype(bool)]
+    ax.plot(
+        above["arithmetic_intensity"].astype(float),
+        above["gflops_median"].astype(float),
+        linestyle="none",
+        marker="o",
+        markersize=12,
+        markerfacecolor="none",
+        markeredgecolor=style.NEUTRAL,
+    )
+    return len(above)
 
 
-def _roofline_legend(
-    fig: Figure, palette: dict, markers: dict, kernels: pd.DataFrame, table: pd.DataFrame
-) -> None:
-    """Kernels by colour, backends by marker, the roofs, and the marks only where used."""
-    handles = [
-        Line2D([], [], color=colour, marker="o", ls="none", label=name)
-        for name, colour in palette.items()
-    ]
+def _roofline_legend(fig: Figure, kernels: pd.DataFrame, table: pd.DataFrame) -> None:
+    """Kernels in their looks, what the large and small marks are, the roofs, and the
+    marks only where used."""
+    names = sorted(set(kernels["kernel"]))
+    handles = [style.entry(style.look("kernel", name), name) for name in names]
     handles += [
-        Line2D([], [], color="black", marker=marker, ls="none", label=backend)
-        for backend, marker in markers.items()
+        style.style_entry("large: a kernel's fastest backend", marker="o"),
+        style.style_entry("small: its other backends", marker="o", markersize=OTHER_BACKEND_SIZE),
+        Line2D([], [], color=style.NEUTRAL, label="measured roof"),
     ]
-    handles += [Line2D([], [], color="black", label="measured roof")]
-    if flagged_rows(kernels).any():
-        handles.append(flagged_handle())
     if table["h2d_bandwidth"].notna().any():
-        handles.append(Line2D([], [], color="grey", ls="--", label="host→device roof"))
-    style.legend(fig, handles)
+        handles.append(Line2D([], [], color=style.NEUTRAL, ls="--", label="host→device roof"))
+    legend_with_marks(fig, handles, kernels)
+
+
+def _drawn_roofs(table: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """The roofs with two kernel points or more on them (a roof with one point says what
+    the percent-of-roof table says), in natural device order."""
+    counts = kernels.groupby(["device", "dtype"]).apply(
+        lambda rows: rows[["kernel", "backend"]].drop_duplicates().shape[0], include_groups=False
+    )
+    points = [counts.get((roof.device, roof.dtype), 0) for roof in table.itertuples()]
+    table = table[np.asarray(points) >= 2]
+    order = {device: i for i, device in enumerate(natural_devices(table["device"]))}
+    return table.sort_values(
+        ["device", "dtype"], key=lambda s: s.map(order) if s.name == "device" else s
+    )
 
 
 def roofline_figure(frame: pd.DataFrame) -> Figure:
-    """Roofline per (device, dtype): the measured ceilings as lines, each kernel as a point.
+    """Roofline per (device, dtype): the measured ceilings as lines, each kernel as points.
 
     Ceilings: min(peak GEMM, intensity x STREAM memory bandwidth), and on a GPU the
     pinned host->device bandwidth as the ceiling of work whose data must first
-    cross the host link. Points: each kernel and backend at its largest measured
-    size; copies (no arithmetic) have no place on the intensity axis.
+    cross the host link. Points: each kernel at its largest measured size, its fastest
+    backend in the kernel's look and its other backends small; copies (no arithmetic)
+    have no place on the intensity axis. A roof with fewer than two points is left to
+    the percent-of-roof table.
     """
     style.apply()
-    table = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"], how="all")
     kernels = _plotted_kernels(frame)
+    roofs_found = roofs(frame).dropna(subset=["peak_gflops", "memory_bandwidth"], how="all")
+    table = _drawn_roofs(roofs_found, kernels) if len(kernels) else roofs_found.iloc[:0]
     if table.empty:
-        return style.empty_figure("no roof records")
+        return style.empty_figure("no roof with two kernel points on it")
     above_roof = add_roof_percent(frame)["above_roof"]
-    order = {device: i for i, device in enumerate(natural_devices(table["device"]))}
-    table = table.sort_values(
-        ["device", "dtype"], key=lambda s: s.map(order) if s.name == "device" else s
-    )
     fig, axes = _grid(len(table))
-    names = sorted(set(kernels.get("kernel", pd.Series(dtype="str")).dropna()))
-    backends = sorted(set(kernels.get("backend", pd.Series(dtype="str")).dropna()))
-    palette = dict(zip(names, style.colors(max(len(names), 1)), strict=False))
-    markers = {backend: style.MARKERS[i % len(style.MARKERS)] for i, backend in enumerate(backends)}
-    intensities = (
-        kernels["arithmetic_intensity"].astype(float) if len(kernels) else pd.Series([1.0])
-    )
     ridge_points = (table["peak_gflops"] / table["memory_bandwidth"]).dropna()
-    spread = np.concatenate([intensities.to_numpy(float), ridge_points.to_numpy(float)])
+    spread = np.concatenate(
+        [kernels["arithmetic_intensity"].to_numpy(float), ridge_points.to_numpy(float)]
+    )
     x = np.geomspace(spread.min() / 4, spread.max() * 4, 200)
     gflops_unit = label_unit(frame, "peak_gflops_median", "GFLOP/s")
+    drawn = []
     for ax, roof in zip(axes, table.itertuples(index=False), strict=False):
         title = _ceilings(ax, roof, x, gflops_unit)
         here = kernels[(kernels["device"] == roof.device) & (kernels["dtype"] == roof.dtype)]
-        largest = (
-            here.loc[here.groupby(["kernel", "backend"])["size"].idxmax()] if len(here) else here
-        )
-        largest = largest.assign(above_roof=above_roof.reindex(largest.index))
-        above = _kernel_points(ax, largest, palette, markers)
+        drawn.append(here)
+        above = _kernel_points(ax, _largest(here, above_roof))
         if above:
             title.append(f"{above} above the roof (circled)")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        marks.arrows(ax)
         ax.set_title("\n".join(title))
         ax.set_xlabel(
             f"Arithmetic intensity ({label_unit(frame, 'arithmetic_intensity', 'flop/byte')})"
@@ -285,5 +306,5 @@ def roofline_figure(frame: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"Throughput ({gflops_unit})")
     for ax in axes[len(table) :]:
         ax.set_visible(False)
-    _roofline_legend(fig, palette, markers, kernels, table)
+    _roofline_legend(fig, pd.concat(drawn), table)
     return fig

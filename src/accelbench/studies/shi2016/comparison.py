@@ -28,7 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from accelbench.analysis import figures, plain_tables, style
+from accelbench.analysis import figures, marks, plain_tables, style
 from accelbench.analysis.tables import (
     ABOVE_IDEAL_MARK,
     ABOVE_IDEAL_NOTE,
@@ -357,31 +357,33 @@ def write_table(numbers: pd.DataFrame, not_compared: list[str], stem: str) -> li
     )
 
 
-# Labelled ticks of the time axis, per decade: two of them in any span of 4x or more.
+# Labelled ticks of a logarithmic time axis, per decade.
 TICKS = (1.0, 2.0, 3.0, 5.0)
-MIN_SPAN = 4.0
 
 
-def _log_axis(ax, values: list[float], ticks=TICKS) -> None:
-    """A log axis spanning at least MIN_SPAN around the values, so a panel whose values
-    differ by less than that still shows two labelled ticks to read them by."""
-    low, high = min(values), max(values)
-    if high / low < MIN_SPAN:
-        centre = math.sqrt(low * high)
-        low, high = centre / math.sqrt(MIN_SPAN), centre * math.sqrt(MIN_SPAN)
-    pad = max(1.1, (high / low) ** 0.04)  # room around the outermost marks and lines
-    ax.set_yscale("log")
-    ax.set_ylim(low / pad, high * pad)
-    ax.yaxis.set_major_locator(LogLocator(subs=ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_locator(LogLocator(subs="auto"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+def _value_axis(ax, values: list[float]) -> None:
+    """The time (speed-up) axis: logarithmic where the values span a decade, with labelled
+    ticks at 1, 2, 3 and 5 of each, so that the thread-scaling shapes compare; else
+    linear from zero."""
+    values = [value for value in values if math.isfinite(value) and value > 0]
+    marks.fit_axis(ax, "y", min(values), max(values))
+    if ax.get_yscale() == "log":
+        ax.yaxis.set_major_locator(LogLocator(subs=TICKS))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_locator(LogLocator(subs="auto"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    marks.arrows(ax)
 
 
 def _thread_axis(ax, threads: list[int]) -> None:
-    """A log2 axis of CPU thread counts with a labelled tick at each count shown."""
-    ax.set_xscale("log", base=2)
-    ax.set_xlim(min(threads) / 1.4, max(threads) * 1.4)
+    """CPU thread counts with a labelled tick at each count shown: on a log2 axis where
+    they span a decade, else linear."""
+    low, high = min(threads), max(threads)
+    if marks.spans_decade(low, high):
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(low / 1.4, high * 1.4)
+    else:
+        ax.set_xlim(low - 0.1 * (high - low) - 0.5, high + 0.1 * (high - low) + 0.5)
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(threads))))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -412,10 +414,13 @@ def scaling_curve(network: str, platform: str) -> tuple[list[int], list[float]]:
     return threads, [one / value for value in seconds]
 
 
-# How the paper's platforms are drawn: CPU curves in their own colours, GPUs grey.
+# How the paper's platforms are drawn: in the grey of others' numbers, a marker per CPU,
+# a dash pattern per GPU; the runs here in the look of their device kind.
 CPU_MARKERS = {"desktop_cpu": "s", "server_cpu": "^"}
 GPU_DASHES = {"gpu_gtx980": (0, (5, 2)), "gpu_gtx1080": (0, (1, 1)), "gpu_tesla_k80": "-."}
-GPU_GREY = "0.45"
+HERE = style.look("device kind", "cpu")
+GPU_HERE = style.look("device kind", "cuda")
+INTERVAL = "95% interval"  # as the table names it
 
 
 def _one_gpu(numbers: pd.DataFrame) -> pd.DataFrame:
@@ -439,24 +444,18 @@ def _title(ax, name: str) -> None:
     ax.set_title(f"{name} (batch {network.batch}{stand_in})")
 
 
-def _measured_on_cpu(ax, on_cpu: pd.DataFrame, here: str) -> bool:
+def _measured_on_cpu(ax, on_cpu: pd.DataFrame) -> bool:
     """The medians here against threads with their intervals, flagged points hollow;
     returns whether any is flagged."""
-    ax.errorbar(
-        on_cpu["threads"],
-        on_cpu["measured_s"],
-        yerr=[
-            on_cpu["measured_s"] - on_cpu["measured_low_s"],
-            on_cpu["measured_high_s"] - on_cpu["measured_s"],
-        ],
-        marker="o",
-        color=here,
+    flagged = figures.flagged_rows(on_cpu)
+    interval = (on_cpu["measured_low_s"], on_cpu["measured_high_s"])
+    marks.measured(
+        ax, on_cpu["threads"], on_cpu["measured_s"], interval, HERE, flagged, linestyle="-"
     )
-    figures.hollow_flagged(ax, on_cpu["threads"], on_cpu["measured_s"], on_cpu, here)
-    return bool(figures.flagged_rows(on_cpu).any())
+    return bool(flagged.any())
 
 
-def _paper_cpu_curves(ax, name: str, colour: dict[str, str]) -> tuple[list[float], list[int]]:
+def _paper_cpu_curves(ax, name: str) -> tuple[list[float], list[int]]:
     """The paper's Torch (dashed, hollow) and best of five tools (dotted) on each CPU
     platform; returns the (seconds, threads) drawn, for the axes' ranges."""
     values, threads = [], []
@@ -470,68 +469,79 @@ def _paper_cpu_curves(ax, name: str, colour: dict[str, str]) -> tuple[list[float
                 fillstyle="none" if curve is torch_curve else "full",
                 markersize=3 if curve is best_curve else None,
                 linestyle=line,
-                color=colour[platform.key],
+                color=style.REFERENCE,
             )
             values += y
             threads += x
     return values, threads
 
 
-def _gpu_lines(ax, name: str, rows: pd.DataFrame, here: str) -> list[float]:
+def _gpu_lines(ax, name: str, rows: pd.DataFrame) -> list[float]:
     """A GPU measured here as a line in its interval's band, beside the paper's GPUs as
     grey lines; returns the seconds drawn, for the axis' range."""
     values = []
     for gpu in _one_gpu(rows).itertuples():
-        ax.axhspan(gpu.measured_low_s, gpu.measured_high_s, color=here, alpha=0.2, lw=0)
-        ax.axhline(gpu.measured_s, color=here, linewidth=1.5)
+        ax.axhspan(gpu.measured_low_s, gpu.measured_high_s, color=GPU_HERE.color, alpha=0.2, lw=0)
+        ax.axhline(gpu.measured_s, color=GPU_HERE.color, linewidth=1.5)
         for platform in GPU_PLATFORMS:
             cell = published(name, REFERENCE_TOOL, platform.key, 1)
             if cell.ran:
-                ax.axhline(cell.seconds, color=GPU_GREY, linestyle=GPU_DASHES[platform.key])
+                ax.axhline(cell.seconds, color=style.REFERENCE, linestyle=GPU_DASHES[platform.key])
                 values.append(cell.seconds)
         values += [gpu.measured_low_s, gpu.measured_high_s]
     return values
 
 
-def _time_handles(here: str, colour: dict[str, str], gpus_drawn: bool, flagged: bool) -> list:
-    """The legend of the time figure: what is measured here, the paper's curves and GPUs."""
-    handles = [Line2D([], [], color=here, marker="o", label="measured here (median, 95% interval)")]
+def _paper_cpu_handles(best_too: bool) -> list:
+    """Legend entries of the paper's CPU curves."""
+    handles = []
     for platform in CPU_PLATFORMS:
-        handles += [
+        marker = CPU_MARKERS[platform.key]
+        handles.append(
             Line2D(
                 [],
                 [],
-                color=colour[platform.key],
-                marker=CPU_MARKERS[platform.key],
+                color=style.REFERENCE,
+                marker=marker,
                 fillstyle="none",
                 linestyle="--",
                 label=f"{REFERENCE_TOOL}, {platform.label} (2016)",
-            ),
-            Line2D(
-                [],
-                [],
-                color=colour[platform.key],
-                marker=CPU_MARKERS[platform.key],
-                markersize=3,
-                linestyle=":",
-                label=f"best of five tools, {platform.label} (2016)",
-            ),
-        ]
+            )
+        )
+        if best_too:
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color=style.REFERENCE,
+                    marker=marker,
+                    markersize=3,
+                    linestyle=":",
+                    label=f"best of five tools, {platform.label} (2016)",
+                )
+            )
+    return handles
+
+
+def _time_handles(gpus_drawn: bool, flagged: bool) -> list:
+    """The legend of the time figure: what is measured here, the paper's curves and GPUs."""
+    handles = [style.entry(HERE, "measured here", line=True), *_paper_cpu_handles(True)]
     if gpus_drawn:
-        handles.append(Patch(facecolor=here, alpha=0.5, label="one GPU here (line: median)"))
+        handles.append(
+            Patch(facecolor=GPU_HERE.color, alpha=0.5, label="one GPU here (line: median)")
+        )
         handles += [
             Line2D(
                 [],
                 [],
-                color=GPU_GREY,
+                color=style.REFERENCE,
                 linestyle=GPU_DASHES[platform.key],
                 label=f"{platform.label}, {REFERENCE_TOOL} (2016: another generation)",
             )
             for platform in GPU_PLATFORMS
         ]
-    if flagged:
-        handles.append(figures.flagged_handle())
-    return handles
+    handles.append(style.interval_entry(INTERVAL))
+    return handles + ([style.flagged_entry()] if flagged else [])
 
 
 def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
@@ -539,7 +549,7 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
     medians here with their intervals, the paper's Torch and its best of five tools on
     the desktop and the server CPU; a GPU here as a horizontal line with its interval,
     beside the paper's three GPUs as grey reference lines of another generation. Log
-    axes, so that the thread-scaling shapes compare."""
+    axes where the times span a decade, so that the thread-scaling shapes compare."""
     style.apply()
     measured = numbers[numbers["status"] == "ok"]
     if measured.empty:
@@ -548,23 +558,23 @@ def figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
         )
     names = list(dict.fromkeys(measured["network"]))
     fig, axes = _panels(len(names), width)
-    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
-    colour = dict(zip((p.key for p in CPU_PLATFORMS), platform_colors, strict=True))
     gpus_drawn, flagged = False, False
     for ax, name in zip(axes, names, strict=False):
         rows = measured[measured["network"] == name]
         on_cpu = rows[rows["threads"].notna()].drop_duplicates("device")
-        flagged = _measured_on_cpu(ax, on_cpu, here) or flagged
-        paper_values, paper_threads = _paper_cpu_curves(ax, name, colour)
-        values = [*on_cpu["measured_low_s"], *on_cpu["measured_high_s"], *paper_values]
+        flagged = _measured_on_cpu(ax, on_cpu) or flagged
+        paper_values, paper_threads = _paper_cpu_curves(ax, name)
+        values = [*on_cpu["measured_s"], *paper_values]
+        values += [*on_cpu.loc[~figures.flagged_rows(on_cpu), "measured_low_s"]]
+        values += [*on_cpu.loc[~figures.flagged_rows(on_cpu), "measured_high_s"]]
         threads = [int(n) for n in on_cpu["threads"]] + paper_threads
-        values += _gpu_lines(ax, name, rows, here)
+        values += _gpu_lines(ax, name, rows)
         gpus_drawn = gpus_drawn or not _one_gpu(rows).empty
         _thread_axis(ax, threads)
-        _log_axis(ax, values)
+        _value_axis(ax, values)
         _title(ax, name)
         ax.set_ylabel("Time per mini-batch (s)")
-    style.legend(fig, _time_handles(here, colour, gpus_drawn, flagged))
+    style.legend(fig, _time_handles(gpus_drawn, flagged))
     return fig
 
 
@@ -584,15 +594,14 @@ def scaling_figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
             "no Shi et al. (2016) network measured on one CPU thread and on more", width
         )
     fig, axes = _panels(len(names), width)
-    here, *platform_colors = style.colors(1 + len(CPU_PLATFORMS))
     flagged = False
     for ax, name in zip(axes, names, strict=False):
         rows = on_cpu[on_cpu["network"] == name]
-        ax.plot(rows["threads"], rows["speedup_here"], marker="o", color=here)
-        figures.hollow_flagged(ax, rows["threads"], rows["speedup_here"], rows, here)
-        flagged = flagged or bool(figures.flagged_rows(rows).any())
+        hollow = figures.flagged_rows(rows)
+        marks.measured(ax, rows["threads"], rows["speedup_here"], None, HERE, hollow, linestyle="-")
+        flagged = flagged or bool(hollow.any())
         values, threads = list(rows["speedup_here"]), [int(n) for n in rows["threads"]]
-        for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True):
+        for platform in CPU_PLATFORMS:
             x, y = scaling_curve(name, platform.key)
             ax.plot(
                 x,
@@ -600,30 +609,20 @@ def scaling_figure(numbers: pd.DataFrame, width: float | None = None) -> Figure:
                 marker=CPU_MARKERS[platform.key],
                 fillstyle="none",
                 linestyle="--",
-                color=colour,
+                color=style.REFERENCE,
             )
             values, threads = values + y, threads + x
         ideal = sorted(set(threads))
-        ax.plot(ideal, ideal, color=GPU_GREY, linewidth=0.6, zorder=0)
+        ax.plot(ideal, ideal, color=style.NEUTRAL, linestyle="--", linewidth=0.6, zorder=0)
         _thread_axis(ax, threads)
-        _log_axis(ax, values)
+        _value_axis(ax, values + ideal)
         _title(ax, name)
         ax.set_ylabel("Speed-up over one thread (×)")
-    handles = [Line2D([], [], color=here, marker="o", label="measured here")]
-    handles += [
-        Line2D(
-            [],
-            [],
-            color=colour,
-            marker=CPU_MARKERS[platform.key],
-            fillstyle="none",
-            linestyle="--",
-            label=f"{REFERENCE_TOOL}, {platform.label} (2016)",
-        )
-        for platform, colour in zip(CPU_PLATFORMS, platform_colors, strict=True)
-    ]
-    handles.append(Line2D([], [], color=GPU_GREY, linewidth=0.6, label="ideal: N on N threads"))
+    handles = [style.entry(HERE, "measured here", line=True), *_paper_cpu_handles(False)]
+    handles.append(
+        Line2D([], [], color=style.NEUTRAL, ls="--", linewidth=0.6, label="ideal: N on N threads")
+    )
     if flagged:
-        handles.append(figures.flagged_handle())
+        handles.append(style.flagged_entry())
     style.legend(fig, handles)
     return fig
