@@ -90,7 +90,7 @@ def test_collect_columns_dtypes_and_units(frame):
         "strategy",
         "batch",
     ]
-    assert columns[-37:] == [
+    assert columns[-39:] == [
         "check_passed",
         "check_relative_error",
         "busy",
@@ -102,6 +102,8 @@ def test_collect_columns_dtypes_and_units(frame):
         "host_slowed_runs",
         "host_slowdown",
         "host_speed_of_best",
+        "group_measurement",
+        "run_medians",
         "implementation",
         "timer",
         "unit_origin",

@@ -8,7 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from accelbench.analysis import paired
+from accelbench.analysis import paired, ratios, tidy
+from accelbench.analysis.tables import builders, to_markdown
+
+from records import timed_kernel, write_records
 
 
 def rounds(rng, base_a, base_b, n, drift, noise):
@@ -59,3 +62,40 @@ def test_one_round_in_common_pairs_nothing():
     assert paired.ratio([0.1], 0.02) is None
     assert paired.pooled_spread([[0.1]]) is None
     assert paired.log_ratios([1.0, 2.0, 3.0], [1.0, 0.0]) == [0.0]
+
+
+def grouped(found, measurement, runs):
+    """A record (id, record) as measured in a comparison group's measurement, with these
+    run medians."""
+    exp_id, record = found
+    group = {"id": "g", "measurement": measurement, "cells": ["a", "b"]}
+    record["conditions"] = {"busy": False, "group": {**group, "rounds": [["a", "b"]] * 3}}
+    record["series"] = {"time_run_medians": {"unit": "s", "values": [float(x) for x in runs]}}
+    return exp_id, record
+
+
+KERNELS = ("matmul", "saxpy")
+
+
+def test_a_speedup_of_two_cells_measured_together_has_the_paired_interval(tmp_path):
+    """cpu2 against cpu1 measured in one group's rounds, each round the host 20% off: the
+    paired interval is narrow and named; a cell measured apart keeps the wide one, marked."""
+    rng = np.random.default_rng(3)
+    drift = np.exp(rng.normal(0.0, 0.2, 3))
+    records = [
+        grouped(timed_kernel("matmul", "cpu1", "numpy", 256, 2e-3), "m1", 2e-3 * drift),
+        grouped(timed_kernel("matmul", "cpu2", "numpy", 256, 1e-3), "m1", 1e-3 * drift * 1.01),
+        timed_kernel("saxpy", "cpu1", "numpy", 4096, 2e-5),
+        timed_kernel("saxpy", "cpu2", "numpy", 4096, 1e-5),
+    ]
+    write_records(tmp_path, records)
+    frame, _ = tidy.collect(sorted(str(path) for path in tmp_path.rglob("*.json")))
+    cells, _ = ratios.speedup(frame, "kernel", "cpu1")
+    matmul, saxpy = (cells[cells["label"].str.startswith(kernel)].iloc[0] for kernel in KERNELS)
+    assert bool(matmul["paired"]) and not bool(saxpy["paired"])
+    assert matmul["median"] == pytest.approx(2 / 1.01, rel=1e-9)
+    assert matmul["ci_level"] == pytest.approx(0.95)
+    table, notes = builders.speedup_table(frame, "kernel", "cpu1")
+    text = to_markdown(table, notes)
+    assert "interval from the two cells' ratios round by round" in text
+    assert "°" in text and "not measured together" in text

@@ -109,6 +109,8 @@ def _interval_text(rows: pd.DataFrame) -> str:
     levels = ran["ci_level"].dropna().astype(float) if "ci_level" in ran else pd.Series()
     if not levels.empty and levels.min() < CI_LEVEL:
         return f"{levels.min():.0%} interval of the ratio"
+    if "paired" in ran and ran["paired"].fillna(False).astype(bool).any():
+        return f"{CI_LEVEL:.0%} paired interval of the ratio (round by round)"
     return interval_name(rows)
 
 

@@ -23,12 +23,18 @@ from the spread of the d_i about their median:
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from accelbench.platform.devices import DeviceError, parse_device
 
 # Two-sided 95%.
 Z = 1.959964
@@ -106,3 +112,45 @@ def ratio(ratios: Sequence[float], pooled: float | None) -> tuple[float, float, 
     half = Z * sigma * math.sqrt(2 * constants(n).median_variance)
     center = median(ratios)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
+
+
+def _runs(row: pd.Series) -> list[float]:
+    """A tidy row's run medians of its time, in round order (tidy.PAIRING_COLUMNS)."""
+    text = row.get("run_medians")
+    return json.loads(text) if isinstance(text, str) else []
+
+
+def _kind(device: Any) -> str | None:
+    try:
+        return parse_device(str(device)).kind
+    except DeviceError:
+        return None
+
+
+def pooled_by_kind(frame: pd.DataFrame) -> dict[str, float]:
+    """The pooled spread (`pooled_spread`) of every pair of records measured in one comparison
+    group measurement, per device kind: what a pair of that kind's interval is built from."""
+    if "group_measurement" not in frame.columns:
+        return {}
+    rows = frame[frame["group_measurement"].notna() & (frame["status"] == "ok")]
+    by_kind: dict[str, list[list[float]]] = {}
+    for _, group in rows.groupby("group_measurement", sort=False):
+        runs = [_runs(row) for _, row in group.iterrows()]
+        kind = _kind(group["device"].iloc[0])
+        for first, second in itertools.combinations(runs, 2):
+            by_kind.setdefault(kind, []).append(log_ratios(first, second))
+    found = {kind: pooled_spread(pairs) for kind, pairs in by_kind.items()}
+    return {kind: spread for kind, spread in found.items() if spread is not None}
+
+
+def time_ratio(
+    numerator: pd.Series, denominator: pd.Series, pooled: dict[str, float]
+) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of numerator's time over denominator's, paired, where both rows
+    were measured in the same comparison group measurement (the same work a call, so the
+    ratio of their rates is its inverse); None otherwise."""
+    measurement = numerator.get("group_measurement")
+    if not isinstance(measurement, str) or measurement != denominator.get("group_measurement"):
+        return None
+    ratios = log_ratios(_runs(numerator), _runs(denominator))
+    return ratio(ratios, pooled.get(_kind(numerator["device"])))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from accelbench.analysis import tidy
+from accelbench.analysis import paired, tidy
 from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import Device, DeviceError, parse_device
 
@@ -44,6 +44,7 @@ CELL_COLUMNS = (
     "ci_level",
     "busy",
     "imprecise",
+    "paired",
 )
 
 
@@ -72,10 +73,17 @@ def ratio(numerator: tuple[float, ...], denominator: tuple[float, ...]) -> tuple
     return top / bottom, top_low / bottom_high, top_high / bottom_low, level
 
 
-def _speedup(row: pd.Series, base: pd.Series, metric: str, rate: bool) -> tuple[float, ...]:
-    """How many times faster `row` is than `base`."""
+def _speedup(
+    row: pd.Series, base: pd.Series, metric: str, rate: bool, pooled: dict[str, float]
+) -> tuple[tuple[float, ...], bool]:
+    """How many times faster `row` is than `base`, and whether the interval is paired: from
+    their ratios round by round where one comparison group's measurement holds both
+    (analysis.paired), else from their two intervals."""
+    found = paired.time_ratio(base, row, pooled)
+    if found is not None:
+        return (*found, CI_LEVEL), True
     mine, theirs = stats(row, metric), stats(base, metric)
-    return ratio(mine, theirs) if rate else ratio(theirs, mine)
+    return (ratio(mine, theirs) if rate else ratio(theirs, mine)), False
 
 
 def _baseline_problem(base: pd.Series | None, device: str) -> str | None:
@@ -94,18 +102,19 @@ def _cell(
     base_device: str,
     metric: str,
     rate: bool,
+    pooled: dict[str, float],
 ) -> dict[str, Any]:
     cell: dict[str, Any] = dict.fromkeys(CELL_COLUMNS, math.nan)
     cell.update(label=label, device=device, status=row["status"], reason=row["reason"])
+    cell["paired"] = False
     if row["status"] != "ok":
         return cell
     problem = _baseline_problem(base, base_device)
     if problem:
         cell.update(status=NO_BASELINE, reason=problem)
         return cell
-    cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = _speedup(
-        row, base, metric, rate
-    )
+    numbers, cell["paired"] = _speedup(row, base, metric, rate, pooled)
+    cell["median"], cell["ci_low"], cell["ci_high"], cell["ci_level"] = numbers
     cell.update(ratio_flags(row, base))
     return cell
 
@@ -134,8 +143,9 @@ def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.Dat
     rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
     by_cell = {(row["label"], row["device"]): row for _, row in rows.iterrows()}
+    pooled = paired.pooled_by_kind(frame)
     cells = [
-        _cell(label, device, row, by_cell.get((label, baseline)), baseline, metric, rate)
+        _cell(label, device, row, by_cell.get((label, baseline)), baseline, metric, rate, pooled)
         for (label, device), row in by_cell.items()
         if device != baseline
     ]
@@ -263,6 +273,7 @@ def _scaling(
     rows, constants = tidy.experiment_rows(frame, experiment)
     params = rows.attrs.get("label_params", [])
     configurations = _Configurations.of(rows, params, strategies)
+    pooled = paired.pooled_by_kind(frame)
     cells = []
     for _, row in rows.iterrows():
         parsed = _device(row["device"])
@@ -275,7 +286,7 @@ def _scaling(
         if base is not None and "strategy" in configurations.keys:
             # Named after the configuration it scales (its batch size).
             label = tidy.row_label(_with_strategy(base, row["strategy"]), params)
-        cell = _cell(label, row["device"], row, base, base_device, metric, rate)
+        cell = _cell(label, row["device"], row, base, base_device, metric, rate, pooled)
         if base is not None and base.name == row.name and row["status"] == "ok":
             cell.update(median=1.0, ci_low=1.0, ci_high=1.0, ci_level=1.0)  # the baseline
         cell.update(kind=parsed.kind, count=factor, nodes=parsed.nodes, per_node=parsed.count)

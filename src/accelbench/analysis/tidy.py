@@ -66,6 +66,10 @@ CONDITION_COLUMNS = (
     "host_slowdown",
     "host_speed_of_best",
 )
+# What pairs two records round by round (accelbench.analysis.paired): the measurement of
+# the comparison group each was measured in (conditions.group), and the run medians of its
+# family's time, in round order (JSON), which that measurement interleaved.
+PAIRING_COLUMNS = ("group_measurement", "run_medians")
 # What measured it (record "measured_by"): the code, `module:variant`, and the timer.
 MEASURED_BY_COLUMNS = ("implementation", "timer")
 # Where its unit came from (record "unit"): "builtin", a plugin folder or an entry point,
@@ -197,6 +201,7 @@ def _flatten(record: dict[str, Any]) -> _Flat:
         found = record.get(section) or {}
         for column, key in columns:
             row[column] = found.get(key)
+    row.update(_pairing_columns(record))
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
         row[library + VERSION_SUFFIX] = version
@@ -213,6 +218,18 @@ def _flatten(record: dict[str, Any]) -> _Flat:
             units[column] = unit
     params = record["params"]
     return _Flat(row, dict(params), measured, metrics, units, (*row, *params, *measured))
+
+
+def _pairing_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """PAIRING_COLUMNS of one record: none where it was measured alone."""
+    group = (record.get("conditions") or {}).get("group") or {}
+    family = FAMILIES.get(record["experiment"])
+    metric = family.time_metric if family else None
+    found = (record.get("series") or {}).get(f"{metric}_run_medians") if group else None
+    return {
+        "group_measurement": group.get("measurement"),
+        "run_medians": json.dumps(found["values"]) if found else None,
+    }
 
 
 def _id_matches_path(record_id: str, path: str) -> bool:
@@ -277,6 +294,7 @@ def _column_order(
         *metrics,
         *CHECK_COLUMNS,
         *CONDITION_COLUMNS,
+        *PAIRING_COLUMNS,
         *MEASURED_BY_COLUMNS,
         *UNIT_COLUMNS,
         *ENERGY_COLUMNS,

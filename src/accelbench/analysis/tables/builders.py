@@ -157,6 +157,21 @@ def ideal_speedups(devices: list[str], baseline: str) -> dict[str, float]:
     return ideal
 
 
+def ratio_interval(cells: pd.DataFrame) -> str:
+    """What a table of ratios' intervals are, and the cells that differ marked `unpaired`:
+    paired where the two cells were measured together (analysis.paired), else from both
+    cells' intervals."""
+    ran = cells["status"] == "ok"
+    paired = cells["paired"].fillna(False).astype(bool) & ran
+    unpaired = ran & ~paired
+    both = f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}"
+    cells["unpaired"] = unpaired if paired.any() else False
+    if not paired.any():
+        return both
+    paired_text = f"{CI_LEVEL:.0%} interval from the two cells' ratios round by round"
+    return paired_text if not unpaired.any() else f"{paired_text} (° {both})"
+
+
 def speedup_table(
     frame: pd.DataFrame, experiment: str, baseline: str
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -166,7 +181,7 @@ def speedup_table(
     caption = _caption(
         f"Speedup over {baseline}: {title} on {baseline} / {title} on the device",
         "×",
-        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
+        ratio_interval(cells),
         constants,
     )
     empty = f"No {experiment} records on a device other than {baseline}."
@@ -224,12 +239,7 @@ def _efficiency_table(
     efficiency = cells.drop(columns=["median", "ci_low", "ci_high"]).rename(
         columns=lambda name: name.removeprefix("efficiency_")
     )
-    caption = _caption(
-        f"{what}, 1 = linear",
-        None,
-        f"interval from both {CI_LEVEL:.0%} CIs, level ≥ {ratios.RATIO_LEVEL:.0%}",
-        constants,
-    )
+    caption = _caption(f"{what}, 1 = linear", None, ratio_interval(efficiency), constants)
     devices = tidy.natural_devices(efficiency["device"])
     table, footnotes = _ratio_table(
         efficiency, experiment, caption, devices, empty, dict.fromkeys(devices, 1.0)

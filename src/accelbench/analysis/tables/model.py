@@ -40,6 +40,7 @@ CSV_COLUMNS = (
     "busy",
     "imprecise",
     "above_ideal",
+    "unpaired",
     "reason",
 )
 # A number measured on a busy machine (record conditions.busy) keeps its cell, marked.
@@ -55,6 +56,13 @@ IMPRECISE_NOTE = (
     "less precise than this machine allows: the interval is clearly wider than those of the "
     "other cells measured on the same kind of device here, or spans more than a factor of 2; "
     "the summary lists these cells, each with why"
+)
+# A ratio whose two cells were not measured together (analysis.paired), in a table whose
+# other ratios are paired: its interval comes from the two cells' own, and is wider.
+UNPAIRED_MARK = "°"
+UNPAIRED_NOTE = (
+    "not measured together: the interval comes from the two cells' own 95% intervals "
+    "(level at least 90%), not from their ratios round by round"
 )
 # A speedup above N on N devices (efficiency above 1) is possible (caches), but suspect.
 ABOVE_IDEAL_MARK = "‡"
@@ -113,6 +121,7 @@ def _blank_cell(row: str, column: str, unit: str | None) -> Cell:
         "busy": False,
         "imprecise": False,
         "above_ideal": False,
+        "unpaired": False,
         "text": None,
     }
 
@@ -146,6 +155,7 @@ def cell_grid(
                         cell[field] = float(record[field])
                     cell["busy"] = tidy.flagged(record.get("busy"))
                     cell["imprecise"] = tidy.flagged(record.get("imprecise"))
+                    cell["unpaired"] = tidy.flagged(record.get("unpaired"))
             cells.append(cell)
     return cells
 
@@ -240,6 +250,7 @@ def _number_text(cell: Cell, factor: float, exponent: int) -> str:
         + (BUSY_MARK if cell["busy"] else "")
         + (IMPRECISE_MARK if cell["imprecise"] else "")
         + (ABOVE_IDEAL_MARK if cell["above_ideal"] else "")
+        + (UNPAIRED_MARK if cell["unpaired"] else "")
     )
 
 
@@ -292,6 +303,7 @@ def _mark_notes(cells: list[Cell]) -> list[str]:
             ("busy", BUSY_MARK, BUSY_NOTE),
             ("imprecise", IMPRECISE_MARK, IMPRECISE_NOTE),
             ("above_ideal", ABOVE_IDEAL_MARK, ABOVE_IDEAL_NOTE),
+            ("unpaired", UNPAIRED_MARK, UNPAIRED_NOTE),
         )
         if any(cell[flag] for cell in cells)
     ]
