@@ -27,6 +27,8 @@ from conftest import REPO_ROOT, copy_workflow, snakemake
 pytestmark = pytest.mark.slurm
 
 CPU_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
+# The comparison group that measures CPU_TARGET with its backends (accelbench.grid).
+CPU_TARGET_RULE = "compared_kernel_cpu_matmul_float64_32"
 GPU_TARGET = "results/kernels/matmul/cuda1/torch/float64/n32.json"
 SLURM_ARGS = (
     "--executor",
@@ -426,7 +428,7 @@ def test_a_refused_batch_says_why_and_keeps_the_record_it_replaced(slurm, workfl
         "config/tiny.yaml",
         "config/mysite.yaml",
         f"--forcerun={CPU_TARGET}",
-        "--set-resources=kernel_benchmark:mem_mb=90000000",
+        f"--set-resources={CPU_TARGET_RULE}:mem_mb=90000000",
     )
     output = done.stdout + done.stderr
     assert done.returncode != 0

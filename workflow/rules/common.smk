@@ -98,7 +98,7 @@ def groups_of(family):
 def group_resources(cells):
     """Scheduler resources of a comparison group's job: what its largest cell needs
     (cluster.group_device), for as long as its cells take one after another."""
-    device = cluster.group_device(parse_device(exp.device) for exp in cells.experiments)
+    device = group_device(cells)
     section = FAMILIES[cells.family].resources
 
     def resource(key):
@@ -123,10 +123,19 @@ def group_resources(cells):
     return resources
 
 
+def group_device(cells):
+    """The device a comparison group's job asks for (cluster.group_device)."""
+    return cluster.group_device(parse_device(exp.device) for exp in cells.experiments)
+
+
 def group_threads(cells):
-    return cluster.local_threads(
-        cluster.group_device(parse_device(exp.device) for exp in cells.experiments)
-    )
+    return cluster.local_threads(group_device(cells))
+
+
+def short_jobs_group(cells):
+    """The rule group of the short experiments of the group's device, which share a Slurm
+    submission (profiles/default, group-components), as their one-cell rules do."""
+    return f"kernels_{group_device(cells).name}"
 
 
 def group_settings(cells):

@@ -39,6 +39,8 @@ for cells in groups_of("datasci"):
         log:
             cells.log,
         retries: RETRIES
+        group:
+            short_jobs_group(cells)
         conda:
             CONDA_ENV
         envmodules:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -94,6 +94,7 @@ class Target:
 
     rule: str
     wildcards: tuple[tuple[str, str], ...] = ()
+    measured_by: str = ""  # the comparison group's rule, for a cell its job measured
 
     @property
     def label(self) -> str:
@@ -143,7 +144,7 @@ class SlurmJob:
         """`group kernels_cpu1` or the rule; a group's rules are cut off when known."""
         if not self.is_group:
             return self.submission or "(no comment)"
-        rules = sorted({target.rule for target in self.targets})
+        rules = sorted({target.measured_by or target.rule for target in self.targets})
         suffix = "_" + "_".join(rules)
         group = self.submission.removesuffix(suffix) if rules else self.submission
         return f"group {group}"
@@ -317,6 +318,26 @@ def find_run(directory: str | Path) -> str | None:
                 if match:
                     return match.group(1)
     return None
+
+
+def with_group_cells(jobs: list[SlurmJob], groups: list[grid.ComparisonGroup]) -> list[SlurmJob]:
+    """Jobs whose comparison groups are named by their cells: a group's rule has no
+    wildcards, so its target alone would hide the experiments it measured."""
+    cells = {
+        group.rule: tuple(
+            Target(
+                FAMILIES[group.family].rule,
+                tuple((name, str(value)) for name, value in asdict(exp).items()),
+                measured_by=group.rule,
+            )
+            for exp in group.experiments
+        )
+        for group in groups
+    }
+    return [
+        replace(job, targets=tuple(cell for t in job.targets for cell in cells.get(t.rule, (t,))))
+        for job in jobs
+    ]
 
 
 def _attempt_key(job: SlurmJob) -> tuple:
@@ -493,19 +514,21 @@ def is_workflow_directory(directory: str | Path) -> bool:
     )
 
 
-def grid_report(
-    directory: str | Path, configfiles: list[Path], reader: progress.RecordReader
-) -> tuple[str, bool] | None:
-    """The grid's progress (text, whether every experiment has its record), from --configfile
-    or else the config the run last started in the directory wrote; None without either."""
+def grid_config(directory: str | Path, configfiles: list[Path]) -> tuple[dict, str] | None:
+    """(config, where it came from): --configfile, else the config the run last started in
+    the directory wrote; None without either."""
     if configfiles:
-        source = " ".join(map(str, configfiles))
-    elif run_config.path(directory).is_file():
-        configfiles = [run_config.path(directory)]
+        return workflow_config.load(configfiles), " ".join(map(str, configfiles))
+    if run_config.path(directory).is_file():
         source = f"{run_config.RUN_CONFIG}, the config of the run last started here"
-    else:
-        return None
-    config = workflow_config.load(configfiles)
+        return workflow_config.load([run_config.path(directory)]), source
+    return None
+
+
+def grid_report(
+    directory: str | Path, config: dict, source: str, reader: progress.RecordReader
+) -> tuple[str, bool]:
+    """The grid's progress (text, whether every experiment has its record)."""
     found = progress.grid_progress(
         grid.expand(config), config, reader, run_config.started(directory)
     )
@@ -525,7 +548,8 @@ def _where_looked(days: float, slurm: str) -> str:
 def status_report(args: argparse.Namespace, reader: progress.RecordReader) -> tuple[str, int, bool]:
     """(text, exit status, whether the grid is complete) of one look at the run."""
     directory = args.directory
-    grid_text = grid_report(directory, args.configfile, reader)
+    known = grid_config(directory, args.configfile)
+    grid_text = grid_report(directory, *known, reader) if known else None
     slurm = ""
     try:
         run = args.run or find_run(directory)
@@ -548,6 +572,8 @@ def status_report(args: argparse.Namespace, reader: progress.RecordReader) -> tu
             )
         return f"No run has started in {where} yet: {looked}.\n", 0, False
     if jobs:
+        if known:
+            jobs = with_group_cells(jobs, grid.comparison_groups(grid.expand(known[0]).experiments))
         text = render(jobs, directory, run, everything=args.all)
     elif jobs == []:
         text = f"No Slurm jobs: squeue and sacct (last {args.days:g} days) list none from {where}\n"
