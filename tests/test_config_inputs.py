@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import cli
+from accelbench import cli, grid
 from accelbench import config as workflow_config
 
 from conftest import snakemake
@@ -172,7 +172,7 @@ def test_a_run_in_another_directory_reads_the_default_config_too(workflow_dir, t
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "'resources' is a required property" not in done.stdout + done.stderr
-    assert "compared_kernel_cpu_matmul_float64_32" in done.stdout + done.stderr
+    assert grid.group_rule("kernel/cpu/matmul/float64/32") in done.stdout + done.stderr
 
 
 @pytest.mark.workflow

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.families.kernel import KernelExperiment
-from accelbench.grid import experiment_of_id
+from accelbench.grid import experiment_of_id, group_rule
 from accelbench.job import fork_server, measurement, supervisor
 from accelbench.measuring.outcome import RetryableFailure
 from accelbench.measuring.statistics import summarize
@@ -489,7 +489,7 @@ def test_the_workflow_measures_a_transient_record_again_and_keeps_a_failed_one(w
     assert planned.returncode == 0, planned.stderr
     jobs = planned_jobs(planned.stdout + planned.stderr)
     # Both targets are cells of one comparison group (numpy and torch), measured by one job.
-    assert jobs == {"compared_kernel_cpu_matmul_float64_32": 1, "total": 1}
+    assert jobs == {group_rule("kernel/cpu/matmul/float64/32"): 1, "total": 1}
     done = snakemake(workflow_dir, "--cores", "2", *targets)
     assert done.returncode == 0, done.stdout + done.stderr
     assert load_record(workflow_dir / TRANSIENT_TARGET)["status"] == "ok"

@@ -711,9 +711,9 @@ def test_the_workflow_plans_the_gpu_grid_with_its_rapids_part(tmp_path):
     assert planned_cells(plan) == dict(families)
     assert families["train"] == 15
     # The GPU's cells of one kernel, dtype and size in one job, the CPU's in another.
-    assert jobs["compared_kernel_cuda_matmul_float32_2048"] == "1"
-    assert jobs["compared_kernel_cpu_matmul_float32_2048"] == "1"
-    assert jobs["compared_train_cuda_resnet50_single_16"] == "1"
+    assert jobs[grid.group_rule("kernel/cuda/matmul/float32/2048")] == "1"
+    assert jobs[grid.group_rule("kernel/cpu/matmul/float32/2048")] == "1"
+    assert jobs[grid.group_rule("train/cuda/resnet50/single/16")] == "1"
     assert jobs["roofline"] == jobs["kernel_crossover"] == "1"
 
 
@@ -876,8 +876,7 @@ def test_a_reference_missing_a_record_is_not_redrawn_and_says_what_it_would_meas
     reference = reference_folder(
         tmp_path, {path: found for path, found in run.items() if "bert" not in path}
     )
-    with pytest.raises(
-        redraw.RedrawError, match="plans cells it has no record of .1 for compared_train_cuda_bert"
-    ):
+    bert = grid.group_rule("train/cuda/bert/single/32")
+    with pytest.raises(redraw.RedrawError, match=f"plans cells it has no record of .1 for {bert}"):
         redraw.redraw(reference)
     assert (reference / "tables" / "kernel_time.md").read_text() == "drawn by an older version\n"

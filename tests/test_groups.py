@@ -136,10 +136,10 @@ def test_naming_one_record_of_a_group_measures_the_group_again(tmp_path):
     first = load_record(workflow / target)["conditions"]["group"]["measurement"]
     assert load_record(peer)["conditions"]["group"]["measurement"] == first
     again = snakemake(
-        workflow, "--cores", "1", "--configfile", "config/tiny.yaml", "--forcerun", target
+        workflow, "--cores", "1", "--configfile", "config/tiny.yaml", "--force", "--", target
     )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "compared_kernel_cpu_matmul_float64_32" in again.stdout + again.stderr
+    assert grid.group_rule("kernel/cpu/matmul/float64/32") in again.stdout + again.stderr
     measured = json.loads(peer.read_text())["conditions"]["group"]["measurement"]
     assert measured != first  # the whole group anew, its records from one measurement
 

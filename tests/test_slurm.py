@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from accelbench import grid
 from accelbench.records.record import load_record
 
 from conftest import REPO_ROOT, copy_workflow, snakemake
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slurm
 
 CPU_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
 # The comparison group that measures CPU_TARGET with its backends (accelbench.grid).
-CPU_TARGET_RULE = "compared_kernel_cpu_matmul_float64_32"
+CPU_TARGET_RULE = grid.group_rule("kernel/cpu/matmul/float64/32")
 GPU_TARGET = "results/kernels/matmul/cuda1/torch/float64/n32.json"
 SLURM_ARGS = (
     "--executor",

@@ -13,6 +13,7 @@ import time
 import pandas as pd
 import pytest
 
+from accelbench import grid
 from accelbench.analysis import fillable
 
 from conftest import planned_cells, planned_jobs, snakemake
@@ -21,6 +22,8 @@ from refusals import BAD_CONFIGS, BAD_TARGETS
 pytestmark = pytest.mark.workflow
 
 KERNEL_TARGET = "results/kernels/matmul/cpu1/numpy/float64/n32.json"
+# The comparison group that measures KERNEL_TARGET with its other backend.
+MATMUL_GROUP = grid.group_rule("kernel/cpu/matmul/float64/32")
 TRAIN_TARGET = "results/train/resnet18/cpu1/fp32/single/bs2.json"
 
 
@@ -38,7 +41,7 @@ def test_default_grid_plans_every_cell(workflow_dir):
         "datasci": 9,
     }
     # The cells a table row compares, measured together: each set in one job.
-    assert jobs["compared_kernel_cpu_matmul_float32_512"] == 1
+    assert jobs[grid.group_rule("kernel/cpu/matmul/float32/512")] == 1
     assert jobs["roof_benchmark"] == 2
     assert jobs["tidy"] == jobs["tables"] == jobs["figures"] == jobs["provenance"] == 1
     assert jobs["roofline"] == 1
@@ -233,7 +236,7 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
         "NOTE: the run last started here had another config (results/logs/run_config.yaml "
         "holds it, the files it came from named at its top)"
     ) in default.stderr
-    assert "compared_kernel_cpu_matmul_float32_512" in default.stdout + default.stderr
+    assert grid.group_rule("kernel/cpu/matmul/float32/512") in default.stdout + default.stderr
     # Modules are not loaded without --sdm env-modules: other ones re-measure nothing
     # (only the provenance, which holds the config as run, is rebuilt).
     (workflow_dir / "config" / "modules.yaml").write_text("slurm:\n  modules: [cuda/12.4]\n")
@@ -252,7 +255,7 @@ def test_local_run_of_tiny_grid_end_to_end(workflow_dir):
     planned = snakemake(workflow_dir, "-n", "--configfile", "config/tiny.yaml")
     assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-3000:]
     plan = planned.stdout + planned.stderr
-    assert re.search(r"^compared_kernel_cpu_matmul_float64_32\s+1$", plan, re.MULTILINE), plan
+    assert re.search(rf"^{MATMUL_GROUP}\s+1$", plan, re.MULTILINE), plan
     assert "n32.json" in plan
 
     # Records damaged after the run, one cut short and one whose median is true: their
@@ -346,7 +349,7 @@ def test_a_target_swallowed_by_configfile_is_named(workflow_dir):
     planned = snakemake(workflow_dir, "-n", "--configfile=config/tiny.yaml", KERNEL_TARGET)
     assert planned.returncode == 0, planned.stderr[-3000:]
     said = planned.stdout + planned.stderr
-    assert re.search(r"^compared_kernel_cpu_matmul_float64_32\s+1$", said, re.MULTILINE)
+    assert re.search(rf"^{MATMUL_GROUP}\s+1$", said, re.MULTILINE)
 
 
 def test_run_from_a_subdirectory_uses_the_checkout(workflow_dir):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -72,8 +73,17 @@ def planned_experiment(rule: str, wildcards: Mapping[str, str]) -> Experiment:
     return from_parts(kind, parts, lambda name, value: int(value))
 
 
-# A comparison group's rule is this, its family and the rest of its id (ComparisonGroup).
+# A comparison group's rule is this, its family and a digest of its id (group_rule).
 GROUP_RULE_PREFIX = "compared"
+
+
+def group_rule(group_id: str) -> str:
+    """The Snakemake rule that measures the comparison group `group_id` (ComparisonGroup.id):
+    `compared_kernel_3f9a0c12`, its family and a digest of the rest. A digest, not the id
+    spelled out, keeps the report's rule graph narrow; it stays the same while the group
+    does, and the job's log (results/logs/groups/<id>.log) and outputs name the cells."""
+    family, _, rest = group_id.partition("/")
+    return f"{GROUP_RULE_PREFIX}_{family}_{hashlib.sha1(rest.encode()).hexdigest()[:8]}"
 
 
 def measuring_family(rule: str):
@@ -250,7 +260,7 @@ class ComparisonGroup:
     @property
     def rule(self) -> str:
         """The name of the Snakemake rule that measures this group (measuring_family)."""
-        return f"{GROUP_RULE_PREFIX}_" + re.sub(r"\W", "_", self.id)
+        return group_rule(self.id)
 
     @property
     def log(self) -> str:
