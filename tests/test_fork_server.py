@@ -120,6 +120,8 @@ def test_only_variables_read_per_job_may_differ():
     server = {"PATH": "/bin", "OMP_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
     job = {"PATH": "/bin", "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2", "TMPDIR": "/t"}
     assert fork_server.differing_variables(server, job) == []
+    # Run from an activated virtual environment, whose prompt the job's shell drops.
+    assert fork_server.differing_variables({**server, "PS1": "(.venv) $ "}, job) == []
     job["NUMBA_NUM_THREADS"] = "1"
     job["CUDA_VISIBLE_DEVICES"] = "0"
     assert fork_server.differing_variables(server, job) == [

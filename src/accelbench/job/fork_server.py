@@ -46,7 +46,8 @@ from accelbench.platform.processes import die_with_parent
 ADDRESS_VARIABLE = "ACCELBENCH_FORK_SERVER"
 # What may differ between the server's environment and a job's: the thread counts
 # Snakemake sets per job (the measurement pins thread counts itself,
-# devices.cpu_threads), its temporary folder, and what the job's shell sets.
+# devices.cpu_threads), its temporary folder, and what the job's shell sets or drops (a
+# non-interactive bash unsets the prompts an activated virtual environment exports).
 PER_JOB_VARIABLES = frozenset(
     {
         "OMP_NUM_THREADS",
@@ -65,6 +66,8 @@ PER_JOB_VARIABLES = frozenset(
         "SHLVL",
         "PWD",
         "OLDPWD",
+        "PS1",
+        "PS2",
         ADDRESS_VARIABLE,
     }
 )
