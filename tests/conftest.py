@@ -235,6 +235,7 @@ SLURM_MODULES = (
 # once, in one worker, not once in every worker that gets one of its tests.
 SHARED_FIXTURES = {
     "tests/test_paper_ready.py": "the planted grids (made)",
+    "tests/test_figure_review.py": "every figure of the planted grids, drawn (drawn)",
     "tests/test_fork_server.py": "a fork server for the kernel jobs (server)",
     "tests/test_plugin_jobs.py": "a fork server for the users' units (server)",
     "tests/test_kernels.py": "the CUDA simulator's runs (simulator_report, capped_grid_cases)",
