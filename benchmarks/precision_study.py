@@ -16,6 +16,10 @@ quiet one needed):
   - regressions `accelbench compare FIRST RERUN` reports: none (idle only);
   - rows of the kernel time and speedup tables whose best and runner-up medians
     differ by more than 10% that name a winner in bold: most of them (over half);
+  - the ratio cells of the tables (speedups, scaling efficiencies): those of cells
+    measured together (paired) at most x/1.10 wide at the median, and the rerun's ratio
+    medians inside the first run's paired intervals: at least 90%; beside them the same
+    figures for the ratio cells whose interval spans the two cells' own (unpaired);
 
 and, without a target, the share of records within +-5%, the share flagged imprecise, the
 half-widths (median, 90th percentile) and each rerun median outside the first run's
@@ -67,6 +71,10 @@ LOADED_BUSY_SHARE = 0.90
 BOLD_SHARE = 0.50
 CLEAR_DIFFERENCE = 1.10  # best and runner-up medians a factor apart
 MAKE_RUN_S = 240.0
+# The tables whose cells are ratios of two cells, and the widest paired interval wanted
+# at the median, as the factor x/ it spans each side of the ratio.
+RATIO_TABLES = ("kernel_speedup", "train_speedup", "train_scaling")
+PAIRED_FACTOR = 1.10
 WALL_FILE = "wall_s.txt"  # beside a run's results: its wall time, for --judge
 
 
@@ -254,7 +262,55 @@ def share(part: int, whole: int) -> str:
     return f"{part} of {whole} ({part / whole:.0%})" if whole else f"{part} of 0"
 
 
-def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: bool, loaded: bool):
+def ratio_cells(folder: Path) -> pd.DataFrame:
+    """The measured ratio cells of a run's tables (RATIO_TABLES), one row each: its table,
+    row and column, median, interval, whether paired, and the factor x/ the interval
+    spans each side (the geometric mean of high/median and median/low)."""
+    found = []
+    for name in RATIO_TABLES:
+        path = folder / "results" / "tables" / f"{name}.csv"
+        if path.is_file():
+            table = pd.read_csv(path)
+            found.append(table[table["status"] == "ok"].assign(table=name))
+    if not found:
+        return pd.DataFrame(columns=["table", "row", "device", "median", "ci_low", "ci_high"])
+    cells = pd.concat(found, ignore_index=True)
+    cells = cells[(cells["ci_low"] > 0) & (cells["ci_high"] > 0)]
+    return cells.assign(
+        paired=~cells["unpaired"].map(tidy.flagged),
+        factor=np.sqrt(cells["ci_high"] / cells["ci_low"]),
+    )
+
+
+def ratio_figures(first: pd.DataFrame, rerun: pd.DataFrame) -> dict[bool, tuple[str, int, int]]:
+    """For paired and unpaired ratio cells: (half-widths, rerun medians inside, compared)."""
+    keys = ["table", "row", "device"]
+    joined = first.merge(rerun[[*keys, "median"]], on=keys, suffixes=("", "_rerun"))
+    inside = (joined["median_rerun"] >= joined["ci_low"]) & (
+        joined["median_rerun"] <= joined["ci_high"]
+    )
+    figures = {}
+    for paired in (True, False):
+        factors = first.loc[first["paired"] == paired, "factor"]
+        widths = (
+            f"{len(factors)} cells, median x/{factors.median():.2f}, "
+            f"90th percentile x/{factors.quantile(0.9):.2f}"
+            if len(factors)
+            else "no cells"
+        )
+        mine = joined["paired"] == paired
+        figures[paired] = (widths, int((inside & mine).sum()), int(mine.sum()))
+    return figures
+
+
+def study(
+    first: pd.DataFrame,
+    rerun: pd.DataFrame,
+    ratios: tuple[pd.DataFrame, pd.DataFrame],
+    wall_s: float,
+    judged_time: bool,
+    loaded: bool,
+):
     ran = first[first["status"] == "ok"]
     widths = ran.apply(widest, axis=1) if len(ran) else pd.Series(dtype=float)
     measured = widths.dropna()
@@ -315,6 +371,25 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
             bool(clear) and bold > BOLD_SHARE * clear,
         ),
     ]
+    by_pairing = ratio_figures(*ratios)
+    paired_widths, paired_inside, paired_compared = by_pairing[True]
+    paired = ratios[0][ratios[0]["paired"]]["factor"]
+    targets += [
+        Target(
+            "paired ratio cells' interval at the median",
+            paired_widths,
+            f"<= x/{PAIRED_FACTOR:.2f}",
+            (not paired.empty and paired.median() <= PAIRED_FACTOR) if not loaded else None,
+        ),
+        Target(
+            "rerun ratio medians inside the first run's paired intervals",
+            share(paired_inside, paired_compared),
+            f">= {COVERAGE:.0%}",
+            (bool(paired_compared) and paired_inside >= COVERAGE * paired_compared)
+            if not loaded
+            else None,
+        ),
+    ]
     imprecise = int(ran["imprecise"].map(tidy.flagged).sum()) if "imprecise" in ran else 0
     figures = [
         f"records within +-{PRECISE:.0%}: {share(int((measured <= PRECISE).sum()), len(measured))}",
@@ -331,6 +406,11 @@ def study(first: pd.DataFrame, rerun: pd.DataFrame, wall_s: float, judged_time: 
         f"cells): {share(covered.alone_inside, covered.alone_compared)}; with the host's "
         "spread and drift: "
         + share(covered.inside - covered.alone_inside, compared - covered.alone_compared)
+    )
+    unpaired_widths, unpaired_inside, unpaired_compared = by_pairing[False]
+    figures.append(
+        f"unpaired ratio cells: {unpaired_widths}; rerun ratio medians inside: "
+        f"{share(unpaired_inside, unpaired_compared)}"
     )
     figures += [f"rerun outside: {line}" for line in covered.outside]
     return targets, widths, figures
@@ -431,8 +511,9 @@ def main() -> int:
                 process.kill()
             shutil.rmtree(host, ignore_errors=True)
     first, rerun = load_run(folder / "first"), load_run(folder / "rerun")
+    ratios = ratio_cells(folder / "first"), ratio_cells(folder / "rerun")
     targets, widths, figures = study(
-        first, rerun, wall_s, judged_time=not configfiles, loaded=args.load > 0
+        first, rerun, ratios, wall_s, judged_time=not configfiles, loaded=args.load > 0
     )
 
     print("| record | figure of merit +- | runs | marks |")
