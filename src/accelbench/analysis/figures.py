@@ -106,10 +106,15 @@ def _interval_text(rows: pd.DataFrame) -> str:
     for a ratio of two records (cells with a `ci_level`, accelbench.analysis.ratios) the
     level the two intervals guarantee it."""
     ran = rows[rows["status"] == "ok"]
-    levels = ran["ci_level"].dropna().astype(float) if "ci_level" in ran else pd.Series()
-    if not levels.empty and levels.min() < CI_LEVEL:
-        return f"{levels.min():.0%} interval of the ratio"
-    if "paired" in ran and ran["paired"].fillna(False).astype(bool).any():
+    paired = ran["paired"].fillna(False).astype(bool) if "paired" in ran else ran["status"] != "ok"
+    levels = ran["ci_level"] if "ci_level" in ran else pd.Series(np.nan, index=ran.index)
+    unpaired = levels[~paired].dropna().astype(float)
+    weakest = unpaired.min() if not unpaired.empty and unpaired.min() < CI_LEVEL else None
+    if paired.any() and weakest is not None:
+        return f"{CI_LEVEL:.0%} interval of the ratio round by round, {weakest:.0%} unpaired"
+    if weakest is not None:
+        return f"{weakest:.0%} interval of the ratio"
+    if paired.any():
         return f"{CI_LEVEL:.0%} paired interval of the ratio (round by round)"
     return interval_name(rows)
 
