@@ -106,7 +106,11 @@ def _interval_text(rows: pd.DataFrame) -> str:
     for a ratio of two records (cells with a `ci_level`, accelbench.analysis.ratios) the
     level the two intervals guarantee it."""
     ran = rows[rows["status"] == "ok"]
-    paired = ran["paired"].fillna(False).astype(bool) if "paired" in ran else ran["status"] != "ok"
+    paired = (
+        ran["paired"].fillna(False).astype(bool)
+        if "paired" in ran
+        else pd.Series(False, index=ran.index)
+    )
     levels = ran["ci_level"] if "ci_level" in ran else pd.Series(np.nan, index=ran.index)
     unpaired = levels[~paired].dropna().astype(float)
     weakest = unpaired.min() if not unpaired.empty and unpaired.min() < CI_LEVEL else None

@@ -526,12 +526,14 @@ def grid_config(directory: str | Path, configfiles: list[Path]) -> tuple[dict, s
 
 
 def grid_report(
-    directory: str | Path, config: dict, source: str, reader: progress.RecordReader
+    directory: str | Path,
+    expanded: grid.Grid,
+    config: dict,
+    source: str,
+    reader: progress.RecordReader,
 ) -> tuple[str, bool]:
     """The grid's progress (text, whether every experiment has its record)."""
-    found = progress.grid_progress(
-        grid.expand(config), config, reader, run_config.started(directory)
-    )
+    found = progress.grid_progress(expanded, config, reader, run_config.started(directory))
     text = progress.render_progress(found, running=snakemake_running(directory))
     return f"Progress of the grid of {source}:\n{text}\n", found.recorded == found.planned
 
@@ -549,7 +551,8 @@ def status_report(args: argparse.Namespace, reader: progress.RecordReader) -> tu
     """(text, exit status, whether the grid is complete) of one look at the run."""
     directory = args.directory
     known = grid_config(directory, args.configfile)
-    grid_text = grid_report(directory, *known, reader) if known else None
+    expanded = grid.expand(known[0]) if known else None
+    grid_text = grid_report(directory, expanded, *known, reader) if known else None
     slurm = ""
     try:
         run = args.run or find_run(directory)
@@ -572,8 +575,8 @@ def status_report(args: argparse.Namespace, reader: progress.RecordReader) -> tu
             )
         return f"No run has started in {where} yet: {looked}.\n", 0, False
     if jobs:
-        if known:
-            jobs = with_group_cells(jobs, grid.comparison_groups(grid.expand(known[0]).experiments))
+        if expanded is not None:
+            jobs = with_group_cells(jobs, grid.comparison_groups(expanded.experiments))
         text = render(jobs, directory, run, everything=args.all)
     elif jobs == []:
         text = f"No Slurm jobs: squeue and sacct (last {args.days:g} days) list none from {where}\n"
