@@ -12,7 +12,9 @@ quiet one needed):
   - the rerun's medians inside the first run's intervals: at least 90%;
   - records flagged busy: at most 20% on an idle machine; with `--load N` (N processes
     spinning on the same CPUs during both runs), at least 90%;
-  - records wider than +-20% without a mark (busy or imprecise): none;
+  - records more than twice as wide as their device kind's typical record (the median
+    half-width of the run's records of that kind) without a mark (busy or imprecise):
+    none: the host's own yardstick, as the tables mark;
   - regressions `accelbench compare FIRST RERUN` reports: none (idle only);
   - rows of the kernel time and speedup tables whose best and runner-up medians
     differ by more than 10% that name a winner in bold: most of them (over half);
@@ -56,15 +58,15 @@ import pandas as pd
 
 from accelbench.analysis import compare, tables, tidy
 from accelbench.families import FAMILIES
-from accelbench.measuring import statistics
-from accelbench.measuring.rerun import HostSpreads, spreads_file
+from accelbench.measuring import precision, statistics
+from accelbench.measuring.rerun import LEAST_CELLS, HostSpreads, spreads_file
+from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record, record_files
 from accelbench.run.first_cells import first_cells, measured_alone
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "scripts", "src", "profiles", "envs")
 PRECISE = 0.05  # half-width, as a fraction of the median
-WIDE = 0.20  # wider than this, a record must be marked
 COVERAGE = 0.90
 IDLE_BUSY_SHARE = 0.20
 LOADED_BUSY_SHARE = 0.90
@@ -180,6 +182,16 @@ def widest(row: pd.Series) -> float:
 
 def marked(row: pd.Series) -> bool:
     return tidy.flagged(row.get("busy")) or tidy.flagged(row.get("imprecise"))
+
+
+def beyond_typical(ran: pd.DataFrame, widths: pd.Series) -> pd.Series:
+    """Whether each record is more than precision.MARGIN times as wide as the median of its
+    device kind's records in this run (kinds of fewer than rerun.LEAST_CELLS: never)."""
+    kinds = ran["device"].map(lambda device: parse_device(str(device)).kind)
+    typical = widths.groupby(kinds).transform(
+        lambda group: group.median() if group.notna().sum() >= LEAST_CELLS else math.nan
+    )
+    return widths > precision.MARGIN * typical
 
 
 @dataclass
@@ -314,7 +326,9 @@ def study(
     ran = first[first["status"] == "ok"]
     widths = ran.apply(widest, axis=1) if len(ran) else pd.Series(dtype=float)
     measured = widths.dropna()
-    unmarked_wide = ran[(widths > WIDE) & ~ran.apply(marked, axis=1)] if len(ran) else ran
+    unmarked_wide = (
+        ran[beyond_typical(ran, widths) & ~ran.apply(marked, axis=1)] if len(ran) else ran
+    )
     busy = int(ran["busy"].map(tidy.flagged).sum()) if "busy" in ran else 0
     covered = coverage(first, rerun)
     inside, compared = covered.inside, covered.compared
@@ -349,7 +363,7 @@ def study(
             bool(len(ran)) and busy_met,
         ),
         Target(
-            f"records wider than +-{WIDE:.0%} without a mark",
+            f"records over {precision.MARGIN:g} times their kind's typical width, unmarked",
             f"{len(unmarked_wide)}"
             + (f" ({', '.join(unmarked_wide['id'])})" if len(unmarked_wide) else ""),
             "0",
