@@ -132,11 +132,13 @@ def run_workflow(
     fresh_copy(folder)
     extra = ["--configfile", *configfiles] if configfiles else []
     started = time.perf_counter()
-    snakemake(folder, host, "--cores", str(cores), *extra, cpus=cpus)
+    # As `make run` does: the records, the host's first cells again now that it has shown
+    # its drift, and then the aggregation, once.
+    snakemake(folder, host, "--cores", str(cores), *extra, "--omit-from", "tidy", cpus=cpus)
     spreads = HostSpreads.load(host / spreads_file().name)
     again = [str(path.relative_to(folder)) for path in first_cells(folder / "results", spreads)]
-    if again:  # as `make run` does: the host's first cells, now that it has shown its drift
-        snakemake(folder, host, "--cores", str(cores), *extra, "--forcerun", *again, cpus=cpus)
+    forcerun = ["--forcerun", *again] if again else []
+    snakemake(folder, host, "--cores", str(cores), *extra, *forcerun, cpus=cpus)
     if report:
         snakemake(folder, host, "--report", "results/report.html", *extra, cpus=cpus)
     wall_s = time.perf_counter() - started

@@ -15,6 +15,7 @@ from accelbench import grid
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import group
+from accelbench.measuring import rerun
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record
 from accelbench.slurm import resources as cluster
@@ -67,6 +68,15 @@ def test_the_cells_a_table_row_compares_on_one_kind_of_device_form_a_group():
     assert grid.measuring_family(matmul.rule).name == "kernel"
     assert grid.measuring_family("kernel_benchmark").name == "kernel"
     assert grid.measuring_family("tables") is None
+
+
+def test_a_run_starts_with_its_largest_groups_so_its_first_job_tells_the_host_its_spread():
+    """The first job of a fresh host is measured before the host knows its spread, and
+    `make run` measures it again: one of rerun.LEAST_CELLS cells or more tells it at once."""
+    groups = grid.comparison_groups(grid.expand(workflow_config.load([])).experiments)
+    first = max(groups, key=lambda cells: cells.priority)
+    assert first.priority == max(len(cells.experiments) for cells in groups)
+    assert first.priority >= rerun.LEAST_CELLS
 
 
 def test_a_group_job_asks_for_its_largest_cell_and_its_cells_time_one_after_another():

@@ -270,6 +270,15 @@ class ComparisonGroup:
     def paths(self) -> list[str]:
         return [exp.path for exp in self.experiments]
 
+    @property
+    def priority(self) -> int:
+        """The Snakemake priority of the group's job: its cell count, so that a run starts
+        with its largest groups. A fresh host's first job is measured before the host has
+        shown its spread, and measured again at the end of `make run` (run.first_cells);
+        a first job of many cells tells the host its spread at once (rerun.LEAST_CELLS),
+        so it is the only one measured twice."""
+        return len(self.experiments)
+
 
 def _group_key(exp: Experiment) -> tuple[str, ...] | None:
     """What `exp` shares with the cells of its group (None where it is measured alone)."""

@@ -38,6 +38,7 @@ for cells in groups_of("datasci"):
             cells.paths,
         log:
             cells.log,
+        priority: cells.priority
         retries: RETRIES
         group:
             short_jobs_group(cells)

@@ -59,6 +59,7 @@ for cells in groups_of("train"):
             cells.paths,
         log:
             cells.log,
+        priority: cells.priority
         retries: RETRIES
         conda:
             CONDA_ENV
