@@ -1,5 +1,6 @@
-"""The analysis code stays in pieces a reader can take in at once: no function in
-src/accelbench/analysis or src/accelbench/studies is longer than MAX_FUNCTION_LINES."""
+"""The code stays in pieces a reader can take in at once: no function in
+src/accelbench/analysis or src/accelbench/studies is longer than MAX_FUNCTION_LINES, and
+none anywhere in the package longer than PACKAGE_MAX_FUNCTION_LINES."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from pathlib import Path
 
 from conftest import REPO_ROOT
 
-ANALYSIS = REPO_ROOT / "src" / "accelbench" / "analysis"
-STUDIES = REPO_ROOT / "src" / "accelbench" / "studies"
+PACKAGE = REPO_ROOT / "src" / "accelbench"
+ANALYSIS = PACKAGE / "analysis"
+STUDIES = PACKAGE / "studies"
 MAX_FUNCTION_LINES = 60  # from the def line to the last line of the body
+# Measuring, jobs and the CLI hold longer sequences of steps that belong together.
+PACKAGE_MAX_FUNCTION_LINES = 80
 
 
 def long_functions(root: Path, limit: int) -> list[str]:
@@ -30,6 +34,10 @@ def long_functions(root: Path, limit: int) -> list[str]:
 def test_no_analysis_function_is_longer_than_sixty_lines():
     assert long_functions(ANALYSIS, MAX_FUNCTION_LINES) == []
     assert long_functions(STUDIES, MAX_FUNCTION_LINES) == []
+
+
+def test_no_function_in_the_package_is_longer_than_eighty_lines():
+    assert long_functions(PACKAGE, PACKAGE_MAX_FUNCTION_LINES) == []
 
 
 def test_a_method_one_line_over_the_limit_is_named_and_one_at_the_limit_is_not(tmp_path):

@@ -269,3 +269,22 @@ def test_the_walk_names_the_import_that_reaches_a_familys_code(monkeypatch, name
     reached = job_chain_reaches()
     assert reached[name] == [planted]
     assert str(planted) == f"accelbench.job.supervisor imports {name} (line 7)"
+
+
+def _study_of(module: str) -> str | None:
+    """The study a module belongs to (accelbench.studies.<name>), None outside the studies."""
+    parts = module.split(".")
+    in_a_study = parts[:2] == ["accelbench", "studies"] and len(parts) > 2
+    return ".".join(parts[:3]) if in_a_study else None
+
+
+def test_a_study_is_named_nowhere_else():
+    # The core finds a study through its folder (accelbench.studies: rules, titles,
+    # commands), and a study builds on the core, never on another study.
+    offending = [
+        str(edge)
+        for module, found in IMPORTS.items()
+        for edge in found
+        if _study_of(edge.target) and _study_of(edge.target) != _study_of(module)
+    ]
+    assert not offending, "a study imported from outside its folder:\n" + "\n".join(offending)

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.figure import Figure
 from test_figure_layout import layout_problems
 
-from accelbench.analysis import crossovers, style, tidy
+from accelbench.analysis import crossovers, roof_percent, style, tidy
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 from accelbench.records.record import make_record, write_record
 from accelbench.studies.roofline import roofline
@@ -131,14 +131,14 @@ def row(table, kernel, device, backend, size):
 
 
 def test_roofs_table(frame):
-    table = roofline.roofs(frame).set_index("device")
+    table = roof_percent.roofs(frame).set_index("device")
     assert table.loc["cpu2", "peak_gflops"] == pytest.approx(100.0)
     assert table.loc["cuda1", "h2d_bandwidth"] == pytest.approx(25.0)
     assert math.isnan(table.loc["cpu2", "h2d_bandwidth"])
 
 
 def test_roof_percent_follows_the_roofline(frame):
-    table = roofline.add_roof_percent(frame)
+    table = roof_percent.add_roof_percent(frame)
     assert table.attrs["units"]["roof_percent"] == "%"
     assert len(table) == len(frame)
     # GEMM at intensity n/6 >> ridge point: compute bound, against peak GEMM.
@@ -163,12 +163,12 @@ def test_roof_percent_follows_the_roofline(frame):
 
 def test_roof_percent_is_nan_without_a_roof(frame):
     no_gpu_roof = frame[~((frame["experiment"] == "roof") & (frame["device"] == "cuda1"))]
-    table = roofline.add_roof_percent(no_gpu_roof)
+    table = roof_percent.add_roof_percent(no_gpu_roof)
     assert math.isnan(row(table, "matmul", "cuda1", "cupy", 256)["roof_percent"])
     assert pd.isna(row(table, "matmul", "cuda1", "cupy", 256)["roof_bound"])
     assert row(table, "matmul", "cpu2", "numpy", 256)["roof_percent"] == pytest.approx(80.0)
     only_kernels = frame[frame["experiment"] == "kernel"]
-    assert roofline.add_roof_percent(only_kernels)["roof_percent"].isna().all()
+    assert roof_percent.add_roof_percent(only_kernels)["roof_percent"].isna().all()
 
 
 def partial_roofs(tmp_path):
@@ -191,11 +191,11 @@ def partial_roofs(tmp_path):
 
 def test_a_kernel_needs_both_ceilings_of_its_roofline_and_a_copy_only_its_path(tmp_path):
     frame = partial_roofs(tmp_path)
-    ceilings = roofline.roofs(frame).set_index("device")
+    ceilings = roof_percent.roofs(frame).set_index("device")
     assert ceilings.loc["cpu4", "peak_gflops"] == pytest.approx(100.0)
     assert math.isnan(ceilings.loc["cpu4", "memory_bandwidth"])
     assert math.isnan(ceilings.loc["cpu8", "peak_gflops"])
-    table = roofline.add_roof_percent(frame)
+    table = roof_percent.add_roof_percent(frame)
     for device in ("cpu4", "cpu8"):
         for kernel, size in (("matmul", 1024), ("saxpy", 1000)):
             found = row(table, kernel, device, "numpy", size)

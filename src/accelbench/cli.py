@@ -11,20 +11,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
-from accelbench import __version__, grid, registry
+from accelbench import __version__, grid, registry, studies
 from accelbench import config as workflow_config
-from accelbench.analysis import compare, plain_tables
+from accelbench.analysis import compare
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
 from accelbench.platform import doctor
 from accelbench.records import record as results
 from accelbench.run import first_cells, launch
 from accelbench.slurm import run_status
-from accelbench.studies.gpu_acceptance import acceptance
-from accelbench.studies.gpu_acceptance import check as gpu_check
-from accelbench.studies.queue_wait import advisor, sacct
-from accelbench.studies.queue_wait import wait as queue_wait
 
 # The files compare-machines writes under --out: <stem>.md, .tex, .csv, .html, .pdf, .png.
 MACHINES_STEM = "machines"
@@ -126,58 +120,6 @@ def command_new(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_sacct(args: argparse.Namespace) -> int:
-    """Query sacct (on a Slurm login node) and store the raw text the queue analysis reads."""
-    config = workflow_config.load(args.configfile)
-    settings = config["cluster_analysis"]
-    text = sacct.query(
-        args.partition or sacct.configured_partitions(config),
-        args.since or settings["since"],
-        args.until or settings["until"],
-    )
-    sacct.write_dump(text, args.output)
-    print(f"{args.output}: {sacct.parse(text).summary()}", file=sys.stderr)
-    return 0
-
-
-def command_advise(args: argparse.Namespace) -> int:
-    """Which partition gives the result first: expected queue wait plus measured run time."""
-    config = workflow_config.load(args.configfile)
-    settings = config["cluster_analysis"]
-    for path in [args.sacct] + ([args.tidy] if args.experiment else []):
-        if not path.is_file():
-            raise advisor.AdviceError(f"{path} does not exist")
-    parsed = sacct.read(args.sacct)
-    not_ranked: list[advisor.NotRanked] = []
-    if args.experiment:
-        options, not_ranked = advisor.experiment_options(
-            pd.read_parquet(args.tidy), args.experiment, config, args.count, source=str(args.tidy)
-        )
-    else:
-        advisor.require_jobs_in(parsed.jobs, args.partition)
-        options = advisor.job_size_options(
-            args.partition or sacct.configured_partitions(config),
-            args.cpus,
-            args.mem,
-            args.time,
-            args.runtime,
-        )
-    table = advisor.rank(
-        parsed.jobs,
-        options,
-        settings["cpu_hour_bins"],
-        settings["gb_hour_bins"],
-        settings["min_jobs"],
-    )
-    notes = advisor.notes(table, not_ranked)
-    notes += [queue_wait.FORECAST_METHOD.format(min_jobs=settings["min_jobs"])]
-    notes += [f"{args.sacct}: {parsed.summary()}"]
-    render = plain_tables.to_markdown if args.markdown else plain_tables.to_text
-    print(render(advisor.display(table), "Time to result", notes, 2))
-    print(advisor.verdict(table))
-    return 0
-
-
 def command_compare(args: argparse.Namespace) -> int:
     """Compare two result directories; exit 1 if a cell regressed beyond its CI."""
     runs = []
@@ -231,19 +173,6 @@ def command_doctor(args: argparse.Namespace) -> int:
     return diagnosis.exit_code
 
 
-def command_gpu_check(args: argparse.Namespace) -> int:
-    """Judge the GPU grid's records (config/gpu.yaml) and keep them in reference/<gpu>/;
-    exit 1 if a condition fails."""
-    config = workflow_config.load(args.configfile)
-    verdict, kept = gpu_check.run(config, workflow_config.workflow_root())
-    print(acceptance.render(verdict), end="")
-    if kept is None:
-        print("accelbench: no GPU ran: no reference written", file=sys.stderr)
-    else:
-        print(f"reference: {kept}", file=sys.stderr)
-    return 0 if verdict.passed else 1
-
-
 def command_benchmark(args: argparse.Namespace) -> int:
     """Measure this machine's kernels against its measured roofs and print a table."""
     from accelbench.platform.devices import usable_cpus
@@ -278,13 +207,15 @@ def command_first_cells(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _add_grid(commands: argparse._SubParsersAction) -> None:
+    """`accelbench grid`: the experiments a config asks for."""
     listing = commands.add_parser("grid", help=command_grid.__doc__)
     add_configfile(listing)
     listing.set_defaults(handler=command_grid)
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    """`accelbench train PATH`: one training experiment, as each task of a ddp job runs it."""
     train = commands.add_parser("train", help=command_train.__doc__.splitlines()[0])
     train.add_argument("path", help="result path, e.g. results/train/lstm/cpu2/fp32/ddp/bs32.json")
     train.add_argument(
@@ -296,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(handler=command_train)
 
+
+def _add_check(commands: argparse._SubParsersAction) -> None:
+    """`accelbench check`: units of your own against their contracts."""
     contract = commands.add_parser(
         "check",
         help="check your units against their contracts and run each backend here once",
@@ -306,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_configfile(contract)
     contract.set_defaults(handler=command_check)
+
+
+def _add_new(commands: argparse._SubParsersAction) -> None:
+    """`accelbench new`: a unit of your own to start from."""
     scaffolding = commands.add_parser(
         "new",
         help="write a kernel, workload or model of your own, its config and its test",
@@ -321,44 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scaffolding.set_defaults(handler=command_new)
 
-    query = commands.add_parser("sacct", help=command_sacct.__doc__)
-    query.add_argument("--configfile", type=Path, action="append", default=[])
-    query.add_argument(
-        "--partition", action="append", default=[], help="default: cluster_analysis.partitions"
-    )
-    query.add_argument("--since", help="sacct --starttime; default: cluster_analysis.since")
-    query.add_argument("--until", help="sacct --endtime; default: cluster_analysis.until")
-    query.add_argument("--output", type=Path, default=Path("results/cluster/sacct.txt"))
-    query.set_defaults(handler=command_sacct)
 
-    advise = commands.add_parser("advise", help=command_advise.__doc__)
-    advise.add_argument("--configfile", type=Path, action="append", default=[])
-    advise.add_argument("--sacct", type=Path, required=True, help="sacct dump (accelbench sacct)")
-    advise.add_argument(
-        "--experiment", help="result id glob, e.g. 'kernels/matmul/*/*/float32/n4096'"
-    )
-    advise.add_argument("--tidy", type=Path, default=Path("results/tidy.parquet"))
-    advise.add_argument(
-        "--count", type=int, default=1, help="units of work: kernel calls or training steps"
-    )
-    advise.add_argument("--cpus", type=int, help="job size: CPUs")
-    advise.add_argument("--mem", help="job size: memory, e.g. 16G")
-    advise.add_argument("--time", help="job size: time limit, Slurm format, e.g. 2:00:00")
-    advise.add_argument(
-        "--runtime",
-        action="append",
-        default=[],
-        metavar="PARTITION=TIME",
-        help="job size: expected run time in a partition, Slurm format (repeatable)",
-    )
-    advise.add_argument(
-        "--partition", action="append", default=[], help="job size: partitions to compare"
-    )
-    advise.add_argument(
-        "--markdown", action="store_true", help="print a Markdown table instead of plain text"
-    )
-    advise.set_defaults(handler=command_advise)
-
+def _add_compare(commands: argparse._SubParsersAction) -> None:
+    """`accelbench compare OLD NEW`: regressions between two runs."""
     comparing = commands.add_parser("compare", help=command_compare.__doc__)
     comparing.add_argument("old", type=Path, help="results directory (or tidy .parquet) before")
     comparing.add_argument("new", type=Path, help="results directory (or tidy .parquet) after")
@@ -383,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comparing.set_defaults(handler=command_compare)
 
+
+def _add_compare_machines(commands: argparse._SubParsersAction) -> None:
+    """`accelbench compare-machines`: several machines' records side by side."""
     joining = commands.add_parser(
         "compare-machines",
         help="the cells of work several machines share, each one's time side by side",
@@ -404,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     joining.set_defaults(handler=command_compare_machines)
 
+
+def _add_benchmark(commands: argparse._SubParsersAction) -> None:
+    """`accelbench benchmark`: this machine's kernels against its roofs."""
     bench = commands.add_parser("benchmark", help=command_benchmark.__doc__)
     add_configfile(bench)
     bench.add_argument(
@@ -424,18 +333,52 @@ def build_parser() -> argparse.ArgumentParser:
         help="timed samples per measurement (default: the config's)",
     )
     bench.set_defaults(handler=command_benchmark)
+
+
+def _add_first_cells(commands: argparse._SubParsersAction) -> None:
+    """`accelbench first-cells`: the records to measure again."""
     firsts = commands.add_parser("first-cells", help=command_first_cells.__doc__)
     firsts.add_argument(
         "results", type=Path, nargs="?", default=Path("results"), help="default: results"
     )
     firsts.set_defaults(handler=command_first_cells)
+
+
+def _add_doctor(commands: argparse._SubParsersAction) -> None:
+    """`accelbench doctor`: why a GPU backend does not run here."""
     commands.add_parser("doctor", help=command_doctor.__doc__).set_defaults(handler=command_doctor)
-    checking = commands.add_parser("gpu-check", help=command_gpu_check.__doc__)
-    add_configfile(checking)
-    checking.set_defaults(handler=command_gpu_check)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The accelbench parser: the core's commands, then each study's, found through its
+    folder (accelbench.studies.commands), then the workflow's."""
+    parser = argparse.ArgumentParser(prog="accelbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add_command in (
+        _add_grid,
+        _add_train,
+        _add_check,
+        _add_new,
+        _add_compare,
+        _add_compare_machines,
+        _add_benchmark,
+        _add_first_cells,
+        _add_doctor,
+    ):
+        add_command(commands)
+    for study in studies.commands():
+        study.add_commands(commands)
     run_status.add_command(commands)
     launch.add_commands(commands)
     return parser
+
+
+def reported_errors() -> tuple[type[Exception], ...]:
+    """What a command reports as one line and exit 2: a mistake in what it was given (its
+    config, a path, its options), not a failure of the code."""
+    in_studies = (error for study in studies.commands() for error in getattr(study, "ERRORS", ()))
+    return (workflow_config.ConfigError, grid.GridError, compare.CompareError, *in_studies)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -447,13 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.handler(args)
-    except (
-        workflow_config.ConfigError,
-        grid.GridError,
-        sacct.SacctError,
-        advisor.AdviceError,
-        compare.CompareError,
-    ) as err:
+    except reported_errors() as err:
         print(f"accelbench: {err}", file=sys.stderr)
         return 2
 

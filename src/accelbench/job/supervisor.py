@@ -218,12 +218,7 @@ def run_supervised(
     final = attempt >= max_attempts
     log.info("%s: attempt %d of %d, time limit %.0f s", exp.id, attempt, max_attempts, time_limit)
     started = provenance.now()
-    failure_dir = None
-    if launcher:
-        # Next to the record: on the shared file system every task's node can write there.
-        folder = Path(output).parent
-        folder.mkdir(parents=True, exist_ok=True)
-        failure_dir = tempfile.mkdtemp(prefix=f".{Path(output).name}.ranks-", dir=folder)
+    failure_dir = _rank_failure_dir(output) if launcher else None
     payload = {
         # What the measuring process imports to build the experiment (and declare its family).
         "experiment_type": experiment_type_name(exp),
@@ -240,21 +235,8 @@ def run_supervised(
     kills = OomKills.read()
     # The child's stderr comes through a pipe, relayed to ours (_relay_stderr).
     read_end, write_end = os.pipe()
-    # Locally, the run's fork server starts the process without the imports' cost;
-    # srun's tasks, or a job without a server, start a new interpreter. The payload
-    # goes on the command line: srun hands every task its arguments.
     try:
-        child = None if launcher else fork_server.request(payload, stderr=write_end)
-        if child is not None:
-            log.info("measuring process %d forked by the fork server", child.pid)
-        else:
-            command = [
-                sys.executable,
-                "-m",
-                "accelbench.job.measuring_process",
-                json.dumps(payload),
-            ]
-            child = subprocess.Popen([*(launcher or []), *command], stderr=write_end)
+        child = _start_child(payload, launcher, write_end)
     finally:
         os.close(write_end)
     ends: list[TaskEnd] = []
@@ -262,18 +244,64 @@ def run_supervised(
     stream = os.fdopen(read_end, errors="replace")
     relay = threading.Thread(target=_relay_stderr, args=(stream, ends, words), daemon=True)
     relay.start()
+    code, notes = _wait_for(child, exp, time_limit, relay, failure_dir)
+    if code == 0:
+        return
+    if code == RETRY_EXIT_CODE and not notes and not ends:
+        # The child already decided: an error on a non-final attempt, logged by the child.
+        raise _retry(exp, "the measurement failed", log_file, attempt, max_attempts)
+    outcome = _outcome_of(code, time_limit, launcher, kills, notes + words, ends)
+    if not final:
+        raise _retry(exp, outcome.reason, log_file, attempt, max_attempts)
+    log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
+    cells = group.cells if group else [(exp, settings, output)]
+    _record_outcome(cells, settings, outcome, started)
 
-    def stop_child() -> None:
-        child.terminate()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+
+def _rank_failure_dir(output: str) -> str:
+    """A new folder where each task of a launched child notes why it failed; next to the
+    record, since on the shared file system every task's node can write there."""
+    folder = Path(output).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f".{Path(output).name}.ranks-", dir=folder)
+
+
+def _start_child(payload: dict[str, Any], launcher: list[str] | None, stderr: int):
+    """The measuring process, its stderr on `stderr`.
+
+    Locally, the run's fork server starts the process without the imports' cost; srun's
+    tasks, or a job without a server, start a new interpreter. The payload goes on the
+    command line: srun hands every task its arguments.
+    """
+    child = None if launcher else fork_server.request(payload, stderr=stderr)
+    if child is not None:
+        log.info("measuring process %d forked by the fork server", child.pid)
+        return child
+    command = [sys.executable, "-m", "accelbench.job.measuring_process", json.dumps(payload)]
+    return subprocess.Popen([*(launcher or []), *command], stderr=stderr)
+
+
+def _stop(child) -> None:
+    """Ask the child to end, then kill it if it has not within 10 s."""
+    child.terminate()
+    try:
+        child.wait(10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _wait_for(
+    child, exp: Experiment, time_limit: float, relay: threading.Thread, failure_dir: str | None
+) -> tuple[int | None, list[dict[str, Any]]]:
+    """(the child's exit code, None past the time limit; its tasks' failure notes).
+
+    Past the limit the child is asked for its stacks, then stopped. A SIGTERM to this
+    process (scancel, or Snakemake stopping) stops the child and exits, writing nothing.
+    """
 
     def forward_termination(signum, frame):
-        # Cancelled (scancel, or Snakemake stopping): stop the child, write nothing.
-        stop_child()
+        _stop(child)
         sys.exit(128 + signum)
 
     previous_handler = signal.signal(signal.SIGTERM, forward_termination)
@@ -284,7 +312,7 @@ def run_supervised(
         except subprocess.TimeoutExpired:
             log.error("%s: the time limit of %.0f s is reached", exp.id, time_limit)
             ask_for_stacks(child.pid)
-            stop_child()
+            _stop(child)
             code = None
         relay.join(timeout=10)
         if failure_dir:
@@ -293,36 +321,50 @@ def run_supervised(
         signal.signal(signal.SIGTERM, previous_handler)
         if failure_dir:
             shutil.rmtree(failure_dir, ignore_errors=True)
-    if code == 0:
-        return
-    if code == RETRY_EXIT_CODE and not notes and not ends:
-        # The child already decided: an error on a non-final attempt, logged by the child.
-        raise _retry(exp, "the measurement failed", log_file, attempt, max_attempts)
+    return code, notes
+
+
+def _outcome_of(
+    code: int | None,
+    time_limit: float,
+    launcher: list[str] | None,
+    kills: OomKills,
+    said: list[dict[str, Any]],
+    ends: list[TaskEnd],
+) -> Outcome:
+    """Why a child that did not succeed failed: past its time limit, from what its tasks
+    or srun said (`said`, `ends`), else from how the process ended."""
     if code is None:
-        outcome = Outcome(
+        return Outcome(
             "failed",
             f"exceeded the job's time limit: stopped after {time_limit:.0f} s, its processes' "
             f"stacks are in the job's log; {MEASURED_AGAIN}",
             raised=True,
             transient=True,
         )
-    elif launcher:
-        outcome = first_failure(notes + words, ends) or of_process_end(
+    if launcher:
+        return first_failure(said, ends) or of_process_end(
             _child_name(launcher), code, kills, plural=True
         )
-    elif words:
-        outcome = of_note(words[-1])
-    else:
-        outcome = of_process_end(_child_name(launcher), code, kills)
-    if not final:
-        raise _retry(exp, outcome.reason, log_file, attempt, max_attempts)
-    log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
-    # Only here, when the measuring process could not write the record itself: the
-    # measuring chain, and the family's record_params (a kernel's imports Numba and the
-    # kernels), cost a second this light parent saves.
+    if said:
+        return of_note(said[-1])
+    return of_process_end(_child_name(launcher), code, kills)
+
+
+def _record_outcome(
+    cells: list[tuple[Experiment, dict[str, Any], str]],
+    settings: dict[str, Any],
+    outcome: Outcome,
+    started: str,
+) -> None:
+    """Write `outcome` as the record of every cell, when the measuring process could not.
+
+    Imported only here: the measuring chain, and the family's record_params (a kernel's
+    imports Numba and the kernels), cost a second this light parent saves.
+    """
     from accelbench import registry
     from accelbench.job import measurement
 
     registry.use_plugins(settings.get("plugins", ()))  # the record names its unit's origin
-    for cell, found, path in group.cells if group else [(exp, settings, output)]:
+    for cell, found, path in cells:
         measurement.write_outcome(cell, found, path, outcome, started)

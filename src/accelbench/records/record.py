@@ -578,20 +578,9 @@ def _ceilings(ceilings: tuple[str, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def record_schema() -> dict[str, Any]:
-    """The record's JSON Schema, as published in SCHEMA_FILE: what validate_record checks,
-    except the CROSS_RULES (stated in its description)."""
-    series = _closed(
-        ("unit", "values"),
-        unit={"enum": list(UNITS)},
-        values={"type": "array", "items": _number(nullable=True)},
-    )
-    raw = _closed(
-        ("unit", "runs"),
-        unit={"enum": list(UNITS)},
-        runs={"type": "array", "items": {"type": "array", "items": _number(0, nullable=True)}},
-    )
-    status_rules = {
+def _status_rule() -> dict[str, Any]:
+    """A record's metrics follow its status: numbers only where it ran, a reason where not."""
+    return {
         "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
         "then": {
             "description": "an ok record has metrics, and its check (if any) passed",
@@ -608,6 +597,48 @@ def record_schema() -> dict[str, Any]:
             },
         },
     }
+
+
+def _transient_rule() -> dict[str, Any]:
+    """A passing fault (a failure worth measuring again) can only be a failed record."""
+    return {
+        "if": {"required": [TRANSIENT_KEY]},
+        "then": {
+            "description": "only a failed record is a passing fault",
+            "properties": {"status": {"const": "failed"}},
+        },
+    }
+
+
+def _family_rules_in_turn() -> dict[str, Any]:
+    """Each family's rules, applied to its records alone: if kernel ... else if train ...,
+    one test per family."""
+    by_family: dict[str, Any] = {}
+    for family in reversed(FAMILIES.values()):
+        by_family = {
+            "if": {
+                "properties": {"experiment": {"const": family.name}},
+                "required": ["experiment"],
+            },
+            "then": _family_rules(family),
+            **({"else": by_family} if by_family else {}),
+        }
+    return by_family
+
+
+def record_schema() -> dict[str, Any]:
+    """The record's JSON Schema, as published in SCHEMA_FILE: what validate_record checks,
+    except the CROSS_RULES (stated in its description)."""
+    series = _closed(
+        ("unit", "values"),
+        unit={"enum": list(UNITS)},
+        values={"type": "array", "items": _number(nullable=True)},
+    )
+    raw = _closed(
+        ("unit", "runs"),
+        unit={"enum": list(UNITS)},
+        runs={"type": "array", "items": {"type": "array", "items": _number(0, nullable=True)}},
+    )
     schema = _closed(
         REQUIRED_KEYS,
         schema_version={"const": SCHEMA_VERSION},
@@ -640,24 +671,7 @@ def record_schema() -> dict[str, Any]:
         energy=_energy_section(),
         transient={"const": True},
     )
-    by_family: dict[str, Any] = {}  # if kernel ... else if train ...: one test per family
-    for family in reversed(FAMILIES.values()):
-        by_family = {
-            "if": {
-                "properties": {"experiment": {"const": family.name}},
-                "required": ["experiment"],
-            },
-            "then": _family_rules(family),
-            **({"else": by_family} if by_family else {}),
-        }
-    transient = {
-        "if": {"required": [TRANSIENT_KEY]},
-        "then": {
-            "description": "only a failed record is a passing fault",
-            "properties": {"status": {"const": "failed"}},
-        },
-    }
-    schema["allOf"] = [status_rules, transient, by_family]
+    schema["allOf"] = [_status_rule(), _transient_rule(), _family_rules_in_turn()]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "accelbench result record",

@@ -12,6 +12,11 @@ anything runs:
   grid (the outputs its rules add to the default target only when they have something
   to show).
 
+A study with commands of its own (`accelbench sacct`, `accelbench gpu-check`) has a
+`commands` module: `add_commands(subparsers)` adds them to the accelbench parser, and
+`ERRORS`, where it has one, the exceptions they report as one line (exit 2). The CLI
+finds them here (commands()), as the Snakefile finds the rules.
+
 The Snakefile includes every study's `rules.smk` (rule_files); a study's rules add
 what the default target makes of them to the workflow's STUDY_TARGETS. The core
 (accelbench.analysis, the Snakefile, workflow/rules/) imports none of them.
@@ -29,6 +34,7 @@ from typing import Any
 FOLDER = Path(__file__).resolve().parent
 RULES = "rules.smk"
 CONFIG = "config.yaml"
+COMMANDS = "commands"
 
 
 def names() -> list[str]:
@@ -44,6 +50,15 @@ def rule_files() -> list[str]:
     """The rule file of every study that has rules, by its full path (the workflow of a
     wheel and a checkout's both include them from the imported package)."""
     return [str(FOLDER / name / RULES) for name in names() if (FOLDER / name / RULES).is_file()]
+
+
+def commands() -> list[ModuleType]:
+    """The `commands` module of every study that has commands, in the studies' order."""
+    return [
+        importlib.import_module(f"{__name__}.{name}.{COMMANDS}")
+        for name in names()
+        if (FOLDER / name / f"{COMMANDS}.py").is_file()
+    ]
 
 
 def config_file(name: str) -> Path:

@@ -27,7 +27,7 @@ import resource
 import socket
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from accelbench import registry
@@ -263,8 +263,6 @@ def train_process(
     import torch
     import torch.distributed as dist
 
-    from accelbench.train import session as sessions
-
     device = exp.parsed_device
     threads = strategies.threads_per_process(exp.strategy, device)
     grouped = rendezvous.world_size > 1
@@ -285,36 +283,7 @@ def train_process(
             gpus = distributed.check_distinct_gpus(place.device)
         hosts = _rank_hosts(grouped)
         with cpu_threads(device, threads), _tensor_cores(exp.precision == "tf32"):
-            runs, peaks = [], []
-            # Independent runs, each building its model, optimiser and data afresh, until
-            # the time per mini-batch is precise (accelbench.measuring.precision).
-            progress = precision.Progress(precision.Goal.of((TIME_METRIC,), asdict(settings)))
-            with energy_probe(device, place, settings) as probe:
-                while _another_run(progress, grouped, place.device):
-                    # The last run's model and optimiser go before this run's peak counts
-                    # (the collector too: a model built first in a process can be in a cycle).
-                    session = None
-                    gc.collect()
-                    _reset_peak_memory(place)
-                    session = sessions.build(exp, settings, device, place)
-                    log = run_steps(session, settings)
-                    memory_name, peak = _peak_memory(place)
-                    if grouped:
-                        log, peak = _combine_ranks(log, peak, place.device)
-                    peaks.append(peak)
-                    runs.append({**log, "losses": log["losses"].tolist()})
-                    # This run's parameters as the measured steps left them, before the
-                    # energy window trains on: the last run's are returned.
-                    if keep_state:
-                        state = _full_state(session.model)
-                    measured = log["step_times"][log["warmup"]["steps"] :]
-                    progress.add({"time_per_batch": sample_stats.summarize(measured, "s")})
-                    energy_window(session, probe, measured)
-                    settings = replace(settings, flops_per_sample=session.flops_per_sample)
-                used = probe.section("step", exp.batch)
-            built = _built(session)
-            if grouped and used is not None:  # every process of the group takes it or none
-                used = _combine_energy(used, place.device)
+            measured = _measured_runs(exp, settings, place, grouped, keep_state)
     except RuntimeError as err:
         hung = grouped and distributed.peers_timed_out(err, "a collective of the processes")
         if not hung:
@@ -322,30 +291,88 @@ def train_process(
         raise hung from err
     finally:
         if grouped:
-            # The last run's model holds the group: dropped with this frame, it would end the
-            # group's gloo threads while holding the GIL, and a thread that was releasing a
-            # collective's tensor waits for the GIL for good (forked ranks hung so on a 16-CPU
-            # host). Dropped first, the group ends in destroy_process_group, which frees the GIL.
-            session = None
+            # The last run's model holds the group: dropped after the group has ended, it
+            # would end the group's gloo threads while holding the GIL, and a thread that was
+            # releasing a collective's tensor waits for the GIL for good (forked ranks hung so
+            # on a 16-CPU host). _measured_runs drops it, the collector frees what cycles hold,
+            # and the group ends in destroy_process_group, which frees the GIL.
             gc.collect()
             dist.destroy_process_group()
     result = {
-        "runs": runs,
-        "losses": runs[0]["losses"],
-        "memory_metric": memory_name,
-        "peak_memory": max(peaks),
-        **built,
+        "runs": measured.runs,
+        "losses": measured.runs[0]["losses"],
+        "memory_metric": measured.memory_metric,
+        "peak_memory": max(measured.peaks),
+        **measured.built,
         "processes": rendezvous.world_size,
         "hosts": hosts,
         "threads": threads,
         "gpus": gpus,
         "launcher": rendezvous.launcher,
-        "energy": used,
-        "precision": progress.report(),
+        "energy": measured.energy,
+        "precision": measured.precision,
     }
     if keep_state:
-        result["state"] = state
+        result["state"] = measured.state
     return result
+
+
+@dataclass
+class _MeasuredRuns:
+    """What an experiment's runs leave for its record, without their sessions, so that
+    no model outlives the runs (train_process ends a group only once none holds it)."""
+
+    runs: list[dict[str, Any]]
+    memory_metric: str
+    peaks: list[int]
+    built: dict[str, Any]
+    energy: dict[str, Any] | None
+    precision: dict[str, Any]
+    state: dict[str, Any] | None
+
+
+def _measured_runs(
+    exp: TrainCell, settings: TrainSettings, place, grouped: bool, keep_state: bool
+) -> _MeasuredRuns:
+    """Independent runs, each building its model, optimiser and data afresh, until the time
+    per mini-batch is precise (accelbench.measuring.precision)."""
+    from accelbench.train import session as sessions
+
+    device = exp.parsed_device
+    runs, peaks = [], []
+    state = None
+    progress = precision.Progress(precision.Goal.of((TIME_METRIC,), asdict(settings)))
+    session = None
+    try:
+        with energy_probe(device, place, settings) as probe:
+            while _another_run(progress, grouped, place.device):
+                # The last run's model and optimiser go before this run's peak counts
+                # (the collector too: a model built first in a process can be in a cycle).
+                session = None
+                gc.collect()
+                _reset_peak_memory(place)
+                session = sessions.build(exp, settings, device, place)
+                log = run_steps(session, settings)
+                memory_name, peak = _peak_memory(place)
+                if grouped:
+                    log, peak = _combine_ranks(log, peak, place.device)
+                peaks.append(peak)
+                runs.append({**log, "losses": log["losses"].tolist()})
+                # This run's parameters as the measured steps left them, before the
+                # energy window trains on: the last run's are returned.
+                if keep_state:
+                    state = _full_state(session.model)
+                measured = log["step_times"][log["warmup"]["steps"] :]
+                progress.add({"time_per_batch": sample_stats.summarize(measured, "s")})
+                energy_window(session, probe, measured)
+                settings = replace(settings, flops_per_sample=session.flops_per_sample)
+            used = probe.section("step", exp.batch)
+        built = _built(session)
+        if grouped and used is not None:  # every process of the group takes it or none
+            used = _combine_energy(used, place.device)
+    finally:
+        session = None  # also when a run fails: its traceback keeps this frame
+    return _MeasuredRuns(runs, memory_name, peaks, built, used, progress.report(), state)
 
 
 def _built(session) -> dict[str, Any]:

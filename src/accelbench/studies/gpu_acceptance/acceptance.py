@@ -23,7 +23,7 @@ The conditions:
   itself down (SLOWDOWN_RULE); a roof held back by the power cap is a note.
 - roof_plausible: every GPU roof lies within PLAUSIBLE of the data sheet's peak.
 - above_roof: no GPU kernel lies above its roof beyond the roof's interval
-  (analysis.roofline, as the roofline table marks them).
+  (accelbench.analysis.roof_percent, as the roofline table marks them).
 - tf32: on every model trained in fp32 and tf32 on the GPU, tf32 is at least
   MIN_TF32_SPEEDUP times faster per step.
 - coverage: the grid holds GPU kernels, GPU roofs in float32 and a 16-bit type and,
@@ -44,13 +44,12 @@ from typing import Any
 import pandas as pd
 
 from accelbench import grid
-from accelbench.analysis import plain_tables, tidy
+from accelbench.analysis import plain_tables, roof_percent, tidy
 from accelbench.measuring import energy, gpu_state
 from accelbench.platform.devices import names_a_gpu, parse_device
 from accelbench.records.record import load_record
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 from accelbench.studies.gpu_acceptance.datasheets import DataSheet
-from accelbench.studies.roofline import roofline
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",
@@ -345,7 +344,7 @@ def _judge_roofs(verdict: Verdict, frame: pd.DataFrame, paths_by_id: dict[str, s
 
 
 def _judge_above_roof(verdict: Verdict, frame: pd.DataFrame, paths_by_id: dict[str, str]) -> None:
-    kernels = roofline.add_roof_percent(frame)
+    kernels = roof_percent.add_roof_percent(frame)
     above = kernels[
         (kernels["experiment"] == "kernel")
         & kernels["device"].map(names_a_gpu).astype(bool)
