@@ -13,10 +13,13 @@ import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accelbench.backends.arrays import ArrayModule
 from accelbench.measuring.timers import Timer
 from accelbench.platform.devices import Device
+
+if TYPE_CHECKING:  # NumPy is imported where arrays are made, not where a grid is planned
+    from accelbench.backends.arrays import ArrayModule
 
 # Every backend computes in these; 16-bit types only where its library does (half_dtypes).
 BASE_DTYPES = ("float64", "float32")

@@ -6,14 +6,17 @@ Without CuPy, its code path runs on NumPy standing in (accelbench.backends.cupy_
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from accelbench.backends import cupy_stand_in
-from accelbench.backends.arrays import ArrayModule
 from accelbench.backends.base import Backend, CheckRun
 from accelbench.measuring import timers
 from accelbench.platform import doctor
 from accelbench.platform.devices import Device
+
+if TYPE_CHECKING:
+    from accelbench.backends.arrays import ArrayModule
 
 
 def _cupy_reason(device: Device, dtype: str | None) -> str | None:
@@ -31,6 +34,9 @@ def synchronizer() -> Callable[[], None]:
 
 def array_module() -> ArrayModule:
     """CuPy's array module, or NumPy's standing in while numpy_playing_cupy holds."""
+    from accelbench.backends import cupy_stand_in
+    from accelbench.backends.arrays import ArrayModule
+
     if (stand_in := cupy_stand_in.current()) is not None:
         return stand_in
     import cupy
@@ -51,6 +57,15 @@ def _import_cupy() -> None:
     if importlib.util.find_spec("cupy"):
         import cupy  # noqa: F401
         import cupyx.profiler  # noqa: F401
+
+
+@contextmanager
+def _numpy_standing_in() -> Iterator[None]:
+    """cupy_stand_in.numpy_playing_cupy, imported when `accelbench check` runs it."""
+    from accelbench.backends import cupy_stand_in
+
+    with cupy_stand_in.numpy_playing_cupy():
+        yield
 
 
 def _free_pools() -> None:
@@ -74,7 +89,7 @@ SPEC = Backend(
         CheckRun(
             "cupy (NumPy standing in for CuPy)",
             "cuda1",
-            stand_in=cupy_stand_in.numpy_playing_cupy,
+            stand_in=_numpy_standing_in,
         ),
     ),
 )
