@@ -15,6 +15,7 @@ import pytest
 
 from accelbench import config, grid
 from accelbench.analysis import crossovers, figures, tables, tidy
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.datasci import (
     Library,
     library_prepared,
@@ -28,7 +29,6 @@ from accelbench.families import FAMILIES
 from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment
 from accelbench.kernels.measure import check_against_reference
-from accelbench.platform.backends import DATASCI_BACKENDS
 from accelbench.studies.roofline import offload
 
 from conftest import snakemake

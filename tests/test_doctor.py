@@ -12,10 +12,14 @@ import sys
 
 import pytest
 
+from accelbench import backends
+from accelbench.backends import libraries
+from accelbench.backends import torch as torch_backend
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
-from accelbench.platform import backends, doctor
+from accelbench.platform import doctor
 from accelbench.platform.devices import parse_device
 from accelbench.platform.gpu_support import VisibleGpu
 from accelbench.records.record import load_record
@@ -205,7 +209,7 @@ def test_loaded_libraries_are_read_from_the_process_maps(tmp_path):
 @pytest.fixture
 def broken_torch_on_a_gpu(monkeypatch):
     """A GPU the driver shows, with a torch stack that cannot use it."""
-    monkeypatch.setattr(backends, "cuda_unavailable_reason", lambda device: None)
+    monkeypatch.setattr(torch_backend, "cuda_unavailable_reason", lambda device: None)
 
     def probe(gpu):
         return doctor.BackendReport(
@@ -218,7 +222,7 @@ def broken_torch_on_a_gpu(monkeypatch):
 def test_a_broken_stack_makes_gpu_experiments_unavailable_with_the_cause(
     broken_torch_on_a_gpu, tmp_path
 ):
-    reason = backends.BACKENDS["torch"].unavailable_reason(parse_device("cuda1"))
+    reason = backends.named("torch").unavailable_reason(parse_device("cuda1"))
     assert reason == f"PyTorch 2.14.1 sees no GPU; fix: {doctor.STACK_FIX}"
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 64)
     settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
@@ -291,7 +295,7 @@ def test_the_doctor_names_the_gpus_a_backend_sees_and_the_architectures_it_carri
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_a_bfloat16_kernel_before_ampere_is_unavailable_and_other_dtypes_are_not(gpus, dtype):
     gpus(T4)
-    reason = backends.BACKENDS["torch"].unavailable_reason(parse_device("cuda1"), dtype)
+    reason = backends.named("torch").unavailable_reason(parse_device("cuda1"), dtype)
     if dtype == "bfloat16":
         assert reason == (
             "GPU 0 (Tesla T4): bfloat16 needs compute capability 8.0 (Ampere) or newer; "
@@ -333,7 +337,6 @@ SIMULATOR_REFUSED = """
 import json
 from accelbench.platform import doctor
 from accelbench.job import measurement
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import parse_device
 from accelbench.families.kernel import KernelExperiment
 from accelbench.records.record import load_record
@@ -377,15 +380,15 @@ def test_a_rapids_library_is_imported_only_after_the_forked_gpu_check(monkeypatc
     monkeypatch.setitem(sys.modules, "cudf", None)  # undone: the stand-in leaves no trace
     monkeypatch.delitem(sys.modules, "cudf")
     monkeypatch.setattr(
-        backends, "cuda_unavailable_reason", lambda device: order.append("GPU check")
+        libraries, "cuda_unavailable_reason", lambda device: order.append("GPU check")
     )
-    reason = backends.DATASCI_BACKENDS["cudf"].unavailable_reason(parse_device("cuda1"))
+    reason = DATASCI_BACKENDS["cudf"].unavailable_reason(parse_device("cuda1"))
     assert reason is None
     assert order == ["GPU check", "import cudf"]
 
 
 def test_a_rapids_library_that_is_not_installed_says_which_extra_installs_it():
-    reason = backends.DATASCI_BACKENDS["cugraph"].unavailable_reason(parse_device("cuda1"))
+    reason = DATASCI_BACKENDS["cugraph"].unavailable_reason(parse_device("cuda1"))
     assert reason == (
         "cuGraph is not installed (optional extra rapids-cuda13 or rapids-cuda12, as the CUDA "
         "stack; see docs/workloads.md, RAPIDS): No module named 'cugraph'"

@@ -16,17 +16,18 @@ import pytest
 import torch
 
 from accelbench import config as workflow_config
+from accelbench.backends import Backend, catalogue
+from accelbench.backends.cupy_stand_in import NUMPY_AS_DEVICE
 from accelbench.families import roof as roof_family
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
-from accelbench.kernels import NUMPY_AS_DEVICE, Prepared, fft, kernels, mandelbrot, saxpy, stencil
+from accelbench.kernels import Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels import measure as measure_kernel_module
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
 from accelbench.measuring.outcome import Outcome, is_out_of_memory
-from accelbench.platform.backends import BACKENDS
 from accelbench.records import record as results
 from accelbench.records.record import load_record, make_record, write_record
 from accelbench.roofs import measure as roofs
@@ -35,7 +36,7 @@ from accelbench.roofs import stream
 HAS_GPU = torch.cuda.is_available()
 SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 5, "config_hash": "test"}
 TRAIN_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
-CPU_BACKENDS = [name for name, backend in BACKENDS.items() if "cpu" in backend.device_kinds]
+CPU_BACKENDS = [name for name, backend in catalogue().items() if "cpu" in backend.device_kinds]
 GPU_ONLY_BACKENDS = ["cupy", "numba-cuda"]
 SIZE = 32
 TIMED_METRICS = ("time", "gflops", "bandwidth")
@@ -120,7 +121,7 @@ def test_cpu_kernel_record(backend, dtype, tmp_path):
     assert_provenance(record, SETTINGS)
     assert record["measured_by"] == {
         "implementation": f"accelbench.kernels.matmul:{backend}",
-        "timer": timers.TIMERS[BACKENDS[backend].timer],
+        "timer": catalogue()[backend].timer.description,
     }
     raw = record["raw"]["time"]
     assert raw["unit"] == "s" and len(raw["runs"]) == 1
@@ -611,7 +612,7 @@ def test_cpu_roof_record(dtype, tmp_path):
     implementation = record["measured_by"]["implementation"]
     assert implementation.startswith("peak_gflops=accelbench.kernels.matmul:")
     assert "; memory_bandwidth=accelbench.roofs.stream:" in implementation
-    assert record["measured_by"]["timer"] == timers.TIMERS["torch"]
+    assert record["measured_by"]["timer"] == timers.TORCH.description
     # GEMM: the libraries over n and n/2.
     assert set(roofs["peak_gflops"]["candidates"]) == {
         f"matmul/{backend}/n{n}" for backend in ("numpy", "torch") for n in (24, 48)
@@ -677,9 +678,9 @@ def test_a_roof_frees_each_candidates_buffers_before_it_prepares_the_next(monkey
             monkeypatch.setitem(spec.implementations, backend, tracked(prepare))
 
     def release(backend, device):
-        released.append((backend, alive[0]))
+        released.append((backend.name, alive[0]))
 
-    monkeypatch.setattr(roofs, "release_cached_memory", release)
+    monkeypatch.setattr(Backend, "free_cached_memory", release)
     record = run_record(RoofExperiment("cpu1", "float32"), tmp_path, ROOF_SETTINGS)
     assert record["status"] == "ok", record["reason"]
     candidates = sum(len(found["candidates"]) for found in record["check"]["roofs"].values())

@@ -17,13 +17,14 @@ from accelbench import cli, grid
 from accelbench import config as workflow_config
 from accelbench.analysis import tables
 from accelbench.analysis.tables import markdown_escape
+from accelbench.backends import catalogue as backend_catalogue
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.datasci import workloads
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.roof import RoofExperiment
 from accelbench.families.train import TrainExperiment
 from accelbench.kernels import kernels
 from accelbench.measuring.statistics import summarize, value
-from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.records.record import make_record, write_record
 from accelbench.studies.gpu_acceptance import acceptance, redraw
 from accelbench.studies.gpu_acceptance import check as gpu_check
@@ -694,7 +695,9 @@ def test_the_rapids_grid_adds_every_workload_on_the_gpu_and_the_host_cpu():
 def test_the_gpu_grids_backends_are_the_cuda_stack_and_host_backends_only():
     config = workflow_config.load([REPO_ROOT / "config" / "gpu.yaml"])
     on_gpu = [
-        name for name in config["kernels"]["backends"] if "cuda" in BACKENDS[name].device_kinds
+        name
+        for name in config["kernels"]["backends"]
+        if "cuda" in backend_catalogue()[name].device_kinds
     ]
     assert set(on_gpu) == set(CUDA_STACK)
 

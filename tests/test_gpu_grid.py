@@ -17,9 +17,10 @@ import pytest
 
 from accelbench import config as workflow_config
 from accelbench import grid
+from accelbench.backends.cupy_stand_in import numpy_playing_cupy
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
-from accelbench.kernels import NUMPY_AS_DEVICE, host_dtype, kernels
+from accelbench.kernels import host_dtype, kernels
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record
 from accelbench.train.models import models
@@ -59,11 +60,8 @@ def test_every_gpu_kernel_cell_of_the_grid_computes_right_on_its_stand_in(
     device = parse_device("cuda1")
     if backend == "torch":  # the same code on the CPU device
         device = parse_device("cpu1")
-    else:
-        for name, module in list(sys.modules.items()):
-            if name.startswith(kernels.__module__) and hasattr(module, "cupy_module"):
-                monkeypatch.setattr(module, "cupy_module", lambda: NUMPY_AS_DEVICE)
-    error = _run_and_check(spec, spec.implementations[backend], dtype, device)
+    with numpy_playing_cupy():
+        error = _run_and_check(spec, spec.implementations[backend], dtype, device)
     assert error <= spec.tolerance(STAND_IN_SIZE, host_dtype(dtype)), (kernel, backend, dtype)
 
 

@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench.backends import catalogue as backend_catalogue
+from accelbench.backends import cupy_stand_in
+from accelbench.backends.cupy_stand_in import NUMPY_AS_DEVICE
 from accelbench.kernels import (
     HALF_DTYPES,
-    NUMPY_AS_DEVICE,
     Prepared,
     host_dtype,
     kernels,
@@ -31,7 +33,6 @@ from accelbench.kernels import (
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
 from accelbench.kernels.measure import check_against_reference, implementation_name
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import parse_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ def implementations_for(kind: str) -> list[tuple[str, str]]:
         (name, backend)
         for name, spec in kernels().items()
         for backend in spec.implementations
-        if kind in BACKENDS[backend].device_kinds and kind in spec.device_kinds
+        if kind in backend_catalogue()[backend].device_kinds and kind in spec.device_kinds
     ]
 
 
@@ -95,7 +96,7 @@ def check_poisoned_run(
 @pytest.mark.parametrize(("kernel", "backend", "dtype"), CPU_CASES)
 def test_cpu_implementation_matches_reference(kernel, backend, dtype, size):
     spec, dtype = kernels()[kernel], host_dtype(dtype)
-    assert BACKENDS[backend].unavailable_reason(CPU1) is None
+    assert backend_catalogue()[backend].unavailable_reason(CPU1) is None
     inputs = fresh_inputs(spec, size, dtype)
     reference = spec.reference(*inputs)
     assert reference.dtype in (np.float64, np.complex128)
@@ -268,12 +269,11 @@ CUDA1 = parse_device("cuda1")
 
 
 @pytest.fixture
-def numpy_playing_cupy(monkeypatch):
-    """NumPy standing in for CuPy wherever a kernel module reaches for CuPy
-    (`cupy_module`), so the registered CuPy implementations run here as they are."""
-    for name, module in list(sys.modules.items()):
-        if name.startswith(kernels.__module__) and hasattr(module, "cupy_module"):
-            monkeypatch.setattr(module, "cupy_module", lambda: NUMPY_AS_DEVICE)
+def numpy_playing_cupy():
+    """NumPy standing in for CuPy as the CuPy backend's array module, so the registered CuPy
+    implementations run here as they are."""
+    with cupy_stand_in.numpy_playing_cupy():
+        yield
 
 
 @pytest.mark.parametrize("size", (1, 7, 33))
@@ -461,14 +461,14 @@ SIMULATOR_SCRIPT = textwrap.dedent(
     import numpy as np
     from numba import config
     from accelbench.measuring import timers
-    from accelbench.platform.backends import BACKENDS
+    from accelbench.backends import named
     from accelbench.platform.devices import parse_device
     from accelbench.kernels import kernels
 
     device = parse_device("cuda1")
     report = {
         "simulator": bool(config.ENABLE_CUDASIM),
-        "reason": BACKENDS["numba-cuda"].unavailable_reason(device),
+        "reason": named("numba-cuda").unavailable_reason(device),
         "cases": [],
     }
     # Tiny and odd: the simulator runs every CUDA thread as a Python thread.
@@ -680,7 +680,7 @@ def test_cuda_event_samples_under_simulator(simulator_report):
 def test_numba_cuda_unavailable_without_gpu_or_simulator():
     if HAS_GPU:
         pytest.skip("a CUDA GPU is present; the no-GPU reason does not apply")
-    reason = BACKENDS["numba-cuda"].unavailable_reason(parse_device("cuda1"))
+    reason = backend_catalogue()["numba-cuda"].unavailable_reason(parse_device("cuda1"))
     assert reason and "CUDA" in reason
 
 
@@ -690,7 +690,7 @@ def test_numba_cuda_unavailable_without_gpu_or_simulator():
 @pytest.mark.parametrize(("kernel", "backend", "dtype"), GPU_CASES)
 def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
     device = parse_device("cuda1")
-    assert BACKENDS[backend].unavailable_reason(device) is None
+    assert backend_catalogue()[backend].unavailable_reason(device) is None
     spec, dtype = kernels()[kernel], host_dtype(dtype)
     inputs = fresh_inputs(spec, size, dtype, salt=7)
     reference = spec.reference(*inputs)

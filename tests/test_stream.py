@@ -11,7 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from accelbench.kernels import NUMPY_AS_DEVICE, array_prepared, host_dtype, relative_error
+from accelbench.backends.cupy_stand_in import NUMPY_AS_DEVICE
+from accelbench.kernels import array_prepared, host_dtype, relative_error
 from accelbench.kernels.measure import check_kernel
 from accelbench.platform.devices import parse_device
 from accelbench.roofs import stream

@@ -5,8 +5,9 @@ so no check here names a member: each takes one unit and lists what it breaks, a
 Problem naming the unit's file and the field of its spec at fault. `check` runs them on
 the units asked for (`accelbench check`; the tests run them over the built-ins), then one
 verified run of each backend the unit declares that can run here: on the CPU as it is,
-CuPy's code with NumPy standing in (kernels.numpy_playing_cupy), Numba-CUDA's under
-the CUDA simulator in a process of its own (NUMBA_ENABLE_CUDASIM is read at import).
+as each backend says (Backend.check_runs): CuPy's code with NumPy standing in
+(accelbench.backends.cupy_stand_in), Numba-CUDA's under the CUDA simulator in a process of
+its own (NUMBA_ENABLE_CUDASIM is read at import).
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from accelbench import grid, registry
+from accelbench.backends import catalogue as backend_catalogue
+from accelbench.backends import named as backend_named
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.families import datasci as datasci_family
 from accelbench.families import kernel as kernel_family
 from accelbench.families import train as train_family
-from accelbench.measuring.timers import TIMERS
-from accelbench.platform.backends import BACKENDS, DATASCI_BACKENDS
 from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.train.datasets import DATASETS
 from accelbench.train.models import (
@@ -93,7 +95,8 @@ class Checked:
 
 
 def backend_problems(backend) -> list[str]:
-    """A backend runs on device kinds a device string can name, timed by a known timer."""
+    """A backend runs on device kinds a device string can name (its timer, a Timer, it
+    names as it is made: Backend refuses any other)."""
     problems = []
     if "/" in backend.name:
         problems.append(f"backend {backend.name!r}: a result path holds it as one part")
@@ -102,8 +105,6 @@ def backend_problems(backend) -> list[str]:
             parse_device(f"{kind}1")
         except DeviceError as err:
             problems.append(f"backend {backend.name!r}: device kind {kind!r}: {err}")
-    if backend.timer not in TIMERS:
-        problems.append(f"backend {backend.name!r}: timer {backend.timer!r} is not in TIMERS")
     return problems
 
 
@@ -136,34 +137,35 @@ def first_cell(implementations, backends, kinds) -> tuple[str, str] | None:
 
 def kernel_problems(spec) -> Found:
     """What a kernel breaks of what the grid and the measurement assume."""
-    implemented = [backend for backend in spec.implementations if backend in BACKENDS]
+    known = backend_catalogue()
+    implemented = [backend for backend in spec.implementations if backend in known]
     found = [
-        (f"implementations.{backend}", f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        (f"implementations.{backend}", f"backend {backend!r} is not one of {', '.join(known)}")
         for backend in spec.implementations
-        if backend not in BACKENDS
+        if backend not in known
     ]
     for backend in implemented:
-        if not set(BACKENDS[backend].device_kinds) & set(spec.device_kinds):
+        if not set(known[backend].device_kinds) & set(spec.device_kinds):
             found.append(
                 (
                     "device_kinds",
-                    f"{backend} runs on {BACKENDS[backend].device_kinds}, "
+                    f"{backend} runs on {known[backend].device_kinds}, "
                     f"the kernel on {spec.device_kinds} only: the grid never runs it",
                 )
             )
         if unknown := set(spec.dtypes(backend)) - set(kernel_family.DTYPES):
             found.append(("half_dtypes", f"{backend} computes in {sorted(unknown)}, no grid dtype"))
-        if BACKENDS[backend].naive and spec.naive_size_limit <= 0:
+        if known[backend].naive and spec.naive_size_limit <= 0:
             found.append(("naive_size_limit", f"naive {backend} has no positive limit"))
     for kind in spec.device_kinds:
-        if not any(kind in BACKENDS[backend].device_kinds for backend in implemented):
+        if not any(kind in known[backend].device_kinds for backend in implemented):
             found.append(("device_kinds", f"declares {kind} devices, no implementation runs there"))
     found += [
         ("half_dtypes", f"16-bit dtypes for {backend}, which it has no implementation on")
         for backend in spec.half_dtypes
         if backend not in spec.implementations
     ]
-    if cell := first_cell(implemented, BACKENDS, spec.device_kinds):
+    if cell := first_cell(implemented, known, spec.device_kinds):
         exp = kernel_family.KernelExperiment(spec.name, cell[0], cell[1], "float64", SMALL)
         found += path_problems(exp, kernel_family.parse)
     return found
@@ -395,28 +397,22 @@ def _simulated(kind: str, unit: registry.Unit, backend: str) -> Found:
 
 
 def run_kernel(checked: Checked) -> None:
-    """One verified run of each backend the kernel declares that can run here."""
-    import torch
-
-    from accelbench.kernels import numpy_playing_cupy
-
-    cpu, gpu = parse_device("cpu1"), parse_device("cuda1")
-    for backend in (name for name in BACKENDS if name in checked.unit.spec.implementations):
-        if backend == "numba-cuda":
-            checked.add(_simulated("kernels", checked.unit, backend))
-            checked.ran.append(f"{backend} (CUDA simulator)")
-        elif backend == "cupy":
-            with numpy_playing_cupy():
-                checked.add(_kernel_backend_run(checked.unit, backend, gpu))
-            checked.ran.append(f"{backend} (NumPy standing in for CuPy)")
-        else:
-            checked.add(_kernel_backend_run(checked.unit, backend, cpu))
-            checked.ran.append(f"{backend} (CPU)" if backend == "torch" else backend)
-            if backend == "torch" and torch.cuda.is_available():
-                checked.add(_kernel_backend_run(checked.unit, backend, gpu))
-                checked.ran.append(f"{backend} (GPU)")
-            elif backend == "torch":
-                checked.not_run.append(f"{backend} on a GPU: no CUDA device here")
+    """One verified run of each backend the kernel declares that can run here, as each
+    backend's check_runs say."""
+    implemented = checked.unit.spec.implementations
+    for name, backend in backend_catalogue().items():
+        if name not in implemented:
+            continue
+        for run in backend.verified_runs():
+            if missing := run.missing():
+                checked.not_run.append(missing)
+            elif run.simulated:
+                checked.add(_simulated("kernels", checked.unit, name))
+                checked.ran.append(run.label)
+            else:
+                with run.stand_in():
+                    checked.add(_kernel_backend_run(checked.unit, name, parse_device(run.device)))
+                checked.ran.append(run.label)
 
 
 def run_workload(checked: Checked) -> None:
@@ -515,7 +511,7 @@ def main(argv: Sequence[str]) -> int:
     kind, name, backend, *folders = argv
     registry.use_plugins(folders)
     unit = registry.units(kind)[name]
-    device = parse_device("cuda1" if "cuda" in BACKENDS[backend].device_kinds else "cpu1")
+    device = parse_device("cuda1" if "cuda" in backend_named(backend).device_kinds else "cpu1")
     print(json.dumps(_kernel_backend_run(unit, backend, device)))
     return 0
 

@@ -117,9 +117,11 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     reference=reference,
     tolerance=tolerance,
-    # One `prepare` per backend it has: NumPy and CuPy from one code, and PyTorch. The
-    # grid excludes the backends it lacks, saying why; add "numba", "numba-parallel",
-    # "numba-cuda" or "python" the same way (see accelbench/kernels/saxpy.py).
+    # Each backend it has, by name, and its `prepare`: the array-module code on every
+    # backend with an array module (NumPy, CuPy), and PyTorch. The grid excludes the
+    # backends it lacks, saying why; add "numba" and "numba-parallel"
+    # (numba_implementations), "numba-cuda" or "python" the same way (see
+    # accelbench/kernels/saxpy.py).
     implementations={{**array_implementations(prepare_array_module), "torch": prepare_torch}},
     # The 16-bit dtypes each backend computes it in (float64 and float32 always).
     half_dtypes={{"torch": ("float16", "bfloat16")}},

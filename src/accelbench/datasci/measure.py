@@ -14,6 +14,7 @@ from typing import Any
 import joblib
 import numpy as np
 
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
 from accelbench.kernels.measure import (
     add_transfers,
@@ -23,9 +24,8 @@ from accelbench.kernels.measure import (
     time_function,
     time_transfers,
 )
-from accelbench.measuring import statistics, timers
+from accelbench.measuring import statistics
 from accelbench.measuring.outcome import Outcome
-from accelbench.platform.backends import DATASCI_BACKENDS
 from accelbench.platform.devices import cpu_threads
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
         return Outcome("unavailable", reason)
     measured_by = {
         "implementation": f"{spec.implementations[exp.backend].__module__}:{exp.backend}",
-        "timer": timers.TIMERS[backend.timer],
+        "timer": backend.timer.description,
     }
     # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
     with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
@@ -70,7 +70,7 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
             timing_run = time_function(prepared.run, backend.timer, threads, settings, exp.id)
             samples = timing_run.samples
             transfers = time_transfers(prepared, backend.timer, threads, settings, exp.id)
-            used = energy_window(prepared, backend.timer, device, settings, samples)
+            used = energy_window(prepared, backend, device, settings, samples)
             check = recheck()  # the timed code must still be right
     if not check["passed"]:
         reason = ("after timing: " if timed else "") + mismatch(check)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench import registry
+from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -23,7 +24,6 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
-from accelbench.platform.backends import DATASCI_BACKENDS
 
 PATTERN = RESULTS_DIR + "/datasci/{workload}/{device}/{backend}/n{size}.json"
 

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench import registry
+from accelbench import backends, registry
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -23,7 +23,6 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
-from accelbench.platform.backends import BACKENDS
 
 PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -50,7 +49,7 @@ def kernel_specs() -> dict[str, Any]:
 
 def exclusion(exp: KernelExperiment) -> str | None:
     """Why this kernel experiment makes no sense, or None if it does."""
-    kinds = BACKENDS[exp.backend].device_kinds
+    kinds = backends.named(exp.backend).device_kinds
     if reason := one_device_exclusion(exp, exp.backend, kinds, "kernels"):
         return reason
     spec = kernel_specs()[exp.kernel]
@@ -75,7 +74,7 @@ def parse(wildcards: Wildcards, config: Config | None = None) -> KernelExperimen
     exp = KernelExperiment(
         kernel=choice("kernel", wildcards["kernel"], kernel_specs()),
         device=device_name(wildcards["device"]),
-        backend=choice("backend", wildcards["backend"], BACKENDS),
+        backend=choice("backend", wildcards["backend"], backends.catalogue()),
         dtype=choice("dtype", wildcards["dtype"], DTYPES),
         size=positive_int("size", wildcards["size"]),
     )
@@ -104,12 +103,14 @@ def validate(config: Config) -> None:
     for kernel, axes in section.get("overrides", {}).items():
         named_choice("kernels.overrides", kernel, "kernel", kernel_specs())
         for backend in axes.get("backends", []):
-            named_choice(f"kernels.overrides.{kernel}.backends", backend, "backend", BACKENDS)
+            named_choice(
+                f"kernels.overrides.{kernel}.backends", backend, "backend", backends.catalogue()
+            )
         check_devices(f"kernels.overrides.{kernel}.devices", axes.get("devices", []))
     for kernel in section.get("naive_size_limit", {}):
         named_choice("kernels.naive_size_limit", kernel, "kernel", kernel_specs())
     for backend in section["backends"]:
-        named_choice("kernels.backends", backend, "backend", BACKENDS)
+        named_choice("kernels.backends", backend, "backend", backends.catalogue())
     check_devices("kernels.devices", section["devices"])
 
 

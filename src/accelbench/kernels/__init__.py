@@ -2,30 +2,30 @@
 
 A kernel declares what it computes and how to judge it, in the spirit of a
 ReFrame test: its flop and byte counts as functions of size, an input maker,
-a float64 reference, an error measure with its bound, and one `prepare`
-function per backend. `prepare` moves the inputs to the device and returns a
-`Prepared` whose `run` computes into a device-resident output buffer;
-transfers stay outside `run` and are timed on their own (`upload`, `download`).
+a float64 reference, an error measure with its bound, and the backends it implements:
+a mapping from each backend's name (accelbench.backends) to its `prepare` function;
+the grid excludes the other backends, saying why. `prepare` moves the inputs to the
+device and returns a `Prepared` whose `run` computes into a device-resident output
+buffer; transfers stay outside `run` and are timed on their own (`upload`, `download`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from accelbench import registry
+from accelbench.backends import BASE_DTYPES, Backend, builtin_half_dtypes, catalogue
+from accelbench.backends.arrays import ArrayModule
 from accelbench.measuring import placement
 from accelbench.platform.devices import Device
 
-# Every kernel supports these; 16-bit types only where a backend computes in them.
-BASE_DTYPES = ("float64", "float32")
+# 16-bit types: a kernel computes in them only where its backend does (KernelSpec.half_dtypes).
 HALF_DTYPES = ("float16", "bfloat16")
 
 
@@ -111,11 +111,7 @@ class KernelSpec:
 
 
 # The 16-bit types the array libraries compute elementwise kernels in.
-ELEMENTWISE_HALF_DTYPES = {
-    "numpy": ("float16",),
-    "torch": ("float16", "bfloat16"),
-    "cupy": ("float16",),
-}
+ELEMENTWISE_HALF_DTYPES = builtin_half_dtypes()
 
 
 def bind_numba(namespace: dict[str, Any]) -> None:
@@ -167,162 +163,35 @@ def kernels() -> dict[str, KernelSpec]:
     return registry.specs("kernels")
 
 
-@dataclass(frozen=True)
-class ArrayModule:
-    """How array code reaches its device: NumPy on the host, CuPy on a GPU.
-
-    `upload(device_array, host_array)` and `download(host_array, device_array)`
-    copy into existing buffers; they are None where device and host are one memory.
-    `pinned_empty(shape, dtype)` allocates page-locked host memory; `empty(shape, dtype)`
-    allocates on the device (None: the module's own `xp.empty`).
-    """
-
-    xp: Any
-    to_device: Callable[[np.ndarray], Any]
-    to_host: Callable[[Any], np.ndarray]
-    upload: Callable[[Any, np.ndarray], object] | None = None
-    download: Callable[[np.ndarray, Any], object] | None = None
-    pinned_empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
-    empty: Callable[[tuple[int, ...], np.dtype], Any] | None = None
-
-    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        return (self.empty or self.xp.empty)(shape, dtype=dtype)
-
-
-def cupy_set(device: np.ndarray, host: Any) -> None:
-    """`device.set(host)` by CuPy's rules (cupy/_core/core.pyx, `ndarray.set`): a NumPy
-    array of the device array's dtype and shape exactly, into a contiguous device array.
-    np.copyto would broadcast and cast where CuPy raises; these raise what CuPy raises."""
-    if not isinstance(host, np.ndarray):
-        raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
-    if device.dtype != host.dtype:
-        raise TypeError(f"{host.dtype} array cannot be set to {device.dtype} array")
-    if device.shape != host.shape:
-        raise ValueError(f"Shape mismatch. Old shape: {device.shape}, new shape: {host.shape}")
-    if not (device.flags.c_contiguous or device.flags.f_contiguous):
-        raise RuntimeError("Cannot set to non-contiguous array")
-    np.copyto(device, host)
-
-
-def cupy_get(host: Any, device: np.ndarray) -> np.ndarray:
-    """`device.get(out=host)` by CuPy's rules (`ndarray.get`): `out` a NumPy array of the
-    device array's dtype and shape exactly, C- or Fortran-contiguous; returns `out`."""
-    if not isinstance(host, np.ndarray):
-        raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
-    if device.dtype != host.dtype:
-        raise TypeError(f"{host.dtype} array cannot be obtained from {device.dtype} array")
-    if device.shape != host.shape:
-        raise ValueError(
-            f"Shape mismatch. Expected shape: {device.shape}, actual shape: {host.shape}"
-        )
-    if not (host.flags.c_contiguous or host.flags.f_contiguous):
-        raise RuntimeError("`out` cannot be specified when copying to non-contiguous ndarray")
-    np.copyto(host, device)
-    return host
-
-
-# On the host, each run places its arrays afresh (accelbench.measuring.placement).
-NUMPY = ArrayModule(np, placement.copy, np.array, empty=placement.empty)
-# NumPy playing CuPy, so the transfer path of GPU array code runs in tests: its copies
-# in and out refuse what CuPy's refuse.
-NUMPY_AS_DEVICE = ArrayModule(np, np.array, np.array, cupy_set, cupy_get)
-
-
-# The array module CuPy's code path gets while numpy_playing_cupy holds: `accelbench check`
-# runs a kernel's CuPy code without CuPy.
-_cupy_stand_in: ArrayModule | None = None
-
-
-@contextlib.contextmanager
-def numpy_playing_cupy() -> Iterator[None]:
-    """Within the block, CuPy's code path runs on NUMPY_AS_DEVICE (cupy_module)."""
-    global _cupy_stand_in
-    _cupy_stand_in = NUMPY_AS_DEVICE
-    try:
-        yield
-    finally:
-        _cupy_stand_in = None
-
-
-def cupy_module() -> ArrayModule:
-    if _cupy_stand_in is not None:
-        return _cupy_stand_in
-    import cupy
-    import cupyx
-
-    return ArrayModule(
-        cupy,
-        cupy.asarray,
-        cupy.asnumpy,
-        lambda device, host: device.set(host),
-        lambda host, device: device.get(out=host),
-        cupyx.empty_pinned,
-    )
-
-
-Prepare = Callable[[Any, Device], Prepared]  # (inputs, device) -> Prepared
-
-
 def array_implementations(
     array_module: Callable[[ArrayModule, Any], Prepared],
 ) -> dict[str, Prepare]:
-    """The NumPy and CuPy backends of array code written once against the module it is
-    given (`array_module(NUMPY or CuPy, inputs)`); each carries the code's module, which a
-    record names as the code that measured it."""
+    """Array code written once against the module it is given (`array_module(xp, inputs)`),
+    on every backend with an array module (NumPy's, CuPy's, an installed backend's); each
+    carries the code's module, which a record names as the code that measured it."""
 
-    def on_numpy(inputs, device: Device) -> Prepared:
-        return array_module(NUMPY, inputs)
+    def on(backend: Backend) -> Prepare:
+        def prepare(inputs, device: Device) -> Prepared:
+            return array_module(backend.arrays(), inputs)
 
-    def on_cupy(inputs, device: Device) -> Prepared:
-        return array_module(cupy_module(), inputs)
+        prepare.__module__ = array_module.__module__
+        return prepare
 
-    on_numpy.__module__ = on_cupy.__module__ = array_module.__module__
-    return {"numpy": on_numpy, "cupy": on_cupy}
+    return {name: on(each) for name, each in catalogue().items() if each.array_module}
 
 
-def backend_implementations(
-    *,
-    python: Prepare,
-    array_module: Callable[[ArrayModule, Any], Prepared],
-    numba: Callable[[Any, bool], Prepared],
-    torch: Prepare,
-    numba_cuda: Prepare,
-    numpy: Prepare | None = None,
-) -> dict[str, Prepare]:
-    """A kernel's seven backends from the code it writes once.
-
-    NumPy and CuPy share the array-module code (array_implementations, unless `numpy`
-    gives NumPy its own); serial and parallel Numba share one loop (`numba(inputs,
-    parallel)`). Each wrapper carries the kernel's module, which a record names as the
-    code that measured it.
-    """
-    arrays = array_implementations(array_module)
+def numba_implementations(numba_loop: Callable[[Any, bool], Prepared]) -> dict[str, Prepare]:
+    """Numba's serial and parallel backends of one loop (`numba_loop(inputs, parallel)`),
+    each carrying the loop's module."""
 
     def numba_serial(inputs, device: Device) -> Prepared:
-        return numba(inputs, False)
+        return numba_loop(inputs, False)
 
     def numba_parallel(inputs, device: Device) -> Prepared:
-        return numba(inputs, True)
+        return numba_loop(inputs, True)
 
-    numba_serial.__module__ = numba_parallel.__module__ = numba.__module__
-    return {
-        "python": python,
-        "numpy": numpy or arrays["numpy"],
-        "numba": numba_serial,
-        "numba-parallel": numba_parallel,
-        "torch": torch,
-        "cupy": arrays["cupy"],
-        "numba-cuda": numba_cuda,
-    }
-
-
-def module_implementations(module_name: str) -> dict[str, Prepare]:
-    """backend_implementations of a kernel module that names its code `prepare_python`,
-    `prepare_array_module`, `prepare_numba`, `prepare_torch` and `prepare_numba_cuda`
-    (called from the module itself, `module_implementations(__name__)`)."""
-    module = sys.modules[module_name]
-    parts = ("python", "array_module", "numba", "torch", "numba_cuda")
-    return backend_implementations(**{part: getattr(module, f"prepare_{part}") for part in parts})
+    numba_serial.__module__ = numba_parallel.__module__ = numba_loop.__module__
+    return {"numba": numba_serial, "numba-parallel": numba_parallel}
 
 
 def array_prepared(

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accelbench.backends.arrays import NUMPY
 from accelbench.kernels import (
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
+    array_implementations,
     array_prepared,
-    backend_implementations,
     bind_numba,
     bind_numba_cuda,
     grid_2d,
@@ -34,6 +34,7 @@ from accelbench.kernels import (
     host_prepared,
     jit_loop,
     numba_cuda_prepared,
+    numba_implementations,
     python_prepared,
     torch_prepared,
     unit_roundoff,
@@ -411,14 +412,14 @@ def _spec(dims: int) -> KernelSpec:
         make_inputs=make_inputs_of(dims),
         reference=reference,
         tolerance=tolerance_of(dims),
-        implementations=backend_implementations(
-            python=prepare_python_of(dims),
-            array_module=prepare_array_module,
-            numba=prepare_numba_of(dims),
-            torch=prepare_torch,
-            numba_cuda=prepare_numba_cuda_of(dims),
-            numpy=prepare_numpy,
-        ),
+        implementations={
+            "python": prepare_python_of(dims),
+            **array_implementations(prepare_array_module),
+            "numpy": prepare_numpy,
+            **numba_implementations(prepare_numba_of(dims)),
+            "torch": prepare_torch,
+            "numba-cuda": prepare_numba_cuda_of(dims),
+        },
         output_dtype=complex_dtype,
         naive_size_limit=2048 if dims == 1 else 64,
     )

@@ -11,7 +11,6 @@ the same functions.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import time
@@ -22,11 +21,12 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from accelbench import backends
+from accelbench.backends import Backend
 from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
 from accelbench.measuring import energy, placement, statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
 
 log = logging.getLogger(__name__)
@@ -63,24 +63,12 @@ def check_against_reference(
     return check
 
 
-def time_function(fn, timer: str, threads: int, settings: dict, label: str) -> timers.Timed:
+def time_function(
+    fn, timer: timers.Timer, threads: int, settings: dict, label: str
+) -> timers.Timed:
     """Per-run samples (s) of `fn` from the timer the backend uses, after its warm-up (at
     most `warmup_s` seconds: timers.warm_up; settings without it, one block)."""
-    warmup_s = settings.get("warmup_s", 0.0)
-    if timer == "cupy":
-        return timers.cupy_samples(fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s)
-    if timer == "cuda-events":
-        return timers.cuda_event_samples(
-            fn, min_run_time=settings["min_run_time"], warmup_s=warmup_s
-        )
-    return timers.torch_timer_samples(
-        fn,
-        num_threads=threads,
-        min_run_time=settings["min_run_time"],
-        samples=settings["samples"],
-        label=label,
-        warmup_s=warmup_s,
-    )
+    return timer.samples(fn, threads, settings, label)
 
 
 def implementation_name(spec: KernelSpec, backend: str) -> str:
@@ -143,7 +131,7 @@ def prepare_kernel(exp, settings: dict[str, Any]) -> None:
     before its runs fork: a count that depends on the data (Mandelbrot's escape steps, a
     float64 run over the grid) is cached by its spec, and each run inherits it instead of
     computing it again (1 to 3 s a run)."""
-    spec, backend = kernels()[exp.kernel], BACKENDS[exp.backend]
+    spec, backend = kernels()[exp.kernel], backends.named(exp.backend)
     if backend.unavailable_reason(exp.parsed_device, exp.dtype):
         return
     if backend.naive and exp.size > naive_size_limit(spec, settings):
@@ -192,8 +180,8 @@ def too_slow(
     took = checked.first_call
     if not limit or took <= limit:
         return None
-    if BACKENDS[backend].compiles:
-        sync = timers.synchronizer(BACKENDS[backend].timer, device.is_gpu)
+    if backends.named(backend).compiles:
+        sync = backends.named(backend).synchronizer(device.is_gpu)
         started = time.perf_counter()
         checked.prepared.run()
         sync()
@@ -217,7 +205,7 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
     (`transfer_time`) and doing both around the kernel (`end_to_end_time`).
     After the timing, the kernel runs again in an energy window (accelbench.measuring.energy).
     """
-    spec, backend, device = kernels()[exp.kernel], BACKENDS[exp.backend], exp.parsed_device
+    spec, backend, device = kernels()[exp.kernel], backends.named(exp.backend), exp.parsed_device
     reason = backend.unavailable_reason(device, exp.dtype)
     if reason:
         return Outcome("unavailable", reason)
@@ -226,12 +214,12 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
     dtype = host_dtype(exp.dtype)
     measured_by = {
         "implementation": implementation_name(spec, exp.backend),
-        "timer": timers.TIMERS[backend.timer],
+        "timer": backend.timer.description,
     }
     phases = Phases()
     with cpu_threads(device) as threads:
         if device.is_gpu:
-            timers.synchronizer(backend.timer, True)()  # the run's CUDA context, made now
+            backend.synchronizer(True)()  # the run's CUDA context, made now
             phases.lap("context")
         checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
         phases.lap("check")
@@ -246,7 +234,7 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
         phases.lap("timing")
         transfers = time_transfers(prepared, backend.timer, threads, settings, exp.id)
         phases.lap("transfers")
-        used = energy_window(prepared, backend.timer, device, settings, samples)
+        used = energy_window(prepared, backend, device, settings, samples)
         phases.lap("energy")
         check = checked.recheck()  # the timed code must still be right
         phases.lap("recheck")
@@ -282,12 +270,16 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
 
 
 def energy_window(
-    prepared: Prepared, timer: str, device: Device, settings: dict[str, Any], samples: list[float]
+    prepared: Prepared,
+    backend: Backend,
+    device: Device,
+    settings: dict[str, Any],
+    samples: list[float],
 ) -> dict[str, Any]:
     """The energy section of one call: after the timing, the call repeated in a window
     (accelbench.measuring.energy) as long as the settings ask."""
     with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
-        sync = timers.synchronizer(timer, device.is_gpu)
+        sync = backend.synchronizer(device.is_gpu)
         probe.window(prepared.run, float(np.median(samples)), sync)
     return probe.section("call")
 
@@ -302,7 +294,9 @@ def add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> di
     return end_to_end
 
 
-def time_transfers(prepared: Prepared, timer: str, threads: int, settings: dict, label: str):
+def time_transfers(
+    prepared: Prepared, timer: timers.Timer, threads: int, settings: dict, label: str
+):
     """(transfer samples, end-to-end samples), or None where inputs live on the host."""
     if prepared.upload is None or prepared.download is None:
         return None
@@ -335,27 +329,18 @@ def mismatch(check: dict[str, Any]) -> str:
 
 def preload() -> None:
     """Import what a kernel's (or a roof's) runs need before the job forks them: the
-    kernels, Numba's CPU target and CuPy where it is installed (importing asks the
-    driver nothing)."""
+    kernels, and each backend's preload (Numba's CPU target, CuPy where it is installed),
+    once each."""
     kernels()
-    numba_compiler()
-    if importlib.util.find_spec("cupy"):
-        import cupy  # noqa: F401  (0.2 s a run)
-        import cupyx.profiler  # noqa: F401
-
-
-def numba_compiler() -> None:
-    """Have Numba load its CPU target (its typing and lowering registries import NumPy's
-    linear algebra and SciPy: half a second at the first compile or cache load of a
-    process) by compiling a trivial function; compiling starts no thread pool."""
-    import numba
-
-    numba.njit(lambda value: value + 1)(1)
+    for preload_backend in dict.fromkeys(
+        each.preload for each in backends.catalogue().values() if each.preload
+    ):
+        preload_backend()
 
 
 def record_params(exp, settings: dict[str, Any]) -> dict[str, Any]:
     """What a kernel's record adds to its parameters: the naive size limit, only for a
     naive backend (where it applies)."""
-    if not BACKENDS[exp.backend].naive:
+    if not backends.named(exp.backend).naive:
         return {}
     return {"naive_size_limit": naive_size_limit(kernels()[exp.kernel], settings)}

@@ -16,19 +16,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accelbench import backends
 from accelbench.kernels import (
     ArrayModule,
     KernelSpec,
     Prepared,
+    array_implementations,
     array_prepared,
-    backend_implementations,
     bind_numba,
     bind_numba_cuda,
-    cupy_module,
     grid_1d,
     host_prepared,
     jit_loop,
     numba_cuda_prepared,
+    numba_implementations,
     python_prepared,
     torch_dtype,
     torch_from_host,
@@ -228,9 +229,10 @@ def _link_implementations(direction: str, pinned: bool) -> dict:
     array_module = prepare_h2d_array_module if direction == "h2d" else prepare_d2h_array_module
     torch_prepare = prepare_h2d_torch if direction == "h2d" else prepare_d2h_torch
     numba_prepare = prepare_h2d_numba_cuda if direction == "h2d" else prepare_d2h_numba_cuda
+    cupy = backends.named("cupy")
     return {
         "torch": lambda inputs, device: torch_prepare(inputs, pinned),
-        "cupy": lambda inputs, device: array_module(cupy_module(), inputs, pinned),
+        "cupy": lambda inputs, device: array_module(cupy.arrays(), inputs, pinned),
         "numba-cuda": lambda inputs, device: numba_prepare(inputs, pinned),
     }
 
@@ -272,13 +274,13 @@ SPECS = (
         "transfer-d2d",
         "copy n elements within device memory (a host memcpy on a CPU)",
         2,
-        backend_implementations(
-            python=prepare_d2d_python,
-            array_module=prepare_d2d_array_module,
-            numba=prepare_d2d_numba,
-            torch=prepare_d2d_torch,
-            numba_cuda=prepare_d2d_numba_cuda,
-        ),
+        {
+            "python": prepare_d2d_python,
+            **array_implementations(prepare_d2d_array_module),
+            **numba_implementations(prepare_d2d_numba),
+            "torch": prepare_d2d_torch,
+            "numba-cuda": prepare_d2d_numba_cuda,
+        },
         {"numpy": ("float16", "bfloat16"), "torch": ("float16", "bfloat16"), "cupy": ("float16",)},
         naive_size_limit=1 << 20,
     ),

@@ -18,12 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# What each backend's timer (backends.Backend.timer) is, as a record names it.
-TIMERS = {
-    "torch": "torch.utils.benchmark.Timer.timeit (one block per sample, threads pinned)",
-    "cupy": "cupyx.profiler.benchmark (CUDA events) around blocks of back-to-back calls",
-    "cuda-events": "CUDA events around blocks of back-to-back Numba CUDA launches",
-}
 # The GPU timers' samples are blocks of back-to-back calls lasting at least this long, as
 # torch's Timer times blocks: an event pair around one call on an idle GPU also times the
 # host preparing the launch (on an H100, a 134 MB copy read 157 us a call so in Numba and
@@ -36,24 +30,6 @@ STEP_TIMER = "time.perf_counter around each training step, device synchronised"
 # call is no more than WARMUP_TOLERANCE below the median of the WARMUP_WINDOW before.
 WARMUP_WINDOW = 3
 WARMUP_TOLERANCE = 0.03
-
-
-def synchronizer(timer: str, on_gpu: bool) -> Callable[[], None]:
-    """What waits for the GPU work a backend's calls queued (nothing on the CPU, where
-    every call returns when it is done)."""
-    if not on_gpu:
-        return lambda: None
-    if timer == "cupy":
-        import cupy
-
-        return cupy.cuda.runtime.deviceSynchronize
-    if timer == "cuda-events":
-        from numba import cuda
-
-        return cuda.synchronize
-    import torch
-
-    return torch.cuda.synchronize
 
 
 @dataclass(frozen=True)
@@ -226,3 +202,47 @@ def cuda_event_samples(
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3 / number)
     return Timed(samples, warmup)
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A library timer as a backend names it: what a record calls it, and how it takes the
+    per-run samples of a call, `samples(fn, threads, settings, label)` (settings: the
+    family's `min_run_time`, `samples` and `warmup_s`)."""
+
+    description: str
+    samples: Callable[[Callable[[], object], int, dict, str], Timed]
+
+
+def _torch_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
+    return torch_timer_samples(
+        fn,
+        num_threads=threads,
+        min_run_time=settings["min_run_time"],
+        samples=settings["samples"],
+        label=label,
+        warmup_s=settings.get("warmup_s", 0.0),
+    )
+
+
+def _cupy_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
+    return cupy_samples(
+        fn, min_run_time=settings["min_run_time"], warmup_s=settings.get("warmup_s", 0.0)
+    )
+
+
+def _cuda_event_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
+    return cuda_event_samples(
+        fn, min_run_time=settings["min_run_time"], warmup_s=settings.get("warmup_s", 0.0)
+    )
+
+
+TORCH = Timer(
+    "torch.utils.benchmark.Timer.timeit (one block per sample, threads pinned)", _torch_timer
+)
+CUPY = Timer(
+    "cupyx.profiler.benchmark (CUDA events) around blocks of back-to-back calls", _cupy_timer
+)
+CUDA_EVENTS = Timer(
+    "CUDA events around blocks of back-to-back Numba CUDA launches", _cuda_event_timer
+)

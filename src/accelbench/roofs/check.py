@@ -19,12 +19,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench import backends
 from accelbench.families.kernel import KernelExperiment
 from accelbench.families.kernel import exclusion as kernel_exclusion
 from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import host_dtype
 from accelbench.kernels.measure import measure_kernel
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, usable_cpus
 from accelbench.roofs.measure import MIB, measure_roof
 
@@ -69,7 +69,7 @@ def _measure(kernel: str, device: str, backend: str, dtype: str, size: int, sett
 def _best(kernel: str, device: str, dtype: str, size: int, metric: str, settings):
     """(backend, median of `metric`) of the fastest compiled CPU backend."""
     found = {}
-    for name, backend in BACKENDS.items():
+    for name, backend in backends.catalogue().items():
         exp = KernelExperiment(kernel, device, name, dtype, size)
         if backend.naive or kernel_exclusion(exp) or backend.unavailable_reason(Device("cpu", 1)):
             continue

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.backends import named as backend_named
 from accelbench.families.roof import GPU_CEILINGS, RoofExperiment
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.kernels.measure import (
@@ -36,7 +37,6 @@ from accelbench.kernels.measure import (
 from accelbench.measuring import statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
-from accelbench.platform.backends import BACKENDS
 from accelbench.platform.devices import Device, cpu_threads
 from accelbench.roofs import stream
 
@@ -77,7 +77,7 @@ def _candidates(kernel, backends, device: Device, dtype_name: str) -> tuple[list
     spec = _spec(kernel)
     usable, reasons = [], []
     for name in backends:
-        backend = BACKENDS[name]
+        backend = backend_named(name)
         if device.kind not in backend.device_kinds or name not in spec.implementations:
             continue
         if dtype_name not in spec.dtypes(name):
@@ -161,29 +161,6 @@ def search_text(borrowed: dict[str, Any]) -> str:
     return f"{', '.join(borrowed)}: the winners of {source} alone in every run; the rest: {own}"
 
 
-def release_cached_memory(backend: str, device: Device) -> None:
-    """Give back to the GPU what a freed candidate left in its library's cache: the next
-    candidate may be another library's, which cannot allocate from that cache (PyTorch's
-    caching allocator, CuPy's pools, Numba's deferred frees), so two candidates' buffers
-    (gigabytes each at a large copy_mib) would be held at once."""
-    if not device.is_gpu:
-        return
-    # Each library imported here only: the one that measured the candidate is loaded.
-    if backend == "torch":
-        import torch
-
-        torch.cuda.empty_cache()
-    elif backend == "cupy":
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
-    elif backend == "numba-cuda":
-        from numba import cuda
-
-        cuda.current_context().memory_manager.deallocations.clear()
-
-
 def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, threads, to_beat):
     """One candidate checked, timed and, if its rate beats `to_beat`, checked again after
     its timing (a roof is the winner's rate): (rate, its timers.Timed, the check after
@@ -200,7 +177,8 @@ def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, thr
         return checked
     if slow := too_slow(checked, backend, device, settings):
         return Outcome("skipped", f"{backend} n={size}: {slow}")
-    timed = time_function(checked.prepared.run, BACKENDS[backend].timer, threads, settings, label)
+    timer = backend_named(backend).timer
+    timed = time_function(checked.prepared.run, timer, threads, settings, label)
     phases.lap("timing")
     amount = spec.flops(size) if counts == "flops" else spec.bytes_moved(size, dtype.itemsize)
     rate = statistics.rate_from_time(statistics.summarize(timed.samples, "s"), amount / 1e9, unit)
@@ -236,7 +214,9 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
             found = _timed_candidate(
                 metric, kernel, name, device, dtype, size, settings, threads, to_beat
             )
-            release_cached_memory(name, device)
+            # The next candidate may be another library's, which cannot allocate from this
+            # one's cache: two candidates' buffers (gigabytes each) would be held at once.
+            backend_named(name).free_cached_memory(device)
             if isinstance(found, Outcome) and found.status == "skipped":
                 reasons.append(found.reason)
                 continue
@@ -251,7 +231,7 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
                     timed.samples,
                     timed.warmup,
                     implementation_name(_spec(kernel), name),
-                    timers.TIMERS[BACKENDS[name].timer],
+                    backend_named(name).timer.description,
                 )
     if best is None:
         return Outcome("unavailable", f"{metric}: no backend can measure it ({'; '.join(reasons)})")

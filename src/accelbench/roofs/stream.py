@@ -29,13 +29,12 @@ import numpy as np
 
 from accelbench.kernels import (
     ELEMENTWISE_HALF_DTYPES,
-    NUMPY,
     ArrayModule,
     KernelSpec,
     Prepared,
+    array_implementations,
     array_prepared,
     bind_numba,
-    cupy_module,
     host_prepared,
     torch_prepared,
     unit_roundoff,
@@ -173,13 +172,7 @@ def _numba_loop(op: str):
 
 
 def _implementations(op: str):
-    def numpy_version(inputs, device: Device) -> Prepared:
-        return _array_prepared(NUMPY, inputs)
-
-    def cupy_version(inputs, device: Device) -> Prepared:
-        return _array_prepared(cupy_module(), inputs)
-
-    def _array_prepared(am: ArrayModule, inputs) -> Prepared:
+    def array_version(am: ArrayModule, inputs) -> Prepared:
         return array_prepared(
             am, inputs, _array_code(op, am.xp), out_shape(op, inputs), out_dtype(op, inputs)
         )
@@ -192,10 +185,9 @@ def _implementations(op: str):
         return host_prepared(inputs, _numba_loop(op), out_shape(op, inputs), out_dtype(op, inputs))
 
     return {
-        "numpy": numpy_version,
+        **array_implementations(array_version),
         "torch": torch_version,
         "numba-parallel": numba_version,
-        "cupy": cupy_version,
     }
 
 
