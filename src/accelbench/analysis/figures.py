@@ -2,7 +2,8 @@
 device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
 scaling efficiency, scaling across nodes, kernel and data science throughput against
 size, energy against time; and the times of the cells of work several machines share
-(`machine_times`, from their joined records). `FIGURES` names the ones the workflow draws.
+(`machine_times`, from their joined records). The ones the workflow draws are declared in
+accelbench.analysis.outputs.
 
 A figure draws what it compares, and only that: a configuration measured on one device
 is not in the figure of devices, a kernel measured at one size has no line over sizes
@@ -27,7 +28,6 @@ single or double column by its content.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -984,27 +984,3 @@ def energy_against_time(
         ]
     legend_with_marks(fig, handles, measured)
     return fig
-
-
-# Every figure the workflow draws, by file name: draw(frame, baseline device, width).
-FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
-    "train_time_per_batch": lambda frame, baseline, width: time_per_batch_by_device(frame, width),
-    "train_speedup": lambda frame, baseline, width: speedup_heatmap(
-        frame, baseline, "train", width
-    ),
-    "train_thread_scaling": lambda frame, baseline, width: cpu_thread_scaling(
-        frame, "train", width
-    ),
-    "train_precision": lambda frame, baseline, width: precision_comparison(frame, width),
-    "train_gpu_scaling": lambda frame, baseline, width: scaling_efficiency(
-        frame, "train", "cuda", width
-    ),
-    "train_node_scaling": lambda frame, baseline, width: node_scaling_efficiency(
-        frame, "train", width
-    ),
-    "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
-    "datasci_throughput": lambda frame, baseline, width: datasci_throughput_by_size(frame, width),
-    "train_energy": lambda frame, baseline, width: energy_against_time(frame, "train", width),
-    "kernel_energy": lambda frame, baseline, width: energy_against_time(frame, "kernel", width),
-    "datasci_energy": lambda frame, baseline, width: energy_against_time(frame, "datasci", width),
-}

@@ -626,7 +626,7 @@ def _answer(frame: pd.DataFrame, references: Sequence[machines.Source]) -> str:
 
 def not_drawn_section(not_drawn: Sequence[str]) -> str:
     """The figures the grid does not fill where their tables are made, each with why
-    (accelbench.analysis.fillable.not_drawn); nothing where every one is drawn."""
+    (accelbench.analysis.outputs.not_drawn); nothing where every one is drawn."""
     if not not_drawn:
         return ""
     return "<h2>Figures not drawn</h2>\n" + _paragraphs(list(not_drawn))

@@ -6,13 +6,11 @@ cells and returns the model's (table of display strings, footnotes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
-from accelbench.analysis.tables.headline import headline_table
 from accelbench.analysis.tables.model import build_table, cell_grid, row_units, shared_unit
 from accelbench.analysis.tables.numbers import readable_unit
 from accelbench.measuring.energy import NVML_PERIOD_S, RAPL_PERIOD_S
@@ -403,21 +401,3 @@ def datasci_time_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         text = "; ".join(f"{device}: {names}" for device, names in libraries.items())
         footnotes = [*footnotes, f"Libraries by device: {text}."]
     return table, footnotes
-
-
-# Every table the workflow writes, by file name: builder(frame, baseline device); the
-# answer first.
-TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]] = {
-    "gpu_vs_cpu": lambda frame, baseline: headline_table(frame),
-    "train_time_per_batch": lambda frame, baseline: comparison_table(frame, "train"),
-    "kernel_time": lambda frame, baseline: comparison_table(frame, "kernel"),
-    "datasci_time": lambda frame, baseline: datasci_time_table(frame),
-    "train_speedup": lambda frame, baseline: speedup_table(frame, "train", baseline),
-    "kernel_speedup": lambda frame, baseline: speedup_table(frame, "kernel", baseline),
-    "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),
-    "train_scaling": lambda frame, baseline: scaling_table(frame, "train"),
-    "train_node_scaling": lambda frame, baseline: node_scaling_table(frame, "train"),
-    "train_energy": lambda frame, baseline: energy_table(frame, "train"),
-    "kernel_energy": lambda frame, baseline: energy_table(frame, "kernel"),
-    "datasci_energy": lambda frame, baseline: energy_table(frame, "datasci"),
-}
