@@ -79,10 +79,11 @@ def test_collect_reports_bad_files_and_keeps_the_rest(record_files):
 def test_collect_columns_dtypes_and_units(frame):
     columns = list(frame.columns)
     assert columns[:4] == ["id", "experiment", "status", "reason"]
+    # The families' grid parameters (FAMILIES' order): those that name rows first.
     assert columns[4:14] == [
         "kernel",
-        "workload",
         "model",
+        "workload",
         "device",
         "backend",
         "dtype",

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
+from accelbench.analysis import crossovers
 from accelbench.analysis.gpu_vs_cpu import is_cpu_baseline
+from accelbench.families import FAMILIES
 from accelbench.grid import Grid
 from accelbench.measuring import energy
 from accelbench.platform.devices import Device, parse_device
@@ -43,6 +46,20 @@ class Counters:
         return cls(frozenset({"cpu", "cuda"}), {})
 
 
+def _work_cell(exp: Any) -> tuple[str, str, str | None, str, str, int]:
+    """(family, kernel or workload, its variant (a kernel's dtype) or None, backend, device,
+    size) of a kernel or data science experiment."""
+    variant = crossovers.variant(exp.family)
+    return (
+        exp.family,
+        getattr(exp, FAMILIES[exp.family].primary),
+        getattr(exp, variant) if variant else None,
+        exp.backend,
+        exp.device,
+        exp.size,
+    )
+
+
 @dataclass(frozen=True)
 class Planned:
     """What a grid plans, as the outputs need it: devices per family, precisions, the device
@@ -64,8 +81,7 @@ class Planned:
     train_kinds: dict[tuple[str, int, str], frozenset[str]]
     # (model, batch, precision, strategy, device) of every training experiment
     train_cells: frozenset[tuple[str, int, str, str, str]] = frozenset()
-    # (family, kernel or workload, dtype or None, backend, device, size) of every kernel and
-    # data science experiment
+    # `_work_cell` of every kernel and data science experiment
     work_cells: frozenset[tuple[str, str, str | None, str, str, int]] = frozenset()
     counters: Counters = Counters(frozenset(), {})
 
@@ -98,11 +114,7 @@ class Planned:
             train_cells=frozenset(
                 (exp.model, exp.batch, exp.precision, exp.strategy, exp.device) for exp in train
             ),
-            work_cells=frozenset(
-                (exp.family, getattr(exp, "kernel", None) or exp.workload)
-                + (getattr(exp, "dtype", None), exp.backend, exp.device, exp.size)
-                for exp in [*kernels, *datasci]
-            ),
+            work_cells=frozenset(_work_cell(exp) for exp in [*kernels, *datasci]),
             counters=counters or Counters(frozenset(), {}),
         )
 
@@ -151,9 +163,9 @@ class Planned:
         """Some kernel (in a dtype) or workload is planned at two sizes on both a CPU and a
         GPU: a curve of the GPU's speedup over the CPU."""
         sizes: dict[tuple, dict[str, set[int]]] = {}
-        for family, name, dtype, _, device, size in self.work_cells:
+        for family, name, variant, _, device, size in self.work_cells:
             kind = parse_device(device).kind
-            sizes.setdefault((family, name, dtype), {}).setdefault(kind, set()).add(size)
+            sizes.setdefault((family, name, variant), {}).setdefault(kind, set()).add(size)
         return any(
             len(kinds.get("cpu", set()) & kinds.get("cuda", set())) > 1 for kinds in sizes.values()
         )
