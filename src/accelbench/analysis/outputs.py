@@ -5,8 +5,8 @@ summary know of an output: its file name, kind (table or figure), report categor
 title, its builder, its caption file and whether a planned grid fills it
 (accelbench.analysis.fillable). The rules declare the files of the outputs the grid
 fills (`to_fill`), their scripts build each by its file name (`TABLES`, `FIGURES`), and
-the summary names the figures not drawn (`not_drawn`). So adding an output is one entry
-in `OUTPUTS` and its caption file.
+the summary names the figures not drawn (`not_drawn`). So adding an output is its
+builder, one entry in `OUTPUTS` and its caption file.
 
 A figure asks more than a table: a table lists every cell, a figure only what it
 compares, so it is drawn only where the grid plans a comparison (two devices for the same
