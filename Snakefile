@@ -111,7 +111,7 @@ rule all:
         rules.tables.output,
         rules.figures.output,
         rules.provenance.output,
-        rules.kernel_crossover.output if fills("kernel_crossover") else [],
+        rules.kernel_crossover.output if plans("kernel_crossover") else [],
         STUDY_TARGETS,
 
 

@@ -11,6 +11,7 @@ from matplotlib.colors import to_rgb
 from accelbench.analysis import (
     figures,
     marks,
+    outputs,
     provenance_summary,
     ratios,
     style,
@@ -78,10 +79,11 @@ def test_collect_reports_bad_files_and_keeps_the_rest(record_files):
 def test_collect_columns_dtypes_and_units(frame):
     columns = list(frame.columns)
     assert columns[:4] == ["id", "experiment", "status", "reason"]
+    # The families' grid parameters (FAMILIES' order): those that name rows first.
     assert columns[4:14] == [
         "kernel",
-        "workload",
         "model",
+        "workload",
         "device",
         "backend",
         "dtype",
@@ -575,7 +577,7 @@ def test_labels_name_other_parameters_only_where_they_tell_records_apart(tmp_pat
 
 def test_every_registered_table_writes_four_formats(frame, gpu_frame, tmp_path):
     empty, _ = tidy.collect([])
-    for name, build in tables.TABLES.items():
+    for name, build in outputs.TABLES.items():
         for index, records in enumerate((frame, gpu_frame, empty)):
             table, footnotes = build(records, "cpu1")
             paths = tables.write_table(table, footnotes, tmp_path / str(index) / name)
@@ -729,7 +731,7 @@ def failures_only(tmp_path):
 
 def test_every_figure_renders_on_records_on_failures_and_on_nothing(gpu_frame, tmp_path):
     empty, _ = tidy.collect([])
-    for name, draw in figures.FIGURES.items():
+    for name, draw in outputs.FIGURES.items():
         for kind, records in (
             ("gpu", gpu_frame),
             ("failures", failures_only(tmp_path)),
@@ -890,7 +892,7 @@ def test_an_invalid_record_keeps_its_cell_marked(tmp_path):
     paths[0].write_text('{"status": "ok"')  # truncated
     frame, problems = tidy.collect(paths)
     frame = tidy.with_invalid_records(frame, problems)
-    table, footnotes = tables.TABLES["train_time_per_batch"](frame, "cpu1")
+    table, footnotes = outputs.TABLES["train_time_per_batch"](frame, "cpu1")
     assert table.loc["resnet18 (ms)", "cpu1"] == "invalid record (a)"
     assert footnotes[0].startswith(f"(a) invalid record: {paths[0]}: not valid JSON")
     csv = tmp_path / "problems.csv"

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from accelbench import config, grid
-from accelbench.analysis import crossovers, figures, tables, tidy
+from accelbench.analysis import crossovers, outputs, tables, tidy
 from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.datasci import (
     Library,
@@ -290,7 +290,7 @@ def frame(tmp_path):
 
 
 def test_the_table_has_a_row_per_workload_and_size_across_devices(frame, tmp_path):
-    table, notes = tables.TABLES["datasci_time"](frame, "cpu1")
+    table, notes = outputs.TABLES["datasci_time"](frame, "cpu1")
     assert list(table.columns) == ["cpu2", "cuda1"]
     # Each row in the unit of its largest time, named beside it: the rows' units differ.
     assert "groupby, n=1000 (µs)" in table.index and "pagerank, n=1M (s)" in table.index
@@ -334,17 +334,17 @@ def test_energy_is_set_beside_time_per_call_in_a_table_and_a_figure(tmp_path):
     records = with_energy(datasci_records(["cpu2", "cuda1"]), unreadable=("cpu2",))
     found, problems = tidy.collect(write_records(tmp_path, records))
     assert problems == []
-    table, notes = tables.TABLES["datasci_energy"](found, "cpu1")
+    table, notes = outputs.TABLES["datasci_energy"](found, "cpu1")
     energy = next(column for column in table.columns if column.startswith("energy per call ("))
     assert "[" in table.loc["groupby, n=1000, cuda1", energy]  # median [interval]
     assert table.loc["groupby, n=1000, cpu2", energy].startswith("n/a")  # and why, below
     assert any(note.startswith("Energy measured with nvml") for note in notes)
-    fig = figures.FIGURES["datasci_energy"](found, "cpu1", None)
+    fig = outputs.FIGURES["datasci_energy"](found, "cpu1", None)
     assert any(ax.get_title() for ax in fig.axes)
 
 
 def test_the_figure_has_a_panel_per_workload_and_device_with_items_per_second(frame):
-    fig = figures.FIGURES["datasci_throughput"](frame, "cpu1", None)
+    fig = outputs.FIGURES["datasci_throughput"](frame, "cpu1", None)
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == [
         f"{workload}, {device}"

@@ -11,7 +11,7 @@ import pytest
 
 from accelbench.analysis import (
     crossovers,
-    figures,
+    outputs,
     provenance_summary,
     style,
     tables,
@@ -38,14 +38,14 @@ def frame(request, tmp_path):
 
 
 def test_every_table_is_made(frame, tmp_path):
-    for name, make in tables.TABLES.items():
+    for name, make in outputs.TABLES.items():
         table, footnotes = make(frame, "cpu1")
         tables.write_table(table, footnotes, tmp_path / name)
         assert (tmp_path / f"{name}.md").read_text(encoding="utf-8").strip()
 
 
 def test_every_figure_is_drawn(frame, tmp_path):
-    for name, draw in figures.FIGURES.items():
+    for name, draw in outputs.FIGURES.items():
         style.save(draw(frame, "cpu1", style.figure_width(None)), tmp_path / name)
         assert (tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF")
 

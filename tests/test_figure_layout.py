@@ -13,7 +13,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
-from accelbench.analysis import figures, style, tidy
+from accelbench.analysis import figures, outputs, style, tidy
 from accelbench.measuring.statistics import rate_from_time, summarize, value
 
 from records import (
@@ -218,20 +218,20 @@ def layout_problems(name, fig):
 def test_every_figure_is_laid_out_for_print_at_either_width(mixed, width):
     """At the width each figure picks itself, on three grids: tests/test_figure_review.py."""
     problems = []
-    for name, draw in figures.FIGURES.items():
+    for name, draw in outputs.FIGURES.items():
         fig = draw(mixed, "cpu1", style.figure_width(width))
         problems += layout_problems(f"{name} ({width})", fig)
     assert problems == []
 
 
 def test_a_figure_with_nothing_to_show_is_a_small_note(cpu_only, tmp_path):
-    fig = figures.FIGURES["train_gpu_scaling"](cpu_only, "cpu1", None)
+    fig = outputs.FIGURES["train_gpu_scaling"](cpu_only, "cpu1", None)
     (ax,) = fig.axes
     assert [text.get_text() for text in ax.texts] == ["no multi-GPU records"]
     assert not ax.axison and fig.get_figheight() < 1.0
     assert layout_problems("note", fig) == []
     empty, _ = tidy.collect([])
-    for name, draw in figures.FIGURES.items():
+    for name, draw in outputs.FIGURES.items():
         fig = draw(empty, "cpu1", None)
         assert len(fig.axes) == 1 and fig.get_figheight() < 1.0, name
         pdf, png = style.save(fig, tmp_path / name)

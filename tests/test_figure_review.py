@@ -4,7 +4,7 @@ The grids: a CPU-only one like the default (tests/planted.py: one record per pla
 experiment, on a host whose energy counters cannot be read), the committed H200 reference
 (its own records and config), a user's own workload (a kernel, a backend, a model and a
 data science step no table of looks has heard of), and two machines' shared cells. Each
-figure a grid declares (accelbench.analysis.fillable, and the roofline study's) is drawn
+figure a grid declares (accelbench.analysis.outputs, and the roofline study's) is drawn
 once per module and laid out; the tests read what was drawn, artist by artist, and fail
 on: a figure with no data (a sentence in place of a plot), a panel with one point, a line
 through one point, text over text or beyond the figure, a legend larger than its axes,
@@ -37,6 +37,7 @@ from accelbench.analysis import (
     fillable,
     machines,
     marks,
+    outputs,
     style,
     summary,
     tidy,
@@ -54,7 +55,7 @@ CPU_ONLY = fillable.Counters(frozenset({"cuda"}), {"cpu": NO_RAPL})
 DRAW = {
     **{
         name: (lambda frame, baseline, draw=draw: draw(frame, baseline, None))
-        for name, draw in figures.FIGURES.items()
+        for name, draw in outputs.FIGURES.items()
     },
     "kernel_crossover": lambda frame, baseline: crossovers.crossover_figure(frame),
     "roofline": lambda frame, baseline: roofline.roofline_figure(frame),
@@ -72,8 +73,11 @@ def declared(configfiles: list[Path], counters: fillable.Counters) -> tuple[set[
     config = accelbench_config.load(configfiles)
     plan = fillable.Planned.of(grid.expand(config), counters)
     baseline = config["report"]["baseline_device"]
-    core = {name for name in DRAW if name in fillable.NEEDS}
-    found = {name for name in core if fillable.fills_figure(name, plan, baseline)}
+    found = {
+        out.name
+        for out in outputs.OUTPUTS
+        if out.kind == outputs.FIGURE and out.name in DRAW and out.fills(plan, baseline)
+    }
     found |= {name for name, need in studies.needs().items() if name in DRAW and need(plan, "")}
     return found, baseline
 
@@ -379,7 +383,7 @@ def test_no_two_figures_draw_the_same_numbers(drawn):
 def test_the_summary_names_each_figure_not_drawn_and_why():
     config = accelbench_config.load([])
     plan = fillable.Planned.of(grid.expand(config), CPU_ONLY)
-    sentences = fillable.not_drawn(plan, "cpu1")
+    sentences = outputs.not_drawn(plan, "cpu1")
     energy = [sentence for sentence in sentences if "_energy)" in sentence]
     assert len(energy) == 3 and all(NO_RAPL in sentence for sentence in energy)
     empty, _ = tidy.collect([])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from accelbench import config as accelbench_config
 from accelbench import grid, studies
-from accelbench.analysis import figures, fillable, tables
+from accelbench.analysis import fillable, outputs
 
 from conftest import REPO_ROOT
 
@@ -13,30 +13,19 @@ def filled(*configfiles: str) -> set[str]:
     config = accelbench_config.load([REPO_ROOT / "config" / name for name in configfiles])
     plan = fillable.Planned.of(grid.expand(config))
     baseline = config["report"]["baseline_device"]
-    needs = {**fillable.NEEDS, **studies.needs()}
-    return {name for name, need in needs.items() if need(plan, baseline)}
+    core = {out.name for out in outputs.OUTPUTS if out.needs(plan, baseline)}
+    return core | {name for name, need in studies.needs().items() if need(plan, baseline)}
 
 
-def test_every_table_and_figure_says_what_it_needs():
-    made_by_rules = {"kernel_crossover"}
-    assert set(tables.TABLES) | set(figures.FIGURES) | made_by_rules == set(fillable.NEEDS)
+def fills(name: str, plan: fillable.Planned, baseline: str = "cpu1") -> bool:
+    """Whether the planned grid fills the table of that name."""
+    table = next(o for o in outputs.OUTPUTS if (o.name, o.kind) == (name, outputs.TABLE))
+    return table.fills(plan, baseline)
 
 
 def test_the_core_and_the_studies_name_their_outputs_apart():
-    assert set(fillable.NEEDS).isdisjoint(studies.needs())
+    assert {out.name for out in outputs.OUTPUTS}.isdisjoint(studies.needs())
     assert {"roofline", "offload_break_even", "shi2016_comparison"} <= set(studies.needs())
-
-
-def test_every_table_and_figure_has_its_report_caption():
-    """The report refuses an item whose caption file is missing."""
-    report = REPO_ROOT / "workflow" / "report"
-    missing = [
-        f"{kind}/{name}.rst"
-        for kind, names in (("tables", tables.TABLES), ("figures", figures.FIGURES))
-        for name in names
-        if not (report / kind / f"{name}.rst").is_file()
-    ]
-    assert missing == []
 
 
 def test_the_cpu_only_default_grid_asks_for_no_gpu_node_or_precision_output():
@@ -72,9 +61,9 @@ def test_multi_node_devices_ask_for_the_node_scaling(tmp_path):
     )
     config = accelbench_config.load([nodes])
     plan = fillable.Planned.of(grid.expand(config))
-    assert fillable.fills("train_node_scaling", plan, "cpu1")
-    assert fillable.fills("train_scaling", plan, "cpu1") is False  # no cpu1 to scale from
-    assert not fillable.fills("train_speedup", plan, "cpu1")  # no baseline device
+    assert fills("train_node_scaling", plan)
+    assert fills("train_scaling", plan) is False  # no cpu1 to scale from
+    assert not fills("train_speedup", plan)  # no baseline device
 
 
 def planned(*configfiles: str, counters=None) -> fillable.Planned:
@@ -83,8 +72,11 @@ def planned(*configfiles: str, counters=None) -> fillable.Planned:
 
 
 def drawn(plan: fillable.Planned, baseline: str = "cpu1") -> set[str]:
-    names = {*figures.FIGURES, "kernel_crossover"}
-    return {name for name in names if fillable.fills_figure(name, plan, baseline)}
+    return {
+        out.name
+        for out in outputs.OUTPUTS
+        if out.kind == outputs.FIGURE and out.fills(plan, baseline)
+    }
 
 
 NO_COUNTER = fillable.Counters(frozenset({"cuda"}), {"cpu": "no RAPL powercap interface here"})
@@ -100,7 +92,7 @@ def test_a_figure_is_asked_for_only_where_the_grid_plans_what_it_compares():
         "kernel_throughput",
         "datasci_throughput",
     }
-    sentences = fillable.not_drawn(plan, "cpu1")
+    sentences = outputs.not_drawn(plan, "cpu1")
     assert [s.split("(")[1].split(")")[0] for s in sentences] == [
         "train_speedup",
         "train_energy",

@@ -3,15 +3,12 @@ and the summary's first sentences."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from accelbench import config as accelbench_config
-from accelbench.analysis import fillable, gpu_vs_cpu, summary, tables, tidy
+from accelbench.analysis import fillable, gpu_vs_cpu, outputs, summary, tables, tidy
 from accelbench.grid import expand
 
-from conftest import REPO_ROOT
 from records import GPU_HOST, scaled, timed_kernel, train_record, write_records
 
 
@@ -46,8 +43,8 @@ def test_the_fastest_gpu_record_is_set_against_the_fastest_cpu_record_of_its_hos
 
 
 def test_the_answer_is_the_first_table_and_names_both_sides(gpu_host, tmp_path):
-    assert next(iter(tables.TABLES)) == "gpu_vs_cpu"
-    table, footnotes = tables.TABLES["gpu_vs_cpu"](gpu_host, "cpu1")
+    assert next(iter(outputs.TABLES)) == "gpu_vs_cpu"
+    table, footnotes = outputs.TABLES["gpu_vs_cpu"](gpu_host, "cpu1")
     assert list(table.columns) == ["copies excluded", "copies included", "GPU", "best CPU"]
     assert list(table.index) == [
         "matmul, float32, n=256",
@@ -202,6 +199,11 @@ def test_a_run_without_gpu_records_still_says_which_devices_to_add(tmp_path):
     assert footnotes == ["No cell of work was measured on a GPU and on the CPU of the same host."]
 
 
+def answer_fills(plan: fillable.Planned) -> bool:
+    """Whether the planned grid fills the answer, the report's first output."""
+    return outputs.OUTPUTS[0].fills(plan, "cpu1")
+
+
 def test_the_answer_table_is_asked_for_where_the_grid_plans_a_cell_on_both_sides(tmp_path):
     both = tmp_path / "both.yaml"
     both.write_text(
@@ -211,7 +213,7 @@ def test_the_answer_table_is_asked_for_where_the_grid_plans_a_cell_on_both_sides
         "datasci: {devices: []}\ntrain: {devices: [cpu2]}\n"
     )
     plan = fillable.Planned.of(expand(accelbench_config.load([both])))
-    assert fillable.fills("gpu_vs_cpu", plan, "cpu1")
+    assert answer_fills(plan)
     for precisions, fills in (("[fp32, bf16]", True), ("[bf16]", False)):
         models = tmp_path / "models.yaml"
         models.write_text(
@@ -220,10 +222,10 @@ def test_the_answer_table_is_asked_for_where_the_grid_plans_a_cell_on_both_sides
         )
         plan = fillable.Planned.of(expand(accelbench_config.load([models])))
         # A model is set against the CPU in fp32 only.
-        assert fillable.fills("gpu_vs_cpu", plan, "cpu1") is fills
+        assert answer_fills(plan) is fills
 
 
-def test_the_tables_rule_makes_the_answer_first():
-    rules = re.sub(r"\s+", " ", (REPO_ROOT / "workflow" / "rules" / "aggregate.smk").read_text())
-    outputs = rules.split("rule tables:")[1].split("log:")[0]
-    assert outputs.index('"gpu_vs_cpu"') < outputs.index('"train_time_per_batch"')
+def test_the_report_declares_the_answer_first():
+    """The tables rule makes the outputs in their declared order (test_outputs)."""
+    answer = outputs.OUTPUTS[0]
+    assert (answer.name, answer.kind, answer.category) == ("gpu_vs_cpu", outputs.TABLE, "Summary")

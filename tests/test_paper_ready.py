@@ -38,7 +38,7 @@ import pytest
 
 from accelbench import config as accelbench_config
 from accelbench import studies
-from accelbench.analysis import figures, fillable, style, tables
+from accelbench.analysis import fillable, outputs, style
 from accelbench.grid import expand
 
 import planted
@@ -118,15 +118,17 @@ def made(tmp_path_factory) -> dict[str, Path]:
 def fillable_outputs(grid: str) -> tuple[set[str], set[str]]:
     """The outputs (by file name) the grid's default target asks for: (those of its
     tables and rules, the figures among them drawn). A figure is drawn where the grid plans
-    what it compares (fillable.fills_figure) with this host's energy counters, as the
+    what it compares (outputs.Output.fills) with this host's energy counters, as the
     workflow run here decides."""
     config = accelbench_config.load([REPO_ROOT / path for path in GRIDS[grid]])
     plan = fillable.Planned.of(expand(config), fillable.Counters.here(config))
     baseline = config["report"]["baseline_device"]
-    needs = {**fillable.NEEDS, **studies.needs()}
-    found = {name for name, need in needs.items() if need(plan, baseline)}
+    found = {out.name for out in outputs.OUTPUTS if out.needs(plan, baseline)}
+    found |= {name for name, need in studies.needs().items() if need(plan, baseline)}
     figures_not_drawn = {
-        name for name in fillable.FIGURE_NEEDS if not fillable.fills_figure(name, plan, baseline)
+        out.name
+        for out in outputs.OUTPUTS
+        if out.kind == outputs.FIGURE and not out.fills(plan, baseline)
     }
     return found, found - figures_not_drawn
 
@@ -237,7 +239,7 @@ def test_every_latex_table_fits_a_one_and_a_two_column_paper(made, tmp_path):
             problems += [problem for _, found in compiled.values() for problem in found]
     assert problems == []
     for grid, results in made.items():
-        with_tex = {*tables.TABLES, "offload_break_even", "shi2016_comparison"}
+        with_tex = {*outputs.TABLES, "offload_break_even", "shi2016_comparison"}
         expected = (fillable_outputs(grid)[0] & with_tex) | {"provenance"}
         assert {table.stem for table in latex_tables(results)} == expected
 
@@ -311,7 +313,7 @@ def test_every_figure_is_legible_at_the_width_a_paper_sets_it(made, tmp_path):
     for grid, results in made.items():
         drawn = {pdf.stem for pdf in results.glob("figures/*.pdf")}
         by_rules = {"roofline", "kernel_crossover", "offload_break_even", "shi2016_comparison"}
-        expected = fillable_outputs(grid)[1] & {*figures.FIGURES, *by_rules}
+        expected = fillable_outputs(grid)[1] & {*outputs.FIGURES, *by_rules}
         if "shi2016_comparison" in expected:  # its rule draws the thread scaling too
             expected.add("shi2016_scaling")
         assert drawn == expected

@@ -28,7 +28,7 @@ import pytest
 from accelbench.analysis import (
     compare,
     crossovers,
-    figures,
+    outputs,
     provenance_summary,
     summary,
     tables,
@@ -270,10 +270,10 @@ def downstream(root: Path, good: Path, out: Path) -> pd.DataFrame:
     pd.DataFrame(problems, columns=["path", "problem"]).to_csv(out / "problems.csv", index=False)
     assert (tidy.problems_warning(out / "problems.csv") is None) == (not problems)
     frame = pd.read_parquet(out / "tidy.parquet")
-    for name, build in tables.TABLES.items():
+    for name, build in outputs.TABLES.items():
         tables.write_table(*build(frame, "cpu1"), out / name)
     summary.summary_html(frame, "cpu1")
-    for draw in figures.FIGURES.values():
+    for draw in outputs.FIGURES.values():
         plt.close(draw(frame, "cpu1", None))
     roofline.above_roof_note(roofline.roof_table(frame))
     crossing = [crossovers.crossovers(frame, with_transfer=flag) for flag in (False, True)]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from accelbench import studies
-from accelbench.analysis import figures, fillable, summary, tables, tidy, titles
+from accelbench.analysis import outputs, summary, tables, tidy
 from accelbench.measuring import precision, statistics
 from accelbench.records.record import make_record
 
@@ -105,11 +105,13 @@ def test_the_page_has_its_four_sections_and_says_why_one_is_empty(frame):
 
 
 def test_every_report_item_has_a_human_title():
-    made = set(tables.TABLES) | set(figures.FIGURES) | set(fillable.NEEDS)
-    assert made | {"kernel_crossovers", "provenance", "config", "summary"} <= set(titles.TITLES)
+    assert all(out.title for out in outputs.OUTPUTS)
+    pages = {"kernel_crossovers", "provenance", "config", "summary", "attention"}
+    assert pages <= set(outputs.PAGE_TITLES)
     by_rules = {"kernel_roof_percent", "shi2016_scaling", "queue_wait"}
     assert set(studies.needs()) | by_rules <= set(studies.titles())
-    assert set(titles.TITLES).isdisjoint(studies.titles())
+    names = {out.name for out in outputs.OUTPUTS} | set(outputs.PAGE_TITLES)
+    assert names.isdisjoint(studies.titles())
 
 
 def collect(tmp_path, records):

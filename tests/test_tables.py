@@ -10,7 +10,7 @@ import pytest
 from test_offload import collect as collect_offload
 from test_offload import hand_case
 
-from accelbench.analysis import latex_pages, plain_tables, tables, tidy
+from accelbench.analysis import latex_pages, outputs, plain_tables, tables, tidy
 from accelbench.kernels import measure
 from accelbench.studies.roofline import offload
 
@@ -164,7 +164,7 @@ def wide_kernel_frame(tmp_path):
 
 def test_every_latex_table_fits_the_text_width(tmp_path, gpu_frame):
     frame = wide_kernel_frame(tmp_path / "kernels")
-    for build in tables.TABLES.values():
+    for build in outputs.TABLES.values():
         for records in (frame, gpu_frame):
             table, footnotes = build(records, "cpu1")
             for width in tabular_widths(tables.to_latex(table, footnotes, "t")):

@@ -1,7 +1,7 @@
 # Records -> tidy table -> comparison tables, figures and provenance. Cheap, so they
 # run where Snakemake runs (the login node on a cluster), never as Slurm jobs. The
 # files a rule declares choose what its script builds (by file name): the tables and
-# figures the grid can fill (accelbench.analysis.fillable).
+# figures the grid can fill, as each is declared (accelbench.analysis.outputs).
 
 
 localrules:
@@ -45,13 +45,13 @@ rule summary:
             "results/summary.html",
             caption="../report/summary.rst",
             category="Summary",
-            labels={"item": titles.TITLES["summary"]},
+            labels={"item": outputs.PAGE_TITLES["summary"]},
         ),
         attention=report(
             "results/attention.csv",
             caption="../report/attention.rst",
             category="Summary",
-            labels={"item": titles.TITLES["attention"]},
+            labels={"item": outputs.PAGE_TITLES["attention"]},
         ),
     log:
         "results/logs/summary.log",
@@ -60,7 +60,7 @@ rule summary:
     params:
         baseline=config["report"]["baseline_device"],
         # The figures the grid does not fill where their tables are made, and why.
-        not_drawn=fillable.not_drawn(PLANNED, config["report"]["baseline_device"]),
+        not_drawn=outputs.not_drawn(PLANNED, config["report"]["baseline_device"]),
     script:
         "../../scripts/summary.py"
 
@@ -71,18 +71,7 @@ rule tables:
     input:
         rules.tidy.output.parquet,
     output:
-        tables_to_fill("Summary", "gpu_vs_cpu"),
-        tables_to_fill(
-            "Training",
-            "train_time_per_batch",
-            "train_speedup",
-            "train_precision",
-            "train_scaling",
-            "train_node_scaling",
-            "train_energy",
-        ),
-        tables_to_fill("Kernels", "kernel_time", "kernel_speedup", "kernel_energy"),
-        tables_to_fill("Data science", "datasci_time", "datasci_energy"),
+        outputs_to_fill("tables"),
     log:
         "results/logs/tables.log",
     conda:
@@ -98,18 +87,7 @@ rule figures:
     input:
         rules.tidy.output.parquet,
     output:
-        figures_to_fill(
-            "Training",
-            "train_time_per_batch",
-            "train_speedup",
-            "train_thread_scaling",
-            "train_precision",
-            "train_gpu_scaling",
-            "train_node_scaling",
-            "train_energy",
-        ),
-        figures_to_fill("Kernels", "kernel_throughput", "kernel_energy"),
-        figures_to_fill("Data science", "datasci_throughput", "datasci_energy"),
+        outputs_to_fill("figures"),
     log:
         "results/logs/figures.log",
     conda:
@@ -127,13 +105,13 @@ rule kernel_crossover:
     input:
         rules.tidy.output.parquet,
     output:
-        figures_to_fill("Kernels", "kernel_crossover"),
+        outputs_to_fill("kernel_crossover"),
         crossovers=report(
             "results/tables/kernel_crossovers.csv",
             caption="../report/kernel_crossovers.rst",
             category="Kernels",
             subcategory="Tables",
-            labels={"item": titles.TITLES["kernel_crossovers"]},
+            labels={"item": outputs.PAGE_TITLES["kernel_crossovers"]},
         ),
     log:
         "results/logs/kernel_crossover.log",
@@ -153,13 +131,13 @@ rule provenance:
             "results/provenance.html",
             caption="../report/provenance.rst",
             category="Provenance",
-            labels={"item": titles.TITLES["provenance"]},
+            labels={"item": outputs.PAGE_TITLES["provenance"]},
         ),
         config=report(
             "results/config.yaml",
             caption="../report/config.rst",
             category="Provenance",
-            labels={"item": titles.TITLES["config"]},
+            labels={"item": outputs.PAGE_TITLES["config"]},
         ),
     log:
         "results/logs/provenance.log",

@@ -19,7 +19,7 @@ from accelbench.run import (
     targets,
 )
 from accelbench import config as accelbench_config
-from accelbench.analysis import fillable, machines, tidy, titles
+from accelbench.analysis import fillable, machines, outputs, tidy
 from accelbench.platform.devices import parse_device
 from accelbench.families import FAMILIES
 from accelbench.families import roof as roof_family
@@ -256,46 +256,30 @@ def family_settings(family):
     return lambda wildcards: FAMILIES[family].settings(config, wildcards)
 
 
-def table_files(name, category):
-    """Markdown, LaTeX and CSV of a table, and its HTML page as a report item."""
-    page = report(
-        f"results/tables/{name}.html",
-        caption=f"../report/tables/{name}.rst",
-        category=category,
-        subcategory="Tables",
-        labels={"item": titles.TITLES[name]},
-    )
-    return [*multiext(f"results/tables/{name}", ".md", ".tex", ".csv"), page]
+def fills(name, needs):
+    """Whether the grid plans what a study's output `name` shows, by its NEEDS
+    (accelbench.studies)."""
+    return needs[name](PLANNED, config["report"]["baseline_device"])
 
 
-def fills(name, needs=None):
-    """Whether the grid plans what output `name` shows (else it has nothing to show); a
-    study's output by its NEEDS (accelbench.studies)."""
-    return fillable.fills(name, PLANNED, config["report"]["baseline_device"], needs)
+def plans(rule):
+    """Whether the grid plans what some table or figure of `rule` shows: then the rule
+    runs, though a figure it draws may compare more than is planned."""
+    return outputs.planned(rule, PLANNED, config["report"]["baseline_device"])
 
 
-def tables_to_fill(category, *names):
-    """The files of each table in `names` the grid fills."""
-    return [file for name in filter(fills, names) for file in table_files(name, category)]
-
-
-def figure_files(name, category):
-    """Vector PDF of a figure, and its 300 dpi PNG as a report item."""
-    png = report(
-        f"results/figures/{name}.png",
-        caption=f"../report/figures/{name}.rst",
-        category=category,
-        subcategory="Figures",
-        labels={"item": titles.TITLES[name]},
-    )
-    return [f"results/figures/{name}.pdf", png]
-
-
-def fills_figure(name):
-    """Whether the grid plans what figure `name` compares (more than its table needs)."""
-    return fillable.fills_figure(name, PLANNED, config["report"]["baseline_device"])
-
-
-def figures_to_fill(category, *names):
-    """The files of each figure in `names` the grid fills."""
-    return [file for name in filter(fills_figure, names) for file in figure_files(name, category)]
+def outputs_to_fill(rule):
+    """The files of each table or figure `rule` makes that the grid fills
+    (accelbench.analysis.outputs), each output's report item last."""
+    files = []
+    for output in outputs.to_fill(rule, PLANNED, config["report"]["baseline_device"]):
+        written, shown = output.files
+        item = report(
+            shown,
+            caption=f"../report/{output.caption}",
+            category=output.category,
+            subcategory=output.subcategory,
+            labels={"item": output.title},
+        )
+        files += [*written, item]
+    return files

@@ -45,6 +45,13 @@ def _curve_params() -> dict[str, list[str]]:
     }
 
 
+def variant(experiment: str) -> str | None:
+    """The parameter that names a curve besides its unit (a kernel's dtype), if it has one:
+    the figures over sizes draw it as the line style."""
+    found = _curve_params().get(experiment, [])[1:]
+    return found[0] if found else None
+
+
 CURVE_PARAMS = list(dict.fromkeys(name for names in _curve_params().values() for name in names))
 CROSSOVER_COLUMNS = [
     "experiment",

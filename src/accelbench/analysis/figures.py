@@ -2,7 +2,8 @@
 device, speedup heat map, CPU thread scaling, precision comparison, multi-GPU
 scaling efficiency, scaling across nodes, kernel and data science throughput against
 size, energy against time; and the times of the cells of work several machines share
-(`machine_times`, from their joined records). `FIGURES` names the ones the workflow draws.
+(`machine_times`, from their joined records). The ones the workflow draws are declared in
+accelbench.analysis.outputs.
 
 A figure draws what it compares, and only that: a configuration measured on one device
 is not in the figure of devices, a kernel measured at one size has no line over sizes
@@ -27,7 +28,6 @@ single or double column by its content.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -39,7 +39,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from accelbench.analysis import machines, marks, ratios, style, tables, tidy
+from accelbench.analysis import crossovers, machines, marks, ratios, style, tables, tidy
 from accelbench.analysis.sizes import size_label, size_text
 from accelbench.analysis.tables.builders import interval_name
 from accelbench.families import FAMILIES
@@ -232,7 +232,7 @@ def time_per_batch_by_device(frame: pd.DataFrame, width: float | None = None) ->
     one group per configuration (row label), one point per device in its look, fastest
     first. A configuration on one device has nothing to set beside: the table has it."""
     style.apply()
-    metric = "time_per_batch"
+    metric = FAMILIES["train"].time_metric
     rows, _ = tidy.compared_rows(frame, "train", "device")
     if rows.empty:
         return style.empty_figure("no training configuration measured on two devices", width)
@@ -257,7 +257,7 @@ def precision_comparison(frame: pd.DataFrame, width: float | None = None) -> Fig
     per precision in its look, fastest first, so the gain of a narrower type is read
     within a panel. Only models measured in two or more precisions on a device are shown."""
     style.apply()
-    metric = "time_per_batch"
+    metric = FAMILIES["train"].time_metric
     rows, _ = tidy.compared_rows(frame, "train", "precision")
     devices = tidy.natural_devices(rows["device"]) if not rows.empty else []
     if not devices:
@@ -723,22 +723,22 @@ def _metric_of(frame: pd.DataFrame, experiment: str, rows: pd.DataFrame) -> tupl
     return "item_throughput", f"Throughput ({items.iloc[0] if not items.empty else 'items'}/s)"
 
 
-def _pooled(rows: pd.DataFrame, primary: str) -> tuple[pd.DataFrame, str]:
+def _pooled(rows: pd.DataFrame, primary: str, variant: str | None) -> tuple[pd.DataFrame, str]:
     """Rows measured at one size each, labelled by what tells their cells apart (the
-    kernel and its size; its dtype where it has several here, the device where several
-    are), and the panel's title, which names what all share."""
+    kernel and its size; its `variant` (dtype) where it has several here, the device where
+    several are), and the panel's title, which names what all share."""
     parts = [rows[primary].astype(str)]
-    if "dtype" in rows:
-        several = rows.groupby(primary)["dtype"].transform("nunique") > 1
-        parts.append(rows["dtype"].astype(str).where(several, ""))
+    if variant is not None:
+        several = rows.groupby(primary)[variant].transform("nunique") > 1
+        parts.append(rows[variant].astype(str).where(several, ""))
     devices = rows["device"].nunique() > 1
     if devices:
         parts.append(rows["device"].astype(str))
     parts.append(rows["size"].map(size_label))
     labels = pd.concat(parts, axis=1).agg(lambda row: ", ".join(filter(None, row)), axis=1)
     shared = [] if devices else [str(rows["device"].iloc[0])]
-    if "dtype" in rows and rows["dtype"].nunique() == 1:
-        shared.append(str(rows["dtype"].iloc[0]))
+    if variant is not None and rows[variant].nunique() == 1:
+        shared.append(str(rows[variant].iloc[0]))
     title = ", ".join([*shared, "at one size each"])
     order = rows.assign(label=labels.astype(str)).sort_values([primary, "device"], key=_natural)
     return order, title
@@ -767,29 +767,29 @@ def _throughput_panels(frame: pd.DataFrame, experiment: str, primary: str) -> li
     for (metric, ylabel), parts in pooled.items():
         pool = pd.concat(parts)
         if len(_measured(pool, metric)) >= 2:
-            rows_of, title = _pooled(pool, primary)
+            rows_of, title = _pooled(pool, primary, crossovers.variant(experiment))
             found.append(_Panel(title, rows_of, metric, ylabel, False))
     return found
 
 
-def _throughput_panel(ax, panel: pd.DataFrame, metric: str, dtypes: list) -> None:
-    """One kernel (workload) on one device: a line per backend (and dtype, `dtypes` where
-    several: their line styles) over size with interval error bars, flagged points
-    hollow and their intervals off the axis range; cells that did not run are labelled
-    at their size, in the backend's colour."""
+def _throughput_panel(ax, panel: pd.DataFrame, metric: str, variant: str | None, values: list):
+    """One kernel (workload) on one device: a line per backend (and `variant`, a kernel's
+    dtype, where it has several `values`: their line styles) over size with interval error
+    bars, flagged points hollow and their intervals off the axis range; cells that did
+    not run are labelled at their size, in the backend's colour."""
     measured = _measured(panel, metric)
     notes_at: dict[float, int] = {}  # labels already stacked at a size, from the bottom
-    by = "dtype" if len(dtypes) > 1 else None
+    by = variant if len(values) > 1 else None
     for backend in sorted(set(panel["backend"].dropna())):
         look = style.look("backend", backend)
-        for value in dtypes if by else [None]:
+        for value in values if by else [None]:
             selected = panel["backend"] == backend
             if by:
                 selected &= panel[by] == value
             line = panel[selected].sort_values("size")
             done = line[line.index.isin(measured.index)]
             if not done.empty:
-                linestyle = style.look("dtype", value).linestyle if by else look.linestyle
+                linestyle = style.look(by, value).linestyle if by else look.linestyle
                 marks.measured(
                     ax,
                     done["size"],
@@ -835,7 +835,7 @@ def _throughput_figure(
 ) -> Figure:
     """Throughput against size per kernel (workload) and device, and the ones measured at
     one size side by side (`_throughput_panels`); colour and marker the backend, line
-    style the dtype where several."""
+    style the variant (a kernel's dtype, crossovers.variant) where several."""
     style.apply()
     panels = _throughput_panels(frame, experiment, primary)
     if not panels:
@@ -843,14 +843,15 @@ def _throughput_figure(
     fig, axes = _throughput_axes(panels, width)
     drawn = pd.concat([panel.rows for panel in panels])
     curves = pd.concat([panel.rows for panel in panels if panel.curves] or [drawn.iloc[:0]])
-    dtypes = sorted(set(curves["dtype"].dropna())) if "dtype" in curves else []
+    variant = crossovers.variant(experiment)
+    values = sorted(set(curves[variant].dropna())) if variant is not None else []
     backends = fastest_first(
         drawn, [primary, "device"], lambda rows: _metric_of(frame, experiment, rows)[0]
     )
     grow = 0.0
     for ax, panel in zip(axes, panels, strict=True):
         if panel.curves:
-            _throughput_panel(ax, panel.rows, panel.metric, dtypes)
+            _throughput_panel(ax, panel.rows, panel.metric, variant, values)
         else:
             looks = _looks("backend", backends)
             grow = max(grow, _points(ax, panel.rows, "backend", looks, panel.metric))
@@ -859,10 +860,10 @@ def _throughput_figure(
         ax.set_title(panel.title)
     fig.set_figheight(min(style.MAX_HEIGHT, fig.get_figheight() + grow))
     handles = _entries("backend", backends, line=not curves.empty)
-    if len(dtypes) > 1:
+    if variant is not None and len(values) > 1:
         handles += [
-            style.style_entry(dtype, linestyle=style.look("dtype", dtype).linestyle)
-            for dtype in dtypes
+            style.style_entry(value, linestyle=style.look(variant, value).linestyle)
+            for value in values
         ]
     legend_with_marks(fig, handles, drawn)
     return fig
@@ -917,14 +918,14 @@ def _energy_panel(ax, here: pd.DataFrame, metrics: tuple[str, str], hue: str, de
 def _energy_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame, str, str]:
     """The rows of `experiment` with a measured energy and time, per sample (training) or
     per call, in the tables' units; and those units (time, energy)."""
-    spec = tables.ENERGY_SPECS[experiment]
+    spec, time_metric = tables.ENERGY_SPECS[experiment], FAMILIES[experiment].time_metric
     rows, _ = tidy.experiment_rows(frame, experiment)
-    rows = _with_metric(_with_metric(rows, spec.time_metric), spec.energy_metric)
-    measured = _measured(_measured(rows, spec.energy_metric), spec.time_metric)
+    rows = _with_metric(_with_metric(rows, time_metric), spec.energy_metric)
+    measured = _measured(_measured(rows, spec.energy_metric), time_metric)
     units = frame.attrs.get("units", {})
     divisor = measured["batch"].astype(float) if spec.per_batch else 1.0
     measured, time_unit = _per_work(
-        measured, spec.time_metric, divisor, units.get(f"{spec.time_metric}_median")
+        measured, time_metric, divisor, units.get(f"{time_metric}_median")
     )
     measured, energy_unit = _per_work(
         measured, spec.energy_metric, 1.0, units.get(f"{spec.energy_metric}_median")
@@ -933,14 +934,15 @@ def _energy_rows(frame: pd.DataFrame, experiment: str) -> tuple[pd.DataFrame, st
 
 
 def _energy_panel_names(rows: pd.DataFrame, experiment: str) -> pd.Series:
-    """Each row's panel: its model, kernel or workload, and a kernel's dtype where it was
-    measured in several (a backend's look would not tell them apart)."""
-    primary = FAMILIES[experiment].primary
+    """Each row's panel: its model, kernel or workload, and its variant (a kernel's dtype,
+    crossovers.variant) where it was measured in several (a backend's look would not tell
+    them apart)."""
+    primary, variant = FAMILIES[experiment].primary, crossovers.variant(experiment)
     names = rows[primary].astype(str)
-    if "dtype" not in rows or experiment != "kernel":
+    if variant is None:
         return names
-    several = rows.groupby(primary)["dtype"].transform("nunique") > 1
-    return names.where(~several, names + ", " + rows["dtype"].astype(str))
+    several = rows.groupby(primary)[variant].transform("nunique") > 1
+    return names.where(~several, names + ", " + rows[variant].astype(str))
 
 
 def energy_against_time(
@@ -953,6 +955,7 @@ def energy_against_time(
     energy sits left and up. Only measured energy is drawn."""
     style.apply()
     spec, hue = tables.ENERGY_SPECS[experiment], ENERGY_HUES[experiment]
+    time_metric = FAMILIES[experiment].time_metric
     measured, time_unit, energy_unit = _energy_rows(frame, experiment)
     measured = measured.assign(panel=_energy_panel_names(measured, experiment))
     counts = measured["panel"].value_counts()
@@ -965,7 +968,7 @@ def energy_against_time(
     fig, axes = _panel_figure(len(panels), width)
     for ax, panel in zip(axes, panels, strict=False):
         here = measured[measured["panel"] == panel]
-        _energy_panel(ax, here, (spec.time_metric, spec.energy_metric), hue, devices)
+        _energy_panel(ax, here, (time_metric, spec.energy_metric), hue, devices)
         ax.set_xlabel(f"Time per {spec.work} ({time_unit})")
         ax.set_ylabel(f"Energy per {spec.work} ({energy_unit})")
         ax.set_title(panel if len(devices) > 1 else f"{panel}, {devices[0]}")
@@ -984,27 +987,3 @@ def energy_against_time(
         ]
     legend_with_marks(fig, handles, measured)
     return fig
-
-
-# Every figure the workflow draws, by file name: draw(frame, baseline device, width).
-FIGURES: dict[str, Callable[[pd.DataFrame, str, float | None], Figure]] = {
-    "train_time_per_batch": lambda frame, baseline, width: time_per_batch_by_device(frame, width),
-    "train_speedup": lambda frame, baseline, width: speedup_heatmap(
-        frame, baseline, "train", width
-    ),
-    "train_thread_scaling": lambda frame, baseline, width: cpu_thread_scaling(
-        frame, "train", width
-    ),
-    "train_precision": lambda frame, baseline, width: precision_comparison(frame, width),
-    "train_gpu_scaling": lambda frame, baseline, width: scaling_efficiency(
-        frame, "train", "cuda", width
-    ),
-    "train_node_scaling": lambda frame, baseline, width: node_scaling_efficiency(
-        frame, "train", width
-    ),
-    "kernel_throughput": lambda frame, baseline, width: kernel_throughput_by_size(frame, width),
-    "datasci_throughput": lambda frame, baseline, width: datasci_throughput_by_size(frame, width),
-    "train_energy": lambda frame, baseline, width: energy_against_time(frame, "train", width),
-    "kernel_energy": lambda frame, baseline, width: energy_against_time(frame, "kernel", width),
-    "datasci_energy": lambda frame, baseline, width: energy_against_time(frame, "datasci", width),
-}

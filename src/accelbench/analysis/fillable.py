@@ -1,28 +1,23 @@
-"""Which tables and figures a grid can fill: the default target asks for those only.
+"""What a grid plans, as the tables and figures need it: the default target asks only for
+those its grid can fill (each output's condition: accelbench.analysis.outputs).
 
 Decided from the planned grid before anything runs, so that a CPU-only grid asks
 for no GPU-scaling figure and no CPU/GPU crossover: an output with nothing to show
 is not made (a study says the same of its outputs in its NEEDS, accelbench.studies).
 A planned cell can still fail to run; the outputs that are made mark such cells.
-
-A figure asks more than the table of its name (FIGURE_NEEDS): a table lists every cell,
-a figure only what it compares, so it is made only where the grid plans a comparison
-(two devices for the same configuration, two precisions, two sizes on both sides of a
-crossover). Energy tables are asked for wherever their family runs, and say why a cell
-has no energy; an energy figure only where some planned device's counters can be read:
+An energy figure is asked for only where some planned device's counters can be read:
 a GPU's (NVML), or a CPU's where this host's RAPL counters open (Linux lets only root
-read them since 5.10, and a virtual machine has none) (`Counters`). `not_drawn` says in
-a sentence each which figure the grid does not fill where its table is made, and why,
-for the summary page.
+read them since 5.10, and a virtual machine has none) (`Counters`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
+from accelbench.analysis import crossovers
 from accelbench.analysis.gpu_vs_cpu import is_cpu_baseline
-from accelbench.analysis.titles import TITLES
 from accelbench.families import FAMILIES
 from accelbench.grid import Grid
 from accelbench.measuring import energy
@@ -51,6 +46,20 @@ class Counters:
         return cls(frozenset({"cpu", "cuda"}), {})
 
 
+def _work_cell(exp: Any) -> tuple[str, str, str | None, str, str, int]:
+    """(family, kernel or workload, its variant (a kernel's dtype) or None, backend, device,
+    size) of a kernel or data science experiment."""
+    variant = crossovers.variant(exp.family)
+    return (
+        exp.family,
+        getattr(exp, FAMILIES[exp.family].primary),
+        getattr(exp, variant) if variant else None,
+        exp.backend,
+        exp.device,
+        exp.size,
+    )
+
+
 @dataclass(frozen=True)
 class Planned:
     """What a grid plans, as the outputs need it: devices per family, precisions, the device
@@ -72,8 +81,7 @@ class Planned:
     train_kinds: dict[tuple[str, int, str], frozenset[str]]
     # (model, batch, precision, strategy, device) of every training experiment
     train_cells: frozenset[tuple[str, int, str, str, str]] = frozenset()
-    # (family, kernel or workload, dtype or None, backend, device, size) of every kernel and
-    # data science experiment
+    # `_work_cell` of every kernel and data science experiment
     work_cells: frozenset[tuple[str, str, str | None, str, str, int]] = frozenset()
     counters: Counters = Counters(frozenset(), {})
 
@@ -106,11 +114,7 @@ class Planned:
             train_cells=frozenset(
                 (exp.model, exp.batch, exp.precision, exp.strategy, exp.device) for exp in train
             ),
-            work_cells=frozenset(
-                (exp.family, getattr(exp, "kernel", None) or exp.workload)
-                + (getattr(exp, "dtype", None), exp.backend, exp.device, exp.size)
-                for exp in [*kernels, *datasci]
-            ),
+            work_cells=frozenset(_work_cell(exp) for exp in [*kernels, *datasci]),
             counters=counters or Counters(frozenset(), {}),
         )
 
@@ -159,9 +163,9 @@ class Planned:
         """Some kernel (in a dtype) or workload is planned at two sizes on both a CPU and a
         GPU: a curve of the GPU's speedup over the CPU."""
         sizes: dict[tuple, dict[str, set[int]]] = {}
-        for family, name, dtype, _, device, size in self.work_cells:
+        for family, name, variant, _, device, size in self.work_cells:
             kind = parse_device(device).kind
-            sizes.setdefault((family, name, dtype), {}).setdefault(kind, set()).add(size)
+            sizes.setdefault((family, name, variant), {}).setdefault(kind, set()).add(size)
         return any(
             len(kinds.get("cpu", set()) & kinds.get("cuda", set())) > 1 for kinds in sizes.values()
         )
@@ -190,121 +194,3 @@ class Planned:
             f"{'GPU' if kind == 'cuda' else 'CPU'} counters: {self.counters.why_not.get(kind, '')}"
             for kind in kinds
         )
-
-
-def _one_node(device: Device) -> bool:
-    return device.nodes == 1
-
-
-def _besides(devices: frozenset[str], baseline: str) -> bool:
-    return baseline in devices and len(devices) > 1
-
-
-# Whether a planned grid (and the speedups' baseline device) fills an output.
-Need = Callable[[Planned, str], bool]
-# Output name (a table's or figure's file stem) -> whether the planned grid fills it.
-NEEDS: dict[str, Need] = {
-    "gpu_vs_cpu": lambda plan, baseline: plan.compares_gpu_with_cpu,
-    "train_time_per_batch": lambda plan, baseline: bool(plan.train_devices),
-    "train_energy": lambda plan, baseline: bool(plan.train_devices),
-    "train_speedup": lambda plan, baseline: _besides(plan.train_devices, baseline),
-    "train_precision": lambda plan, baseline: len(plan.precisions) > 1,
-    "train_scaling": lambda plan, baseline: any(
-        plan.scales(kind, lambda device: True) for kind in ("cpu", "cuda")
-    ),
-    "train_thread_scaling": lambda plan, baseline: plan.scales("cpu", _one_node),
-    "train_gpu_scaling": lambda plan, baseline: plan.scales("cuda", _one_node),
-    "train_node_scaling": lambda plan, baseline: any(
-        parse_device(name).nodes > 1 for name in plan.train_devices
-    ),
-    "kernel_time": lambda plan, baseline: bool(plan.kernel_devices),
-    "kernel_throughput": lambda plan, baseline: bool(plan.kernel_devices),
-    "kernel_energy": lambda plan, baseline: bool(plan.kernel_devices),
-    "kernel_speedup": lambda plan, baseline: _besides(plan.kernel_devices, baseline),
-    "kernel_crossover": lambda plan, baseline: plan.runs_on_cpu_and_gpu,
-    "datasci_time": lambda plan, baseline: bool(plan.datasci_devices),
-    "datasci_throughput": lambda plan, baseline: bool(plan.datasci_devices),
-    "datasci_energy": lambda plan, baseline: bool(plan.datasci_devices),
-}
-
-
-def fills(name: str, plan: Planned, baseline: str, needs: Mapping[str, Need] | None = None) -> bool:
-    """Whether the planned grid has what output `name` shows (`baseline`: the speedups'
-    device), by the core's NEEDS or a study's (`needs`); a name no output has is an error."""
-    return (NEEDS if needs is None else needs)[name](plan, baseline)
-
-
-@dataclass(frozen=True)
-class FigureNeed:
-    """What a figure needs beyond the grid its table needs (`need`), and why it is not
-    drawn where its table is made (`why`)."""
-
-    need: Need
-    why: Callable[[Planned, str], str]
-
-
-def _energy(family: str, called: str, devices: Callable[[Planned], frozenset[str]]) -> FigureNeed:
-    """An energy figure: some model (kernel, workload) planned in two cells or more on
-    devices whose counters can be read, so that a panel sets two beside each other."""
-
-    def why(plan: Planned, baseline: str) -> str:
-        if not plan.measures_energy(devices(plan)):
-            return (
-                f"no planned {called} device has an energy counter this run can read "
-                f"({plan.energy_why_not(devices(plan))}); the energy table says so per cell"
-            )
-        return (
-            f"no {FAMILIES[family].primary} is planned in two cells on the devices whose "
-            "energy counters this run can read; the energy table has each cell"
-        )
-
-    return FigureNeed(
-        lambda plan, baseline: max(plan.energy_cells(family).values(), default=0) >= 2, why
-    )
-
-
-# Figure name -> what it needs where that is more than its table (NEEDS under its name).
-FIGURE_NEEDS: dict[str, FigureNeed] = {
-    "train_time_per_batch": FigureNeed(
-        lambda plan, baseline: plan.compares("device"),
-        lambda plan, baseline: "no training configuration is planned on two devices",
-    ),
-    "train_precision": FigureNeed(
-        lambda plan, baseline: plan.compares("precision"),
-        lambda plan, baseline: "no model is planned in two precisions on one device",
-    ),
-    "train_speedup": FigureNeed(
-        lambda plan, baseline: plan.beside_kind_of(baseline),
-        lambda plan, baseline: (
-            f"no training device of another kind than {baseline}, or on several nodes: "
-            "the scaling figures draw the speedups of its own kind"
-        ),
-    ),
-    "kernel_crossover": FigureNeed(
-        lambda plan, baseline: plan.sizes_on_both_sides,
-        lambda plan, baseline: (
-            "no kernel or workload is planned at two sizes on both a CPU and a GPU: the "
-            "crossover table says which side is ahead at each size"
-        ),
-    ),
-    "train_energy": _energy("train", "training", lambda plan: plan.train_devices),
-    "kernel_energy": _energy("kernel", "kernel", lambda plan: plan.kernel_devices),
-    "datasci_energy": _energy("datasci", "data science", lambda plan: plan.datasci_devices),
-}
-
-
-def fills_figure(name: str, plan: Planned, baseline: str) -> bool:
-    """Whether the planned grid has what figure `name` compares: what its name needs
-    (`fills`) and what the figure needs beyond (FIGURE_NEEDS)."""
-    extra = FIGURE_NEEDS.get(name)
-    return fills(name, plan, baseline) and (extra is None or extra.need(plan, baseline))
-
-
-def not_drawn(plan: Planned, baseline: str) -> list[str]:
-    """A sentence for each figure the grid does not fill where the table of its name is
-    made (or for the crossover figure, its table), saying why."""
-    return [
-        f"The figure “{TITLES[name]}” ({name}) is not drawn: {extra.why(plan, baseline)}."
-        for name, extra in FIGURE_NEEDS.items()
-        if fills(name, plan, baseline) and not extra.need(plan, baseline)
-    ]

@@ -23,14 +23,15 @@ from typing import Any
 import pandas as pd
 
 from accelbench.analysis import paired, tidy
+from accelbench.families import FAMILIES
 from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import Device, DeviceError, parse_device
 
 NO_BASELINE = "no_baseline"
 # The level two 95% intervals guarantee for their ratio (see the module docstring).
 RATIO_LEVEL = 1 - 2 * (1 - CI_LEVEL)
-# The metric each experiment's speedup and scaling are computed from.
-TIME_METRIC = {"train": "time_per_batch", "kernel": "time"}
+# The rate each experiment's scaling is computed from (its speedup from its time,
+# Family.time_metric).
 RATE_METRIC = {"train": "throughput", "kernel": "gflops"}
 SINGLE_STRATEGY = "single"
 CELL_COLUMNS = (
@@ -139,7 +140,7 @@ def speedup(frame: pd.DataFrame, experiment: str, baseline: str) -> tuple[pd.Dat
     Returns (cells, constant parameters for the caption); the baseline's own
     column is left out (it would read 1 everywhere).
     """
-    metric = TIME_METRIC[experiment]
+    metric = FAMILIES[experiment].time_metric
     rate = _is_rate(frame, metric)
     rows, constants = tidy.experiment_rows(frame, experiment)
     by_cell = {(row["label"], row["device"]): row for _, row in rows.iterrows()}

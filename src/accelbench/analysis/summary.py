@@ -28,6 +28,7 @@ import pandas as pd
 
 from accelbench.analysis import crossovers as crossing_sizes
 from accelbench.analysis import gpu_vs_cpu, machines, tables, tidy
+from accelbench.families import FAMILIES
 from accelbench.measuring import precision
 from accelbench.measuring.statistics import CI_LEVEL
 from accelbench.platform.devices import names_a_gpu
@@ -87,48 +88,51 @@ def _time(seconds: float) -> str:
 
 
 def best_backends(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel, dtype, size and device: the backend with the smallest median time."""
-    rows = frame[(frame["experiment"] == "kernel") & (frame["status"] == "ok")]
-    rows = rows[rows["time_median"].astype(float).notna()] if "time_median" in rows else rows[:0]
-    keys = ["kernel", "dtype", "size", "device"]
+    """Per cell of work of a kernel (its dtype and size, gpu_vs_cpu.work_keys) and device:
+    the backend with the smallest median time."""
+    family = FAMILIES["kernel"]
+    median = f"{family.time_metric}_median"
+    rows = frame[(frame["experiment"] == family.name) & (frame["status"] == "ok")]
+    rows = rows[rows[median].astype(float).notna()] if median in rows else rows[:0]
+    keys = [*gpu_vs_cpu.work_keys(family), "device"]
     if rows.empty:
         return pd.DataFrame(columns=[*keys, "fastest backend", "time per call", "backends"])
     found = []
     for names, group in rows.groupby(keys, sort=False):
-        best = group.loc[group["time_median"].astype(float).idxmin()]
+        best = group.loc[group[median].astype(float).idxmin()]
         found.append(
             {
                 **dict(zip(keys, names, strict=True)),
-                "fastest backend": best["backend"],
-                "time per call": _time(float(best["time_median"])),
+                "fastest backend": best[gpu_vs_cpu.IMPLEMENTATION],
+                "time per call": _time(float(best[median])),
                 "backends": len(group),
             }
         )
     table = pd.DataFrame(found)
     order = {device: i for i, device in enumerate(tidy.natural_devices(table["device"]))}
     return table.sort_values(
-        ["kernel", "dtype", "size", "device"],
-        key=lambda c: c.map(order) if c.name == "device" else c,
+        keys, key=lambda c: c.map(order) if c.name == "device" else c
     ).reset_index(drop=True)
 
 
 def fastest_devices(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Per training configuration: the fastest device, its time per mini-batch and its
     speedup over `baseline` (the ratio of the medians; blank without a baseline record)."""
-    keys = ["model", "precision", "strategy", "batch"]
+    family = FAMILIES["train"]
+    keys, median = gpu_vs_cpu.work_keys(family), f"{family.time_metric}_median"
     columns = [*keys, "fastest device", "time per batch", f"speedup over {baseline}"]
-    rows = frame[(frame["experiment"] == "train") & (frame["status"] == "ok")]
-    if "time_per_batch_median" not in rows or rows.empty:
+    rows = frame[(frame["experiment"] == family.name) & (frame["status"] == "ok")]
+    if median not in rows or rows.empty:
         return pd.DataFrame(columns=columns)
-    rows = rows[rows["time_per_batch_median"].astype(float).notna()]
+    rows = rows[rows[median].astype(float).notna()]
     baseline_times = {
-        tuple(row[key] for key in keys): float(row["time_per_batch_median"])
+        tuple(row[key] for key in keys): float(row[median])
         for _, row in rows[rows["device"] == baseline].iterrows()
     }
     found = []
     for names, group in rows.groupby(keys, sort=True):
-        best = group.loc[group["time_per_batch_median"].astype(float).idxmin()]
-        time = float(best["time_per_batch_median"])
+        best = group.loc[group[median].astype(float).idxmin()]
+        time = float(best[median])
         reference = baseline_times.get(tuple(names))
         speedup = f"{reference / time:.2f}x" if reference else ""
         found.append(
@@ -626,7 +630,7 @@ def _answer(frame: pd.DataFrame, references: Sequence[machines.Source]) -> str:
 
 def not_drawn_section(not_drawn: Sequence[str]) -> str:
     """The figures the grid does not fill where their tables are made, each with why
-    (accelbench.analysis.fillable.not_drawn); nothing where every one is drawn."""
+    (accelbench.analysis.outputs.not_drawn); nothing where every one is drawn."""
     if not not_drawn:
         return ""
     return "<h2>Figures not drawn</h2>\n" + _paragraphs(list(not_drawn))

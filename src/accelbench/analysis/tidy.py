@@ -13,7 +13,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +33,20 @@ from accelbench.platform.devices import DeviceError, parse_device
 from accelbench.records.record import RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
-# Grid parameters first, in the order of the result paths; other params follow sorted.
-PARAM_ORDER = (
-    "kernel",
-    "workload",
-    "model",
-    "device",
-    "backend",
-    "dtype",
-    "size",
-    "precision",
-    "strategy",
-    "batch",
-)
+
+
+def _grid_params() -> tuple[str, ...]:
+    """Every family's grid parameters (FAMILIES' order): those that name rows first
+    (Family.primary), then the others in the order of the result paths."""
+    primaries = [family.primary for family in FAMILIES.values() if family.primary]
+    params = [
+        param.name for family in FAMILIES.values() for param in fields(family.experiment_type)
+    ]
+    return tuple(dict.fromkeys([*primaries, *params]))
+
+
+# Grid parameters first; other params follow sorted.
+PARAM_ORDER = _grid_params()
 DISTRIBUTION_FIELDS = ("median", "q1", "q3", "ci_low", "ci_high", "ci_level", "n")
 UNITLESS_FIELDS = ("ci_level", "n")
 CHECK_COLUMNS = ("check_passed", "check_relative_error")

@@ -6,32 +6,29 @@ cells and returns the model's (table of display strings, footnotes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from accelbench.analysis import ratios, tidy
-from accelbench.analysis.tables.headline import headline_table
 from accelbench.analysis.tables.model import build_table, cell_grid, row_units, shared_unit
 from accelbench.analysis.tables.numbers import readable_unit
+from accelbench.families import FAMILIES
 from accelbench.measuring.energy import NVML_PERIOD_S, RAPL_PERIOD_S
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform.devices import DeviceError, parse_device
 
-
-@dataclass(frozen=True)
-class TableSpec:
-    metric: str
-    title: str
-    row_header: str
-
-
-SPECS = {
-    "train": TableSpec("time_per_batch", "Time per mini-batch", "Model"),
-    "kernel": TableSpec("time", "Kernel time", "Kernel"),
-    "datasci": TableSpec("time", "Data science workload time", "Workload"),
+# What each family's time (Family.time_metric) is called in a caption.
+TIME_TITLES = {
+    "train": "Time per mini-batch",
+    "kernel": "Kernel time",
+    "datasci": "Data science workload time",
 }
+
+
+def _row_header(experiment: str) -> str:
+    """The header of a table's rows: the parameter that names them (Family.primary)."""
+    return str(FAMILIES[experiment].primary).capitalize()
 
 
 RERUN_NOTE = (
@@ -72,14 +69,14 @@ def comparison_table(
     The table's attrs hold `caption`, `best` ([row, column] pairs set in bold)
     and `cells` (one dict per cell with the plain numbers, the CSV's rows).
     """
-    spec = SPECS[experiment]
+    metric, title = FAMILIES[experiment].time_metric, TIME_TITLES[experiment]
     if across == "device":
         rows, constants = tidy.experiment_rows(frame, experiment, across)
     else:
         rows, constants = tidy.compared_rows(frame, experiment, across)
     labels = list(dict.fromkeys(rows["label"]))
     columns = tidy.ordered(across, rows[across]) if labels else []
-    unit = frame.attrs.get("units", {}).get(f"{spec.metric}_median")
+    unit = frame.attrs.get("units", {}).get(f"{metric}_median")
     found = pd.DataFrame(
         {
             "label": rows["label"],
@@ -89,19 +86,19 @@ def comparison_table(
             "busy": rows.get("busy", False),
             "imprecise": rows.get("imprecise", False),
             **{
-                field: rows.get(f"{spec.metric}_{field}", pd.Series(math.nan, index=rows.index))
+                field: rows.get(f"{metric}_{field}", pd.Series(math.nan, index=rows.index))
                 for field in ("median", "ci_low", "ci_high", "ci_level")
             },
         }
     )
     cells = cell_grid(found, labels, columns, across, unit)
     units = row_units(cells, unit)
-    title = spec.title if across == "device" else f"{spec.title} by {across}"
+    title = title if across == "device" else f"{title} by {across}"
     table, footnotes = build_table(
         cells,
         labels,
         columns,
-        row_header=spec.row_header,
+        row_header=_row_header(experiment),
         column_header=across,
         caption=_caption(title, shared_unit(units), interval_name(rows), constants),
         units=units,
@@ -128,7 +125,7 @@ def _ratio_table(
         cells,
         labels,
         columns if labels else [],
-        row_header=SPECS[experiment].row_header,
+        row_header=_row_header(experiment),
         column_header="device",
         caption=caption,
         higher_is_better=True,
@@ -177,7 +174,7 @@ def speedup_table(
 ) -> tuple[pd.DataFrame, list[str]]:
     """How many times faster each device runs each row than the `baseline` device does."""
     cells, constants = ratios.speedup(frame, experiment, baseline)
-    title = SPECS[experiment].title.lower()
+    title = TIME_TITLES[experiment].lower()
     caption = _caption(
         f"Speedup over {baseline}: {title} on {baseline} / {title} on the device",
         "×",
@@ -251,18 +248,18 @@ def _efficiency_table(
 
 @dataclass(frozen=True)
 class EnergySpec:
-    """The columns of an energy table: time and energy per unit of work, side by side."""
+    """The columns of an energy table: time (the family's) and energy per unit of work,
+    side by side."""
 
     work: str  # "sample" or "call"
-    time_metric: str
     per_batch: bool  # the time is per mini-batch: divided by the batch size
     energy_metric: str
 
 
 ENERGY_SPECS = {
-    "train": EnergySpec("sample", "time_per_batch", True, "energy_per_sample"),
-    "kernel": EnergySpec("call", "time", False, "energy_per_call"),
-    "datasci": EnergySpec("call", "time", False, "energy_per_call"),
+    "train": EnergySpec("sample", True, "energy_per_sample"),
+    "kernel": EnergySpec("call", False, "energy_per_call"),
+    "datasci": EnergySpec("call", False, "energy_per_call"),
 }
 ENERGY_NOTE = (
     "Energy: the devices' energy counters read around a window of repeated work after the "
@@ -337,7 +334,7 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
     batch = rows["batch"].astype(float) if spec.per_batch else pd.Series(1.0, index=rows.index)
     one = pd.Series(1.0, index=rows.index)
     quantities = [
-        (f"time per {spec.work}", spec.time_metric, batch, False),
+        (f"time per {spec.work}", FAMILIES[experiment].time_metric, batch, False),
         (f"energy per {spec.work}", spec.energy_metric, one, True),
         (f"energy per {spec.work} above idle", f"{spec.energy_metric}_above_idle", one, True),
     ]
@@ -369,7 +366,7 @@ def energy_table(frame: pd.DataFrame, experiment: str = "train") -> tuple[pd.Dat
         [cell for part in cells for cell in part],
         labels,
         columns if labels else [],
-        row_header=SPECS[experiment].row_header,
+        row_header=_row_header(experiment),
         column_header="quantity",
         caption=_caption(f"Time and energy per {spec.work}", None, interval_name(rows), constants),
         empty=f"No {experiment} records.",
@@ -403,21 +400,3 @@ def datasci_time_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         text = "; ".join(f"{device}: {names}" for device, names in libraries.items())
         footnotes = [*footnotes, f"Libraries by device: {text}."]
     return table, footnotes
-
-
-# Every table the workflow writes, by file name: builder(frame, baseline device); the
-# answer first.
-TABLES: dict[str, Callable[[pd.DataFrame, str], tuple[pd.DataFrame, list[str]]]] = {
-    "gpu_vs_cpu": lambda frame, baseline: headline_table(frame),
-    "train_time_per_batch": lambda frame, baseline: comparison_table(frame, "train"),
-    "kernel_time": lambda frame, baseline: comparison_table(frame, "kernel"),
-    "datasci_time": lambda frame, baseline: datasci_time_table(frame),
-    "train_speedup": lambda frame, baseline: speedup_table(frame, "train", baseline),
-    "kernel_speedup": lambda frame, baseline: speedup_table(frame, "kernel", baseline),
-    "train_precision": lambda frame, baseline: comparison_table(frame, "train", "precision"),
-    "train_scaling": lambda frame, baseline: scaling_table(frame, "train"),
-    "train_node_scaling": lambda frame, baseline: node_scaling_table(frame, "train"),
-    "train_energy": lambda frame, baseline: energy_table(frame, "train"),
-    "kernel_energy": lambda frame, baseline: energy_table(frame, "kernel"),
-    "datasci_energy": lambda frame, baseline: energy_table(frame, "datasci"),
-}
