@@ -16,6 +16,8 @@ from accelbench.families.kernel import KernelExperiment
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
 
+from plugin_backends import TWIN, install
+
 
 def test_the_catalogue_lists_the_packages_backends_in_their_order():
     assert list(backends.catalogue()) == [
@@ -71,25 +73,6 @@ def test_a_backend_timed_by_a_name_is_refused_when_declared():
         Backend("old", ("cpu",), "torch", lambda device, dtype: None)
 
 
-TWIN = """\
-from accelbench.backends import Backend
-from accelbench.backends.arrays import NUMPY
-from accelbench.measuring import timers
-
-
-def samples(fn, threads, settings, label):
-    return timers.TORCH.samples(fn, threads, settings, label)
-
-
-SPEC = Backend(
-    "numpy-twin",
-    ("cpu",),
-    timers.Timer("the twin's own timer", samples),
-    lambda device, dtype: None,
-    array_module=lambda: NUMPY,
-)
-"""
-
 MEASURE = """\
 import json, sys
 sys.path.insert(0, {site!r})
@@ -118,12 +101,7 @@ def test_an_installed_package_adds_a_backend_through_its_entry_point(tmp_path):
     the backend joins the catalogue after the package's, and a kernel written once against
     the array module it is given (saxpy) is checked and timed on it, by its own timer."""
     site = tmp_path / "site"
-    (site / "twinbackend").mkdir(parents=True)
-    (site / "twinbackend" / "__init__.py").write_text(TWIN)
-    info = site / "twinbackend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twinbackend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[accelbench.backends]\ntwin = twinbackend\n")
+    install(site, "twinbackend", "0.1", TWIN, "twin")
     script = MEASURE.format(site=str(site), output=str(tmp_path / "record.json"))
     shown = json.loads(
         subprocess.run(
@@ -145,12 +123,7 @@ def test_an_installed_package_adds_a_backend_through_its_entry_point(tmp_path):
 
 def test_a_backend_declared_twice_is_refused_naming_both(tmp_path):
     site = tmp_path / "site"
-    (site / "twice").mkdir(parents=True)
-    (site / "twice" / "__init__.py").write_text(TWIN.replace('"numpy-twin"', '"numpy"'))
-    info = site / "twice-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twice\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[accelbench.backends]\nnumpy = twice\n")
+    install(site, "twice", "1.0", TWIN.replace('"numpy-twin"', '"numpy"'), "numpy")
     script = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + (
         "from accelbench import backends\nbackends.catalogue()\n"
     )
