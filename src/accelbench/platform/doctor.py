@@ -47,8 +47,11 @@ STACK_FIX = (
 # (NUMBA_ENABLE_CUDASIM=1) and says so with this variable; anywhere else the
 # simulator's times would be recorded as GPU times.
 SIMULATOR_ALLOWANCE = "ACCELBENCH_ALLOW_CUDA_SIMULATOR"
-# What gives JAX a GPU: jaxlib's CUDA plugin, in each CUDA stack's extra.
-JAX_GPU_FIX = "jaxlib's CUDA plugin comes with the CUDA stack's extra: " + STACK_FIX
+# What gives JAX a GPU: jaxlib's CUDA plugin, in the CUDA 13 stack's extra.
+JAX_GPU_FIX = (
+    "jaxlib's CUDA plugin comes with the CUDA 13 stack (`make CUDA=13`, driver >= 580); "
+    "the CUDA 12 stack has none (docs/install.md, CUDA stacks)"
+)
 BAD_FORK_FIX = (
     "report it: something imported before the runs are forked (measurement.preload) asks "
     "the CUDA driver"
