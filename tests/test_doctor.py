@@ -161,7 +161,7 @@ def test_the_doctor_runs_here_and_says_there_is_no_gpu():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No NVIDIA GPU on this machine" in done.stdout
-    for name in ("torch", "cupy", "numba-cuda"):
+    for name in ("torch", "cupy", "numba-cuda", "jax"):
         assert f"\n{name}: imports (" in done.stdout
     assert "\n  runs on: sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\n" in done.stdout
     assert "libcudart.so.13" in done.stdout  # torch's CUDA 13 runtime, loaded on import

@@ -100,12 +100,12 @@ def _kernel(name, device, backend, size, seconds, intensity):
 
 def plugin_records():
     """A user's own units on two CPU devices: a kernel "twice" in NumPy and in a backend
-    of the user's ("jax"), at three sizes; a model "tinynet" on one and two threads; a
+    of the user's ("mlx"), at three sizes; a model "tinynet" on one and two threads; a
     workload "clip" in pandas at two sizes."""
     records = [
         _kernel("twice", device, backend, size, size * 1e-9 / speed / threads, 0.125)
         for device, threads in (("cpu1", 1), ("cpu2", 2))
-        for backend, speed in (("numpy", 1.0), ("jax", 1.7))
+        for backend, speed in (("numpy", 1.0), ("mlx", 1.7))
         for size in (2**16, 2**20, 2**24)
     ]
     records += [
@@ -360,7 +360,7 @@ def test_a_name_has_one_colour_in_every_figure_of_every_grid(drawn):
     assert twice == {}
     assert unmatched == []
     # Backends, devices and precisions are compared across figures and grids by name.
-    assert {"torch", "numpy", "cpu1", "cpu2", "fp32", "tf32", "jax"} <= set(seen)
+    assert {"torch", "numpy", "cpu1", "cpu2", "fp32", "tf32", "mlx"} <= set(seen)
     assert (
         seen["torch"]["kernel_throughput (H200 reference)"] == style.look("backend", "torch").color
     )
@@ -395,8 +395,8 @@ def test_every_declared_look_is_one_of_a_kind_and_an_unknown_name_keeps_its_own(
     for category, looks in style.LOOKS.items():
         pairs = [(look.color, look.marker) for look in looks.values()]
         assert len(pairs) == len(set(pairs)), category
-    mine = style.look("backend", "jax")
-    assert mine == style.look("backend", "jax")  # by name: the same in every run
+    mine = style.look("backend", "mlx")
+    assert mine == style.look("backend", "mlx")  # by name: the same in every run
     assert (mine.color, mine.marker) not in {
         (look.color, look.marker) for look in style.LOOKS["backend"].values()
     }

@@ -37,7 +37,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 V100 = "Tesla V100-SXM2-32GB"
 UUID = "58a6b4b0-1111-2222-3333-444455556666"
 OTHER_UUID = "9f00aa11-7777-8888-9999-000011112222"
-CUDA_STACK = ("torch", "cupy", "numba-cuda")
+CUDA_STACK = ("torch", "cupy", "numba-cuda", "jax")
 
 
 def spread(median: float, unit: str) -> dict:
@@ -564,6 +564,7 @@ def test_the_full_gpu_grid_runs_every_kernel_on_every_gpu_backend_in_each_dtype_
         (name, backend, dtype)
         for name, spec in kernels().items()
         for backend in CUDA_STACK
+        if backend in spec.implementations
         for dtype in spec.dtypes(backend)
         if dtype != "float64"
     }
@@ -607,7 +608,7 @@ def _elements(exp: KernelExperiment) -> int:
     return exp.size**2 if exp.kernel in two_dimensional else exp.size
 
 
-HOST_BACKENDS = {"numpy", "numba-parallel", "torch"}
+HOST_BACKENDS = {"numpy", "numba-parallel", "torch", "jax"}
 
 
 def test_the_acceptance_grid_sets_every_gpu_cell_beside_the_host_cpus_best_libraries():

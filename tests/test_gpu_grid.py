@@ -58,7 +58,7 @@ def test_every_gpu_kernel_cell_of_the_grid_computes_right_on_its_stand_in(
 ):
     spec = kernels()[kernel]
     device = parse_device("cuda1")
-    if backend == "torch":  # the same code on the CPU device
+    if backend in ("torch", "jax"):  # the same code on the CPU device
         device = parse_device("cpu1")
     with numpy_playing_cupy():
         error = _run_and_check(spec, spec.implementations[backend], dtype, device)

@@ -102,7 +102,7 @@ def test_train_path_round_trips():
         ),
         ({"device": "gpu1"}, "device 'gpu1' is malformed: expected cpuN"),
         ({"device": "cpu0"}, "device 'cpu0' is malformed"),
-        ({"backend": "jax"}, "backend 'jax' is not known; allowed: numpy, numba"),
+        ({"backend": "mlx"}, "backend 'mlx' is not known; allowed: numpy, numba"),
         ({"dtype": "int8"}, "dtype 'int8' is not known; allowed: float64, float32"),
         ({"size": "012"}, "size '012' must be a positive integer"),
         ({"device": "cuda1"}, "backend 'numpy' runs on cpu devices, not on cuda1"),
@@ -322,8 +322,8 @@ def test_excluded_cells_keep_their_reason(config):
         ),
         (
             ("kernels", "overrides"),
-            {"saxpy": {"backends": ["jax"]}},
-            "config key kernels.overrides.saxpy.backends: unknown backend 'jax'",
+            {"saxpy": {"backends": ["mlx"]}},
+            "config key kernels.overrides.saxpy.backends: unknown backend 'mlx'",
         ),
         (
             ("kernels", "overrides"),

@@ -112,6 +112,7 @@ LOOKS: dict[str, dict[str, Look]] = {
         "numba-parallel": Look(SKY, "D"),
         "numba-cuda": Look(PURPLE, "v"),
         "python": Look(GREY, "*"),
+        "jax": Look(YELLOW, "h"),
         "pandas": Look(BLUE, "D"),
         "polars": Look(SKY, "o"),
         "cudf": Look(ORANGE, "s"),

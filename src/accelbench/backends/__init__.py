@@ -24,7 +24,7 @@ __all__ = ["BASE_DTYPES", "Backend", "BackendError", "CheckRun", "catalogue", "n
 
 GROUP = "accelbench.backends"
 # The package's backend modules, in the order the catalogue lists them.
-BUILTIN = ("numpy", "numba", "torch", "cupy", "numba_cuda", "python")
+BUILTIN = ("numpy", "numba", "torch", "cupy", "numba_cuda", "python", "jax")
 
 
 @functools.cache

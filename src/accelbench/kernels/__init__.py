@@ -6,7 +6,8 @@ a float64 reference, an error measure with its bound, and the backends it implem
 a mapping from each backend's name (accelbench.backends) to its `prepare` function;
 the grid excludes the other backends, saying why. `prepare` moves the inputs to the
 device and returns a `Prepared` whose `run` computes into a device-resident output
-buffer; transfers stay outside `run` and are timed on their own (`upload`, `download`).
+buffer (JAX, whose arrays are never written in place, into a result it keeps there);
+transfers stay outside `run` and are timed on their own (`upload`, `download`).
 """
 
 from __future__ import annotations
@@ -304,6 +305,54 @@ def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) 
         run=lambda: run_into(*inputs, out),
         fetch=lambda: torch_to_host(out),
         poison=lambda: out.fill_(float("nan")),
+        upload=upload,
+        download=download,
+    )
+
+
+def jax_prepared(host_inputs, device: Device, compute: Callable[..., Any]) -> Prepared:
+    """Prepared for JAX code: `compute(*inputs)` returns the result (a JAX array is never
+    written in place), compiled by jax.jit, on the CPU or, for a cudaK device, on GPU 0.
+
+    The inputs are put on the device once, here. Each run keeps its result on the device
+    and waits for it: JAX dispatches asynchronously, so a call that returned may not have
+    computed yet (accelbench.backends.jax). `poison` replaces the result with NaN. On a GPU,
+    `upload` puts fresh copies of the host inputs there and `download` copies the result
+    to JAX's CPU device: a JAX array keeps the host copy it was first read into, so reading
+    it again would copy nothing.
+    """
+    from accelbench.backends import jax as jax_backend
+
+    jax = jax_backend.started(None if device.is_gpu else device.count)
+    target = jax.devices("cuda" if device.is_gpu else "cpu")[0]
+    host = tuple(np.ascontiguousarray(x) for x in host_inputs)
+    inputs = [jax.device_put(x, target) for x in host]
+    function = jax.jit(compute)
+    shape = jax.eval_shape(function, *inputs)
+    held = []
+
+    def run():
+        held[:] = [function(*inputs).block_until_ready()]
+
+    def poison():
+        held[:] = [jax.device_put(np.full(shape.shape, np.nan, shape.dtype), target)]
+
+    upload = download = None
+    if device.is_gpu:
+        cpu = jax.devices("cpu")[0]
+
+        def upload():
+            inputs[:] = [jax.device_put(x, target) for x in host]
+            jax.block_until_ready(inputs)
+
+        def download():
+            return jax.device_put(held[0], cpu).block_until_ready()
+
+    poison()
+    return Prepared(
+        run=run,
+        fetch=lambda: np.array(held[0]),
+        poison=poison,
         upload=upload,
         download=download,
     )

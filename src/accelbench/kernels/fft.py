@@ -32,6 +32,7 @@ from accelbench.kernels import (
     grid_2d,
     grid_rows,
     host_prepared,
+    jax_prepared,
     jit_loop,
     numba_cuda_prepared,
     numba_implementations,
@@ -96,6 +97,16 @@ def prepare_torch(inputs, device: Device) -> Prepared:
     return torch_prepared(
         inputs, device, lambda x, out: torch.fft.fftn(x, out=out), x.shape, x.dtype
     )
+
+
+def fft_jax(x):
+    import jax.numpy as jnp
+
+    return jnp.fft.fftn(x)
+
+
+def prepare_jax(inputs, device: Device) -> Prepared:
+    return jax_prepared(inputs, device, fft_jax)
 
 
 # --- naive Python: the direct transform ----------------------------------------------------------
@@ -418,6 +429,7 @@ def _spec(dims: int) -> KernelSpec:
             "numpy": prepare_numpy,
             **numba_implementations(prepare_numba_of(dims)),
             "torch": prepare_torch,
+            "jax": prepare_jax,
             "numba-cuda": prepare_numba_cuda_of(dims),
         },
         output_dtype=complex_dtype,

@@ -23,6 +23,7 @@ from accelbench.kernels import (
     bind_numba,
     bind_numba_cuda,
     host_prepared,
+    jax_prepared,
     jit_loop,
     numba_cuda_tiled,
     numba_implementations,
@@ -73,6 +74,17 @@ def prepare_torch(inputs, device: Device) -> Prepared:
         _shape(inputs),
         inputs[0].dtype,
     )
+
+
+def matmul_jax(a, b):
+    """IEEE float32 products: JAX's default precision on a GPU is TF32's."""
+    import jax
+
+    return jax.numpy.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+def prepare_jax(inputs, device: Device) -> Prepared:
+    return jax_prepared(inputs, device, matmul_jax)
 
 
 def matmul_python(a: list, b: list) -> list:
@@ -172,6 +184,7 @@ SPEC = KernelSpec(
         **array_implementations(prepare_array_module),
         **numba_implementations(prepare_numba),
         "torch": prepare_torch,
+        "jax": prepare_jax,
         "numba-cuda": prepare_numba_cuda,
     },
     half_dtypes={"torch": ("float16", "bfloat16"), "cupy": ("float16",)},

@@ -25,6 +25,7 @@ from accelbench.kernels import (
     bind_numba_cuda,
     blocks_for,
     host_prepared,
+    jax_prepared,
     jit_loop,
     numba_cuda_prepared,
     numba_implementations,
@@ -72,6 +73,16 @@ def prepare_torch(inputs, device: Device) -> Prepared:
         (1,),
         inputs[0].dtype,
     )
+
+
+def sum_jax(x):
+    import jax.numpy as jnp
+
+    return jnp.sum(x, keepdims=True)
+
+
+def prepare_jax(inputs, device: Device) -> Prepared:
+    return jax_prepared(inputs, device, sum_jax)
 
 
 def sum_python(x: list) -> list:
@@ -159,6 +170,7 @@ SPEC = KernelSpec(
         **array_implementations(prepare_array_module),
         **numba_implementations(prepare_numba),
         "torch": prepare_torch,
+        "jax": prepare_jax,
         "numba-cuda": prepare_numba_cuda,
     },
     half_dtypes={"torch": ("bfloat16",)},

@@ -24,6 +24,7 @@ from accelbench.kernels import (
     bind_numba_cuda,
     grid_1d,
     host_prepared,
+    jax_prepared,
     jit_loop,
     numba_cuda_prepared,
     numba_implementations,
@@ -75,6 +76,15 @@ def prepare_torch(inputs, device: Device) -> Prepared:
         inputs[1].shape,
         inputs[1].dtype,
     )
+
+
+def saxpy_jax(a, x, y):
+    return a * x + y
+
+
+def prepare_jax(inputs, device: Device) -> Prepared:
+    """One pass, fused by XLA."""
+    return jax_prepared(inputs, device, saxpy_jax)
 
 
 def saxpy_python(a: float, x: list, y: list) -> list:
@@ -146,6 +156,7 @@ SPEC = KernelSpec(
         **array_implementations(prepare_array_module),
         **numba_implementations(prepare_numba),
         "torch": prepare_torch,
+        "jax": prepare_jax,
         "numba-cuda": prepare_numba_cuda,
     },
     half_dtypes=ELEMENTWISE_HALF_DTYPES,

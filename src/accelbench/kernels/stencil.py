@@ -24,6 +24,7 @@ from accelbench.kernels import (
     bind_numba,
     bind_numba_cuda,
     host_prepared,
+    jax_prepared,
     jit_loop,
     numba_cuda_tiled,
     numba_implementations,
@@ -77,6 +78,16 @@ def prepare_array_module(am: ArrayModule, inputs) -> Prepared:
 
 def prepare_torch(inputs, device: Device) -> Prepared:
     return torch_prepared(inputs, device, sweep_sliced, inputs[0].shape, inputs[0].dtype)
+
+
+def sweep_jax(u):
+    """The interior replaced out of place (`.at[].set`), the boundary kept."""
+    interior = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return u.at[1:-1, 1:-1].set(interior)
+
+
+def prepare_jax(inputs, device: Device) -> Prepared:
+    return jax_prepared(inputs, device, sweep_jax)
 
 
 def sweep_python(u: list) -> list:
@@ -172,6 +183,7 @@ SPEC = KernelSpec(
         **array_implementations(prepare_array_module),
         **numba_implementations(prepare_numba),
         "torch": prepare_torch,
+        "jax": prepare_jax,
         "numba-cuda": prepare_numba_cuda,
     },
     half_dtypes=ELEMENTWISE_HALF_DTYPES,

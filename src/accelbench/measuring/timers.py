@@ -1,7 +1,8 @@
 """The library timers: per-run samples of a call, after the run has warmed up.
 
 Timing itself is delegated to torch.utils.benchmark (CPU and PyTorch) and, on a
-GPU, to cupyx.profiler.benchmark or CUDA events; this module only adapts their
+GPU, to cupyx.profiler.benchmark or CUDA events (JAX, which has no timer, waits for its
+results in each call and is timed on the host clock); this module only adapts their
 results into plain per-run samples, which accelbench.measuring.statistics
 summarises. Before any sample counts, a run warms up until its time per call stops
 falling (`warm_up`): a freshly forked process is cold (page faults, thread pools
@@ -15,6 +16,7 @@ import logging
 import math
 import statistics
 import time
+import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -132,6 +134,26 @@ def torch_timer_samples(
     )
     number = max(1, int(sample_s / max(warmup.per_call, 1e-9)))
     return Timed([timer.timeit(number).times[0] for _ in range(samples)], warmup)
+
+
+def host_clock_samples(
+    fn: Callable[[], object], *, min_run_time: float, samples: int, warmup_s: float
+) -> Timed:
+    """`samples` times per call (s) of `fn`, each from one timeit block on the host clock
+    (garbage collection off, as in torch's Timer), after a warm-up (`warm_up`, at most
+    `warmup_s`), blocks sized as torch_timer_samples sizes them. For a library no timer
+    here knows whose calls wait for their own work (a JAX call that blocks until its
+    result is ready): the host clock then reads the work, on any device, and no other
+    library's synchronisation is asked."""
+    timer = timeit.Timer(fn)
+
+    def block(number: int) -> float:
+        return timer.timeit(number) / number
+
+    sample_s = min_run_time / samples
+    warmup = warm_up(block, block(1), block_s=sample_s / 2, budget_s=warmup_s)
+    number = max(1, int(sample_s / max(warmup.per_call, 1e-9)))
+    return Timed([block(number) for _ in range(samples)], warmup)
 
 
 def torch_benchmark():

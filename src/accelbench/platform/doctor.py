@@ -47,6 +47,11 @@ STACK_FIX = (
 # (NUMBA_ENABLE_CUDASIM=1) and says so with this variable; anywhere else the
 # simulator's times would be recorded as GPU times.
 SIMULATOR_ALLOWANCE = "ACCELBENCH_ALLOW_CUDA_SIMULATOR"
+# What gives JAX a GPU: jaxlib's CUDA plugin, in the CUDA 13 stack's extra.
+JAX_GPU_FIX = (
+    "jaxlib's CUDA plugin comes with the CUDA 13 stack (`make CUDA=13`, driver >= 580); "
+    "the CUDA 12 stack has none (docs/install.md, CUDA stacks)"
+)
 BAD_FORK_FIX = (
     "report it: something imported before the runs are forked (measurement.preload) asks "
     "the CUDA driver"
@@ -386,6 +391,38 @@ def probe_numba_cuda(kernel_gpu: int | None) -> BackendReport:
     return report
 
 
+def probe_jax(kernel_gpu: int | None) -> BackendReport:
+    """JAX's build (jaxlib, and its CUDA plugin where one is installed) and the GPUs it
+    sees; its test kernel, in float64, on `kernel_gpu`. A jaxlib without a CUDA plugin is
+    no problem: JAX's GPU cells then say so (accelbench.backends.jax)."""
+    report = BackendReport("jax")
+    if (jax := _import(report, "jax")) is None:
+        return report
+    report.version = f"{_distribution('jax')}, {_distribution('jaxlib')}"
+    plugin = _distribution("jax-cuda13-plugin", "jax-cuda12-plugin")
+    report.cuda = plugin or "CPU build (no CUDA plugin)"
+    if not plugin:
+        return report
+    try:
+        gpus = jax.devices("cuda")
+    except RuntimeError as err:  # the plugin finds no driver or no device
+        _no_gpu(report, kernel_gpu, f"finds no usable CUDA device ({err})", STACK_FIX)
+        return report
+    report.gpus = [
+        VisibleGpu(index, gpu.device_kind, tuple(map(int, gpu.compute_capability.split("."))))
+        for index, gpu in enumerate(gpus)
+    ]
+
+    def doubled() -> bool:
+        jax.config.update("jax_enable_x64", True)
+        values = jax.device_put(_host_range(), gpus[kernel_gpu])
+        return float((values * 2).sum()) == 999000.0
+
+    _no_gpu(report, kernel_gpu, "sees no GPU")
+    _kernel_check(report, kernel_gpu, doubled)
+    return report
+
+
 def _host_range():
     numpy = importlib.import_module("numpy")
     return numpy.arange(1000, dtype=numpy.float64)
@@ -395,6 +432,7 @@ PROBES: dict[str, Callable[[int | None], BackendReport]] = {
     "torch": probe_torch,
     "cupy": probe_cupy,
     "numba-cuda": probe_numba_cuda,
+    "jax": probe_jax,
 }
 
 

@@ -33,6 +33,10 @@ LIBRARIES = (
     "cupy-cuda12x",
     "cupy-cuda13x",
     "numba-cuda",
+    "jax",
+    "jaxlib",
+    "jax-cuda13-plugin",
+    "jax-cuda12-plugin",
     "pandas",
     "snakemake",
     # the data science libraries: CPU, then RAPIDS per CUDA stack (the optional extras)

@@ -25,7 +25,7 @@ from accelbench.families.kernel import exclusion as kernel_exclusion
 from accelbench.families.roof import RoofExperiment
 from accelbench.kernels import host_dtype
 from accelbench.kernels.measure import measure_kernel
-from accelbench.platform.devices import Device, usable_cpus
+from accelbench.platform.devices import usable_cpus
 from accelbench.roofs.measure import MIB, measure_roof
 
 GEMM_TARGET = 80.0  # percent of the GEMM roof
@@ -71,7 +71,7 @@ def _best(kernel: str, device: str, dtype: str, size: int, metric: str, settings
     found = {}
     for name, backend in backends.catalogue().items():
         exp = KernelExperiment(kernel, device, name, dtype, size)
-        if backend.naive or kernel_exclusion(exp) or backend.unavailable_reason(Device("cpu", 1)):
+        if backend.naive or kernel_exclusion(exp) or backend.unavailable_reason(exp.parsed_device):
             continue
         found[name] = _measure(kernel, device, name, dtype, size, settings)[metric]["median"]
     best = max(found, key=found.get)
