@@ -20,9 +20,9 @@ from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
 from accelbench.platform.devices import parse_device
 
-CPU1 = parse_device("cpu1")
-
 from plugin_backends import TWIN, install
+
+CPU1 = parse_device("cpu1")
 
 
 def test_the_catalogue_lists_the_packages_backends_in_their_order():
