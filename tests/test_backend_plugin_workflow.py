@@ -14,30 +14,16 @@ from plugin_backends import TWIN, install
 
 pytestmark = pytest.mark.workflow
 
-# The default grid cut to saxpy on one thread, on numpy and the package's numpy-twin.
+# Over the suite's tiny grid (config/tiny.yaml): saxpy alone, on numpy and the package's
+# numpy-twin, and no training cell.
 GRID = """\
 kernels:
-  devices: [cpu1]
   backends: [numpy, numpy-twin]
   dtypes: [float32]
-  sizes: {saxpy: [1000], matmul: [], mandelbrot: [], reduction: [], stencil: [], fft1d: [],
-          fft2d: [], transfer-d2d: []}
+  sizes: {matmul: []}
   overrides: {saxpy: {devices: [cpu1], backends: [numpy, numpy-twin], dtypes: [float32]}}
-  roofs:
-    gemm_size: {cpu: 64, cuda: 64}
-    copy_mib: {cpu: 1, cuda: 1}
-  min_run_time: 0.02
-  samples: 5
-  warmup_s: 0.05
-  runs: 3
-  budget_s: 0
-datasci:
-  sizes: {groupby: [], join: [], kmeans: [], pca: [], pagerank: []}
 train:
-  batch_sizes: {resnet18: [], fcn: [], lstm: []}
-contention:
-  retries: 0
-  max_host_slowdown: 0
+  batch_sizes: {resnet18: []}
 """
 RECORDS = "results/kernels/saxpy/cpu1/{backend}/float32/n1000.json"
 
@@ -54,6 +40,7 @@ def test_a_backend_installed_through_its_entry_point_is_measured_by_the_workflow
         "--cores",
         "2",
         "--configfile",
+        "config/tiny.yaml",
         str(tmp_path / "grid.yaml"),
         extra_env={"PYTHONPATH": str(site)},
     )
