@@ -195,6 +195,24 @@ _ONE_SIZE = FigureNeed(
 
 # Every table and figure, in report order: the answer first, then per family, a table
 # beside the figure of its name.
+
+
+def _table_and_figure(
+    name: str,
+    category: str,
+    title: str,
+    needs: Need,
+    table: Callable[..., Any],
+    figure: Callable[..., Any],
+    beyond: FigureNeed | None = None,
+) -> tuple[Output, Output]:
+    """A table and the figure of its name: one title, category and condition for both."""
+    return (
+        Output(name, TABLE, category, title, needs, table),
+        Output(name, FIGURE, category, title, needs, figure, beyond=beyond),
+    )
+
+
 OUTPUTS: tuple[Output, ...] = (
     Output(
         "gpu_vs_cpu",
@@ -204,38 +222,24 @@ OUTPUTS: tuple[Output, ...] = (
         lambda plan, baseline: plan.compares_gpu_with_cpu,
         lambda frame, baseline: _tables().headline_table(frame),
     ),
-    Output(
+    *_table_and_figure(
         "train_time_per_batch",
-        TABLE,
         "Training",
         "Time per mini-batch, by model and device",
         _trains,
-        lambda frame, baseline: _tables().comparison_table(frame, "train"),
-    ),
-    Output(
-        "train_time_per_batch",
-        FIGURE,
-        "Training",
-        "Time per mini-batch, by model and device",
-        _trains,
-        lambda frame, baseline, width: _figures().time_per_batch_by_device(frame, width),
+        table=lambda frame, baseline: _tables().comparison_table(frame, "train"),
+        figure=lambda frame, baseline, width: _figures().time_per_batch_by_device(frame, width),
         beyond=_ONE_DEVICE,
     ),
-    Output(
+    *_table_and_figure(
         "train_speedup",
-        TABLE,
         "Training",
         "Training speedup over the baseline device",
         _train_besides,
-        lambda frame, baseline: _tables().speedup_table(frame, "train", baseline),
-    ),
-    Output(
-        "train_speedup",
-        FIGURE,
-        "Training",
-        "Training speedup over the baseline device",
-        _train_besides,
-        lambda frame, baseline, width: _figures().speedup_heatmap(frame, baseline, "train", width),
+        table=lambda frame, baseline: _tables().speedup_table(frame, "train", baseline),
+        figure=lambda frame, baseline, width: _figures().speedup_heatmap(
+            frame, baseline, "train", width
+        ),
         beyond=_OWN_KIND,
     ),
     Output(
@@ -246,21 +250,13 @@ OUTPUTS: tuple[Output, ...] = (
         lambda plan, baseline: plan.scales("cpu", _one_node),
         lambda frame, baseline, width: _figures().cpu_thread_scaling(frame, "train", width),
     ),
-    Output(
+    *_table_and_figure(
         "train_precision",
-        TABLE,
         "Training",
         "Training time by precision",
         _compares_precisions,
-        lambda frame, baseline: _tables().comparison_table(frame, "train", "precision"),
-    ),
-    Output(
-        "train_precision",
-        FIGURE,
-        "Training",
-        "Training time by precision",
-        _compares_precisions,
-        lambda frame, baseline, width: _figures().precision_comparison(frame, width),
+        table=lambda frame, baseline: _tables().comparison_table(frame, "train", "precision"),
+        figure=lambda frame, baseline, width: _figures().precision_comparison(frame, width),
         beyond=_ONE_PRECISION,
     ),
     Output(
@@ -281,37 +277,23 @@ OUTPUTS: tuple[Output, ...] = (
         lambda plan, baseline: plan.scales("cuda", _one_node),
         lambda frame, baseline, width: _figures().scaling_efficiency(frame, "train", "cuda", width),
     ),
-    Output(
+    *_table_and_figure(
         "train_node_scaling",
-        TABLE,
         "Training",
         "Training scaling across nodes",
         _on_nodes,
-        lambda frame, baseline: _tables().node_scaling_table(frame, "train"),
+        table=lambda frame, baseline: _tables().node_scaling_table(frame, "train"),
+        figure=lambda frame, baseline, width: _figures().node_scaling_efficiency(
+            frame, "train", width
+        ),
     ),
-    Output(
-        "train_node_scaling",
-        FIGURE,
-        "Training",
-        "Training scaling across nodes",
-        _on_nodes,
-        lambda frame, baseline, width: _figures().node_scaling_efficiency(frame, "train", width),
-    ),
-    Output(
+    *_table_and_figure(
         "train_energy",
-        TABLE,
         "Training",
         "Training time and energy per sample",
         _trains,
-        lambda frame, baseline: _tables().energy_table(frame, "train"),
-    ),
-    Output(
-        "train_energy",
-        FIGURE,
-        "Training",
-        "Training time and energy per sample",
-        _trains,
-        lambda frame, baseline, width: _figures().energy_against_time(frame, "train", width),
+        table=lambda frame, baseline: _tables().energy_table(frame, "train"),
+        figure=lambda frame, baseline, width: _figures().energy_against_time(frame, "train", width),
         beyond=_energy("train", "training", _train_devices),
     ),
     Output(
@@ -338,21 +320,15 @@ OUTPUTS: tuple[Output, ...] = (
         _runs_kernels,
         lambda frame, baseline, width: _figures().kernel_throughput_by_size(frame, width),
     ),
-    Output(
+    *_table_and_figure(
         "kernel_energy",
-        TABLE,
         "Kernels",
         "Kernel time and energy per call",
         _runs_kernels,
-        lambda frame, baseline: _tables().energy_table(frame, "kernel"),
-    ),
-    Output(
-        "kernel_energy",
-        FIGURE,
-        "Kernels",
-        "Kernel time and energy per call",
-        _runs_kernels,
-        lambda frame, baseline, width: _figures().energy_against_time(frame, "kernel", width),
+        table=lambda frame, baseline: _tables().energy_table(frame, "kernel"),
+        figure=lambda frame, baseline, width: _figures().energy_against_time(
+            frame, "kernel", width
+        ),
         beyond=_energy("kernel", "kernel", _kernel_devices),
     ),
     # Drawn by the rule that writes which side is ahead at each size (PAGE_TITLES).
@@ -382,21 +358,15 @@ OUTPUTS: tuple[Output, ...] = (
         _runs_datasci,
         lambda frame, baseline, width: _figures().datasci_throughput_by_size(frame, width),
     ),
-    Output(
+    *_table_and_figure(
         "datasci_energy",
-        TABLE,
         "Data science",
         "Data science time and energy per call",
         _runs_datasci,
-        lambda frame, baseline: _tables().energy_table(frame, "datasci"),
-    ),
-    Output(
-        "datasci_energy",
-        FIGURE,
-        "Data science",
-        "Data science time and energy per call",
-        _runs_datasci,
-        lambda frame, baseline, width: _figures().energy_against_time(frame, "datasci", width),
+        table=lambda frame, baseline: _tables().energy_table(frame, "datasci"),
+        figure=lambda frame, baseline, width: _figures().energy_against_time(
+            frame, "datasci", width
+        ),
         beyond=_energy("datasci", "data science", _datasci_devices),
     ),
 )
