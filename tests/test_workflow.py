@@ -31,11 +31,11 @@ def test_default_grid_plans_every_cell(workflow_dir):
     done = snakemake(workflow_dir, "-n")
     assert done.returncode == 0, done.stderr
     jobs = planned_jobs(done.stdout + done.stderr)
-    # config/config.yaml: matmul on 2 devices x 4 backends x 2 sizes (float32), the other
+    # config/config.yaml: matmul on 2 devices x 5 backends x 2 sizes (float32), the other
     # kernels on a few cells each (see its overrides), jax on reduction; roofs for 2 devices
     # in float32; 3 models x (single on cpu1 and cpu2, ddp on cpu2); 9 data science cells.
     assert planned_cells(done.stdout + done.stderr) == {
-        "kernel": 16 + 18 + 1,
+        "kernel": 20 + 18 + 1,
         "roof": 2,
         "train": 9,
         "datasci": 9,
