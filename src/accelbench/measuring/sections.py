@@ -168,7 +168,8 @@ class GroupSection(TypedDict):
 class ConditionsSection(TypedDict, total=False):
     """The record's `conditions`: what else the machine did (contention.Conditions and the
     guard's verdict), the CPUs used and their clocks, what the GPUs did, how precise the
-    measurement ended (precision.Progress.report) and what the host's speed showed."""
+    measurement ended (precision.Progress.report) and what the host's speed showed. Built
+    part by part; a record's has `busy`, which the job adds last (accelbench.job.measurement)."""
 
     busy: bool
     window_s: float
