@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -54,23 +54,31 @@ VERDICTS = (
 BROKEN = ("failed", "oom", tidy.INVALID)
 INVALID_RECORD = "invalid record"
 STATUS_METRIC = "status"
-COLUMNS = (
-    "verdict",
-    "id",
-    "metric",
-    "unit",
-    "old_status",
-    "new_status",
-    "old_median",
-    "old_ci_low",
-    "old_ci_high",
-    "new_median",
-    "new_ci_low",
-    "new_ci_high",
-    "change",
-    "slowdown",
-    "busy",
-)
+
+
+class Verdict(TypedDict, total=False):
+    """One row of the comparison: a cell's verdict on one metric, with both runs' numbers, or
+    on its status alone (STATUS_METRIC) where it did not run in both."""
+
+    verdict: str
+    id: str
+    metric: str
+    unit: str | None
+    old_status: str | None
+    new_status: str | None
+    old_median: float
+    old_ci_low: float
+    old_ci_high: float
+    new_median: float
+    new_ci_low: float
+    new_ci_high: float
+    change: float
+    slowdown: float
+    busy: bool
+
+
+# The comparison's columns: a Verdict's keys, in order.
+COLUMNS = tuple(Verdict.__annotations__)
 
 
 class CompareError(ValueError):
@@ -189,9 +197,7 @@ def _side(frame: pd.DataFrame, name: str, metrics: list[str]) -> pd.DataFrame:
     return part.add_prefix(f"{name}_")
 
 
-def _metric_row(
-    cell: pd.Series, metric: str, unit: str | None, threshold: float
-) -> dict[str, Any] | None:
+def _metric_row(cell: pd.Series, metric: str, unit: str | None, threshold: float) -> Verdict | None:
     """The verdict on one metric of a cell that ran in both runs; None where neither run
     has the metric (not one of this experiment)."""
     old_numbers, new_numbers = _numbers(cell, "old", metric), _numbers(cell, "new", metric)
@@ -214,8 +220,12 @@ def _metric_row(
         "unit": unit,
         "old_status": cell.get("old_status"),
         "new_status": cell.get("new_status"),
-        **dict(zip(("old_median", "old_ci_low", "old_ci_high"), old_numbers, strict=True)),
-        **dict(zip(("new_median", "new_ci_low", "new_ci_high"), new_numbers, strict=True)),
+        "old_median": old_numbers[0],
+        "old_ci_low": old_numbers[1],
+        "old_ci_high": old_numbers[2],
+        "new_median": new_numbers[0],
+        "new_ci_low": new_numbers[1],
+        "new_ci_high": new_numbers[2],
         "change": change,
         "slowdown": slowdown,
         "busy": busy,
@@ -224,7 +234,7 @@ def _metric_row(
 
 def _cell_rows(
     cell: pd.Series, metrics: list[str], units: dict[str, str], threshold: float
-) -> list[dict[str, Any]]:
+) -> list[Verdict]:
     """The verdicts on one cell: on its status where it did not run in both runs, else on
     each of its metrics."""
     before, after = cell.get("old_status"), cell.get("new_status")

@@ -10,7 +10,7 @@ numbers.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,17 @@ FIELDS = (
 # Fields whose values differ by design: a cluster's nodes, and the CPUs each job was given.
 VARIED = ("Host", "CPU topology")
 NONE = "none"
-CSV_COLUMNS = ("field", "value", "records")
+
+
+class SummaryCell(TypedDict):
+    """One distinct value of a field, and how many records hold it: a line of the CSV."""
+
+    field: str
+    value: str
+    records: int
+
+
+CSV_COLUMNS = tuple(SummaryCell.__annotations__)
 
 
 def _text(value: Any) -> str:
@@ -83,7 +93,7 @@ def summary_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         index=pd.Index([label for label, _ in fields], name="Field", dtype="str"),
         dtype="str",
     )
-    cells: list[dict[str, Any]] = [
+    cells: list[SummaryCell] = [
         {"field": label, "value": value, "records": n}
         for label, values in fields
         for value, n in values

@@ -27,12 +27,15 @@ from accelbench.analysis.sizes import size_label
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
 from accelbench.measuring import precision
+from accelbench.measuring.sections import Params
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import DeviceError, parse_device
-from accelbench.records.record import RecordError, load_record
+from accelbench.records.record import Record, RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
+# A cell of the tidy table as a record gives it: a text, a number, a flag, or null.
+Scalar = str | int | float | bool | None
 
 
 def _grid_params() -> tuple[str, ...]:
@@ -149,7 +152,7 @@ def _metric_names(
     return columns, DISTRIBUTION_FIELDS, with_unit
 
 
-def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
+def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Scalar]:
     accelerator = provenance.get("accelerator") or {}
     gpus = accelerator.get("gpus") or []
     git = provenance.get("git") or {}
@@ -177,9 +180,9 @@ def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Flat:
-    row: dict[str, Any]  # record fields, check, provenance and <library>_version columns
-    params: dict[str, Any]
-    measured: dict[str, Any]  # metric columns
+    row: dict[str, Scalar]  # record fields, check, provenance and <library>_version columns
+    params: Params
+    measured: dict[str, float | None]  # metric columns
     metrics: dict[str, tuple[str, ...]]  # metric name -> its column names
     units: dict[str, str]  # metric column -> unit
     shape: tuple[str, ...]  # the names of row, params and measured, in order
@@ -195,9 +198,9 @@ SECTION_COLUMNS = (
 )
 
 
-def _flatten(record: dict[str, Any]) -> _Flat:
+def _flatten(record: Record) -> _Flat:
     """One record as record/check/provenance columns, params, metric columns and units."""
-    row = {key: record[key] for key in RECORD_COLUMNS}
+    row: dict[str, Scalar] = {key: record[key] for key in RECORD_COLUMNS}
     for section, columns in SECTION_COLUMNS:
         found = record.get(section) or {}
         for column, key in columns:
@@ -206,7 +209,7 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     row.update(_provenance_columns(record["provenance"]))
     for library, version in (record["provenance"].get("libraries") or {}).items():
         row[library + VERSION_SUFFIX] = version
-    measured: dict[str, Any] = {}
+    measured: dict[str, float | None] = {}
     metrics: dict[str, tuple[str, ...]] = {}
     units: dict[str, str] = {}
     for name, metric in record["metrics"].items():
@@ -221,7 +224,7 @@ def _flatten(record: dict[str, Any]) -> _Flat:
     return _Flat(row, dict(params), measured, metrics, units, (*row, *params, *measured))
 
 
-def _pairing_columns(record: dict[str, Any]) -> dict[str, Any]:
+def _pairing_columns(record: Record) -> dict[str, str | None]:
     """PAIRING_COLUMNS of one record: none where it was measured alone."""
     group = (record.get("conditions") or {}).get("group") or {}
     family = FAMILIES.get(record["experiment"])

@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from accelbench.measuring.sections import ConditionsSection
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
@@ -170,8 +172,18 @@ class Conditions:
         """
         return self.contention - self.resolution_cpus > max_other_cpus
 
-    def as_record(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_record(self) -> ConditionsSection:
+        return {
+            "window_s": self.window_s,
+            "other_cpus": self.other_cpus,
+            "workflow_cpus": self.workflow_cpus,
+            "steal_cpus": self.steal_cpus,
+            "load_average_1m": self.load_average_1m,
+            "cpus_online": self.cpus_online,
+            "cpu_mhz": self.cpu_mhz,
+            "governor": self.governor,
+            "resolution_cpus": self.resolution_cpus,
+        }
 
 
 class Watch:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.measuring import statistics
+from accelbench.measuring.sections import EnergySection, EnergyWindow, Metric
 
 NVML_METHOD = "nvml total-energy counter"
 RAPL_METHOD = "rapl powercap"
@@ -344,6 +345,9 @@ class Window:
     seconds: float
     calls: int
 
+    def as_record(self) -> EnergyWindow:
+        return {"joules": self.joules, "seconds": self.seconds, "calls": self.calls}
+
 
 def planned_calls(min_window_s: float, seconds_per_call: float) -> int:
     """Repetitions that last at least `min_window_s` at the timed median per call."""
@@ -466,7 +470,7 @@ class Probe:
         except EnergyUnavailable as err:
             self._lost(err)
 
-    def section(self, unit: str, samples_per_unit: int | None = None) -> dict[str, Any] | None:
+    def section(self, unit: str, samples_per_unit: int | None = None) -> EnergySection | None:
         """The record's `energy` section of the windows so far (None: a run without one)."""
         if self.skipped:
             return None
@@ -478,7 +482,7 @@ class Probe:
         return {**found, "min_window_s": self.min_window_s}
 
 
-def unavailable(reason: str) -> dict[str, Any]:
+def unavailable(reason: str) -> EnergySection:
     """The record section of energy that could not be measured."""
     return {"status": "unavailable", "reason": reason}
 
@@ -490,7 +494,7 @@ def section(
     *,
     unit: str,
     samples_per_unit: int | None = None,
-) -> dict[str, Any]:
+) -> EnergySection:
     """The record's `energy` section: the method, the baseline and every window, with the
     status "too_short" (and the reason) if any window spans too few counter updates."""
     short = [window.seconds for window in windows if window.seconds < meter.min_seconds]
@@ -513,11 +517,11 @@ def section(
         "baseline_w": idle.watts,
         "baseline_s": idle.seconds,
         "baseline_age_s": idle.age(),
-        "windows": [asdict(window) for window in windows],
+        "windows": [window.as_record() for window in windows],
     }
 
 
-def combine_sections(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+def combine_sections(sections: Sequence[EnergySection | None]) -> EnergySection | None:
     """The energy of R runs as one section: every run's windows; the first run's method and
     baseline; not ok (with its reason) if any run was not."""
     present = [found for found in sections if found]
@@ -526,13 +530,16 @@ def combine_sections(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any
     worst = next((found for found in present if found["status"] != "ok"), None)
     if worst is not None and worst["status"] == "unavailable":
         return worst
-    combined = {**present[0], "windows": [w for found in present for w in found["windows"]]}
+    combined: EnergySection = {
+        **present[0],
+        "windows": [window for found in present for window in found["windows"]],
+    }
     if worst is not None:
         combined["status"], combined["reason"] = worst["status"], worst["reason"]
     return combined
 
 
-def window_resolution(energy: dict[str, Any], window: dict[str, Any]) -> tuple[float, float]:
+def window_resolution(energy: EnergySection, window: EnergyWindow) -> tuple[float, float]:
     """(the window's energy, its energy above idle): each to within how many joules its
     counters can tell it, from their update period P, the window's mean power W over its
     T seconds and the idle baseline's power W0 over its T0 seconds (record section `energy`).
@@ -554,9 +561,7 @@ def window_resolution(energy: dict[str, Any], window: dict[str, Any]) -> tuple[f
     return gross, gross + idle
 
 
-def _window_metrics(
-    energy: dict[str, Any], window: dict[str, Any]
-) -> dict[str, tuple[float, float]]:
+def _window_metrics(energy: EnergySection, window: EnergyWindow) -> dict[str, tuple[float, float]]:
     """Each energy metric of one window: (its value, its resolution)."""
     unit, samples, calls = energy["unit"], energy.get("samples_per_unit"), window["calls"]
     gross_j, above_j = window_resolution(energy, window)
@@ -573,7 +578,7 @@ def _window_metrics(
     return found
 
 
-def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def metrics(energy: EnergySection | None) -> dict[str, Metric]:
     """Energy metrics of a section that is ok: per call (or step) and per sample, gross and
     above idle, and the mean power, each with `<metric>_resolution`: the largest of its
     windows' (window_resolution per call, sample or second).
@@ -588,17 +593,17 @@ def metrics(energy: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     if not energy or energy["status"] != "ok":
         return {}
     per_window = [_window_metrics(energy, window) for window in energy["windows"]]
-    combined = statistics.combine_metrics(
-        [
-            {
-                name: statistics.summarize([value], "W" if name == "mean_power" else "J")
-                for name, (value, _) in found.items()
-            }
-            for found in per_window
-        ]
-    )
-    measured: dict[str, dict[str, Any]] = {}
-    for name, metric in combined.items():
+    combined = [
+        statistics.across_runs(
+            [
+                statistics.summarize([found[name][0]], "W" if name == "mean_power" else "J")
+                for found in per_window
+            ]
+        )
+        for name in per_window[0]
+    ]
+    measured: dict[str, Metric] = {}
+    for name, metric in zip(per_window[0], combined, strict=True):
         unit, median = metric["unit"], metric["median"]
         resolution = max(found[name][1] for found in per_window)
         measured[f"{name}_resolution"] = statistics.value(resolution, unit)

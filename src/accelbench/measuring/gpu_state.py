@@ -55,9 +55,10 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench.measuring.energy import nvml_handles, nvml_text
+from accelbench.measuring.sections import GpuReport, GpuStateSection
+from accelbench.platform.host_cpus import Figure
 from accelbench.platform.processes import die_with_parent, exit_text
 
 STATUSES = ("ok", "unavailable")
@@ -127,7 +128,7 @@ def reason_names(mask: int) -> list[str]:
     return [REASONS.get(bit, f"{bit:#x}") for bit in bits]
 
 
-def unavailable(reason: str) -> dict[str, Any]:
+def unavailable(reason: str) -> GpuStateSection:
     """The section of a measurement whose GPUs NVML could not tell of."""
     return {"status": "unavailable", "reason": reason}
 
@@ -154,10 +155,10 @@ class _Reading:
     reasons: int | None
 
 
-def _spread(values: list[float], source: str | None = None) -> dict[str, Any] | None:
+def _spread(values: list[float], source: str | None = None) -> Figure | None:
     if not values:
         return None
-    found: dict[str, Any] = {
+    found: Figure = {
         "min": min(values),
         "median": statistics.median(values),
         "max": max(values),
@@ -264,7 +265,7 @@ class _Gpu:
             if before.busy and after.busy
         ]
 
-    def _figure(self, name: str, spans: list[tuple[int, int]]) -> dict[str, Any] | None:
+    def _figure(self, name: str, spans: list[tuple[int, int]]) -> Figure | None:
         """A figure over the busy stretches: NVML's samples in them, else the busy readings."""
         starts = [start for start, _ in spans]
 
@@ -278,7 +279,7 @@ class _Gpu:
         busy = [r.figures[name] for r in self.readings if r.busy and r.figures[name] is not None]
         return _spread(busy, "readings")
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> GpuReport:
         """The GPU's part of the section; the violation counters are read now, at the end."""
         spans = self._busy_spans()
         busy = [reading for reading in self.readings if reading.busy]
@@ -293,20 +294,23 @@ class _Gpu:
             else (at_end[name] - at_start[name]) * 1e-9
             for name in VIOLATIONS
         }
-        found: dict[str, Any] = {name: self._figure(name, spans) for name in FIGURES}
-        found.update(
-            power_limit_w=self.power_limit_w,
-            temperature_c=(
+        found: GpuReport = {
+            "sm_clock_mhz": self._figure("sm_clock_mhz", spans),
+            "memory_clock_mhz": self._figure("memory_clock_mhz", spans),
+            "power_w": self._figure("power_w", spans),
+            "power_limit_w": self.power_limit_w,
+            "temperature_c": (
                 {"min": min(temperatures), "max": max(temperatures)} if temperatures else None
             ),
-            clock_event_reasons=(
+            "clock_event_reasons": (
                 None if unread_reasons else reason_names(functools.reduce(operator.or_, masks, 0))
             ),
-            throttled_s=throttled,
-            readings=len(self.readings),
-            busy_readings=len(busy),
-            busy_s=sum(end - start for start, end in spans) * 1e-6,
-        )
+            "throttled_s": throttled,
+            "readings": len(self.readings),
+            "busy_readings": len(busy),
+            "busy_s": sum(end - start for start, end in spans) * 1e-6,
+            "unreadable": {},  # below: why each field left None is None
+        }
         unknown = {name for name, value in found.items() if value is None}
         unknown |= {f"throttled_s.{name}" for name, value in throttled.items() if value is None}
         found["unreadable"] = {
@@ -358,7 +362,7 @@ class Sampler:
     def close(self) -> None:
         self.nvml.nvmlShutdown()
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> GpuStateSection:
         """The record's `conditions.gpu_state`: per GPU, by UUID, what its readings showed."""
         return {
             "status": "ok",
@@ -375,7 +379,9 @@ def _told_to_stop(stop_fd: int, period_s: float) -> bool:
     return bool(select.select([stop_fd], [], [], period_s)[0])
 
 
-def _sample_until_stopped(stop_fd: int, gpus: Sequence[int], nvml, period_s: float) -> dict:
+def _sample_until_stopped(
+    stop_fd: int, gpus: Sequence[int], nvml, period_s: float
+) -> GpuStateSection:
     """The sampling process's work: read every period until told to stop, once more, then
     the section."""
     try:
@@ -403,7 +409,7 @@ class GpuWatch:
     """
 
     def __init__(self, gpus: Sequence[int], nvml=None, period_s: float = PERIOD_S) -> None:
-        self.section: dict[str, Any] | None = None
+        self.section: GpuStateSection | None = None
         sys.stdout.flush()
         sys.stderr.flush()
         opened: list[int] = []
@@ -430,7 +436,7 @@ class GpuWatch:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> GpuStateSection:
         """Tell the sampling process to stop; its section, or why there is none."""
         if self.section is not None:
             return self.section

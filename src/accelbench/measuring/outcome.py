@@ -2,6 +2,7 @@
 
 The measuring modules (kernels, roofs, training) return an Outcome, and the
 orchestration in accelbench.job.measurement turns it into a record. It imports only
+the shapes of the record's sections (accelbench.measuring.sections) and
 accelbench.platform.processes, to tell how a process that left no outcome ended.
 
 A failure is either the configuration's (it fails the same way next time, and
@@ -18,8 +19,18 @@ import json
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from accelbench.measuring.sections import (
+    CheckSection,
+    ConditionsSection,
+    EnergySection,
+    FailureNote,
+    MeasuredBy,
+    Metrics,
+    Params,
+    RawSamples,
+    Series,
+)
 from accelbench.platform.processes import OomKills, crashed, exit_text
 
 # How a measuring process tells its supervisor why it stopped without a record.
@@ -39,19 +50,17 @@ LAST_WORDS = "accelbench: the measuring process ends without its record: "
 class Outcome:
     status: str
     reason: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    check: dict[str, Any] | None = None
-    params: dict[str, Any] = field(default_factory=dict)  # what the run settled (e.g. data used)
-    series: dict[str, Any] | None = None  # per-step values (e.g. the loss trajectory)
+    metrics: Metrics = field(default_factory=dict)
+    check: CheckSection | None = None
+    params: Params = field(default_factory=dict)  # what the run settled (e.g. data used)
+    series: dict[str, Series] | None = None  # per-step values (e.g. the loss trajectory)
     raised: bool = False  # the measurement raised: worth another attempt, unlike a result
-    conditions: dict[str, Any] | None = None  # what else the machine did (contention.py)
-    # The raw samples behind the distribution metrics, run by run:
-    # name -> {"unit": ..., "runs": [[sample, ...], ...]} (statistics.raw_samples).
-    raw: dict[str, Any] | None = None
-    # What measured it: {"implementation": "module:variant", "timer": ...}.
-    measured_by: dict[str, str] | None = None
+    conditions: ConditionsSection | None = None  # what else the machine did (contention.py)
+    # The raw samples behind the distribution metrics, run by run (statistics.raw_samples).
+    raw: dict[str, RawSamples] | None = None
+    measured_by: MeasuredBy | None = None
     # The energy of the measured work, the record's `energy` section (accelbench.measuring.energy).
-    energy: dict[str, Any] | None = None
+    energy: EnergySection | None = None
     # A passing fault, not the configuration's: the next run measures the cell again.
     transient: bool = False
 
@@ -129,7 +138,7 @@ def of_process_end(what: str, code: int, kills: OomKills, plural: bool = False) 
     return Outcome("failed", f"{ended}; {MEASURED_AGAIN}", raised=True, transient=True)
 
 
-def _note(rank: int, outcome: Outcome) -> dict[str, Any]:
+def _note(rank: int, outcome: Outcome) -> FailureNote:
     """What a failed process tells its supervisor: the rank, the status, the reason, and
     whether the fault was a passing one."""
     return {
@@ -140,7 +149,7 @@ def _note(rank: int, outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def of_note(note: dict[str, Any], prefix: str = "") -> Outcome:
+def of_note(note: FailureNote, prefix: str = "") -> Outcome:
     """The outcome a note (a rank's file, or a process's last words) hands over."""
     return Outcome(
         note["status"],
@@ -155,7 +164,7 @@ def last_words(outcome: Outcome, rank: int = 0) -> str:
     return LAST_WORDS + json.dumps(_note(rank, outcome))
 
 
-def heard(line: str) -> dict[str, Any] | None:
+def heard(line: str) -> FailureNote | None:
     """The note a LAST_WORDS line hands over, or None for any other line."""
     if not line.startswith(LAST_WORDS):
         return None
@@ -170,7 +179,7 @@ def note_rank_failure(folder: str, rank: int, outcome: Outcome) -> None:
     partial.rename(note)
 
 
-def rank_failures(folder: str) -> list[dict[str, Any]]:
+def rank_failures(folder: str) -> list[FailureNote]:
     """The notes failed ranks left in `folder`, lowest rank first."""
     notes = [json.loads(path.read_text()) for path in Path(folder).glob("rank*.note")]
     return sorted(notes, key=lambda note: note["rank"])

@@ -36,6 +36,7 @@ from typing import Any
 
 from accelbench.measuring import statistics
 from accelbench.measuring.rerun import LEAST_CELLS, MOST_SPAN, Spread
+from accelbench.measuring.sections import ConditionsSection, Metric
 
 
 def _span(half_width: float) -> float:
@@ -117,7 +118,7 @@ class Progress:
 
     goal: Goal
     clock: Callable[[], float] = time.perf_counter
-    runs: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    runs: list[dict[str, Metric]] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     spread: Spread | None = None
 
@@ -125,7 +126,7 @@ class Progress:
         self.last = self.clock()
         self.first_ended: float | None = None
 
-    def add(self, metrics: Mapping[str, dict[str, Any]]) -> None:
+    def add(self, metrics: Mapping[str, Metric]) -> None:
         """One more run, by its metrics (those of the goal that it measured)."""
         now = self.clock()
         self.durations.append(now - self.last)
@@ -146,7 +147,7 @@ class Progress:
             return math.inf
         widths = [
             statistics.relative_half_width(
-                statistics.across_runs([run[name] for run in self.runs], self.spread)
+                statistics.across_runs(statistics.distributions(self.runs, name), self.spread)
             )
             for name in self.runs[0]
         ]
@@ -159,7 +160,7 @@ class Progress:
             return len(self.runs)
         most = len(self.runs)
         for name in self.runs[0]:
-            medians = [run[name]["median"] for run in self.runs]
+            medians = [run["median"] for run in statistics.distributions(self.runs, name)]
             if min(medians) <= 0:
                 continue
             runs = self.spread.runs_needed([math.log(m) for m in medians], self.goal.half_width)
@@ -189,7 +190,7 @@ class Progress:
             return False
         return self.spent + self.durations[-1] <= self.goal.budget_s
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> ConditionsSection:
         """What the record keeps (its `conditions`): the precision asked and reached, the
         runs, the time spent and, where the goal was missed (`imprecise`), why. That is
         what the measurement did, not the mark of the tables (`imprecise_reason`)."""
@@ -229,7 +230,7 @@ class Progress:
         }
 
 
-def describe(report: Mapping[str, Any]) -> str:
+def describe(report: ConditionsSection) -> str:
     """One line for the log and the console: how precise a measurement is, and where it
     stopped short, why."""
     reached = report.get("reached_half_width")

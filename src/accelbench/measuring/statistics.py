@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
+
+from accelbench.measuring.sections import Distribution, Metric, RawSamples, Series, SingleValue
 
 if TYPE_CHECKING:
     from accelbench.measuring.rerun import Spread
@@ -102,7 +104,7 @@ def _half_binomial_cdf(n: int, j: int) -> float:
     return next((cdf for at, cdf in _half_binomial_cdfs(n) if at == j), 0.0)
 
 
-def summarize(samples: Sequence[float], unit: str) -> dict[str, Any]:
+def summarize(samples: Sequence[float], unit: str) -> Distribution:
     """The statistics stored for a measured quantity: n, median, quartiles, IQR, 95% CI, spread."""
     values = sorted(float(sample) for sample in samples)
     if not values:
@@ -159,13 +161,13 @@ def madn(values: Sequence[float]) -> float:
     return float(statistics.median(abs(value - centre) for value in values)) / NORMAL_Q3
 
 
-def _median_error(run: dict[str, Any]) -> float:
+def _median_error(run: Distribution) -> float:
     """The standard error of a run's median from its own jitter: 1.2533 sigma / sqrt(n), with
     sigma = IQR / 1.349 (normal samples)."""
     return 0.929 * (run["q3"] - run["q1"]) / math.sqrt(run["n"])
 
 
-def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) -> dict[str, Any]:
+def across_runs(runs: Sequence[Distribution], spread: Spread | None = None) -> Distribution:
     """Combine one metric's summaries from R independent runs into what a rerun would show.
 
     The median is the median of the run medians; the interval (RERUN_INTERVAL) is
@@ -210,7 +212,7 @@ def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) ->
         low, high = centre - half, centre + half
     q1 = statistics.median(run["q1"] for run in runs)
     q3 = statistics.median(run["q3"] for run in runs)
-    combined = {
+    combined: Distribution = {
         "unit": runs[0]["unit"],
         "n": sum(run["n"] for run in runs),
         "runs": count,
@@ -238,7 +240,7 @@ def across_runs(runs: Sequence[dict[str, Any]], spread: Spread | None = None) ->
     return combined
 
 
-def relative_half_width(metric: dict[str, Any]) -> float:
+def relative_half_width(metric: Distribution) -> float:
     """How precise a distribution metric is: the larger side of its interval as a fraction
     of its median (0.05: within +-5%); infinite where the median is not positive."""
     median = metric["median"]
@@ -254,7 +256,7 @@ WARMUP_SERIES = ("warmup_s", "warmup_steady")
 
 def warmup_series(
     seconds: Sequence[float], steady: Sequence[bool], prefix: str = ""
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Series]:
     """Each run's warm-up as record series: its length, and 1 where it reached steady
     state (0: its budget was spent while the time per call still fell)."""
     return {
@@ -267,12 +269,14 @@ def is_per_run_series(name: str) -> bool:
     return name.endswith(WARMUP_SERIES)
 
 
-def raw_samples(unit: str, runs: Sequence[Sequence[float]]) -> dict[str, Any]:
+def raw_samples(unit: str, runs: Sequence[Sequence[float]]) -> RawSamples:
     """The raw samples of one quantity, one list per run, as a record's `raw` keeps them."""
     return {"unit": unit, "runs": [[float(sample) for sample in run] for run in runs]}
 
 
-def combine_raw(raws: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+def combine_raw(
+    raws: Sequence[dict[str, RawSamples] | None],
+) -> dict[str, RawSamples] | None:
     """The raw samples of R runs as one set: each quantity's runs one after the other."""
     present = [raw for raw in raws if raw]
     if not present:
@@ -284,28 +288,34 @@ def combine_raw(raws: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
 
 
 def combine_metrics(
-    runs: Sequence[dict[str, dict[str, Any]]], spread: Spread | None = None
-) -> dict[str, dict[str, Any]]:
+    runs: Sequence[dict[str, Metric]], spread: Spread | None = None
+) -> dict[str, Metric]:
     """The metrics of R runs as one set: distributions across runs, single values from run 1."""
     return {
-        name: across_runs([run[name] for run in runs], spread) if "median" in metric else metric
+        name: across_runs(distributions(runs, name), spread) if "median" in metric else metric
         for name, metric in runs[0].items()
     }
 
 
-def run_medians(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def distributions(runs: Sequence[dict[str, Metric]], name: str) -> list[Distribution]:
+    """Distribution metric `name` of every run (each run measured the same metrics the same
+    way: where one run's is a distribution, every run's is)."""
+    return cast(list[Distribution], [run[name] for run in runs])
+
+
+def run_medians(runs: Sequence[dict[str, Metric]]) -> dict[str, Series]:
     """Each distribution metric's median in every run, as record series `<metric>_run_medians`."""
     return {
         f"{name}_run_medians": {
             "unit": metric["unit"],
-            "values": [run[name]["median"] for run in runs],
+            "values": [run["median"] for run in distributions(runs, name)],
         }
         for name, metric in runs[0].items()
         if "median" in metric
     }
 
 
-def rate_from_time(time_stats: dict[str, Any], amount: float, unit: str) -> dict[str, Any]:
+def rate_from_time(time_stats: Distribution, amount: float, unit: str) -> Distribution:
     """Turn time statistics into a rate (amount per second), e.g. GFLOP/s or samples/s.
 
     A rate is a decreasing function of time, so quantiles map across with the
@@ -330,6 +340,6 @@ def rate_from_time(time_stats: dict[str, Any], amount: float, unit: str) -> dict
     }
 
 
-def value(amount: float, unit: str) -> dict[str, Any]:
+def value(amount: float, unit: str) -> SingleValue:
     """A metric that is a single number, not a distribution (peak memory, a loss)."""
     return {"unit": unit, "value": amount}

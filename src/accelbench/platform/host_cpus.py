@@ -23,12 +23,47 @@ from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 SYSFS = Path("/sys/devices/system")
 CPUINFO = Path("/proc/cpuinfo")
 # Where a CPU's clock was read: cpufreq's scaling_cur_freq, or /proc/cpuinfo's "cpu MHz".
 CLOCK_SOURCES = ("cpufreq", "cpuinfo")
+
+
+class Figure(TypedDict):
+    """A figure's min, median and max over its samples (a CPU's clock, a GPU's power), and
+    where it came from where it may come from more than one place."""
+
+    min: float
+    median: float
+    max: float
+    samples: int
+    source: NotRequired[str]
+
+
+class CpuClock(TypedDict):
+    """The record's `conditions.cpu_clock` (ClockWatch.record); None where the machine did
+    not tell, with the reason in `unreadable`."""
+
+    cpus: list[int]
+    mhz: Figure | None
+    sources: list[str]
+    governors: list[str] | None
+    unreadable: dict[str, str]  # field -> why it is None
+
+
+class CpuTopology(TypedDict):
+    """The provenance's `cpu_topology` (Topology.record): every key, None where sysfs does
+    not tell."""
+
+    sockets: int | None
+    numa_nodes: dict[str, list[int]] | None  # node -> its CPUs
+    cores: int | None
+    logical_cpus: int | None
+    threads_per_core: int | None
+    smt_active: bool | None
+    usable: list[int]
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:
@@ -89,7 +124,7 @@ class Topology:
     def threads_per_core(self) -> int | None:
         return max(map(len, self.siblings.values()), default=None)
 
-    def record(self, usable: Iterable[int]) -> dict[str, Any]:
+    def record(self, usable: Iterable[int]) -> CpuTopology:
         """The provenance's `cpu_topology`, with `usable`, the CPUs the process may use."""
         return {
             "sockets": self.sockets,
@@ -139,7 +174,7 @@ def read_topology(root: Path = SYSFS) -> Topology:
     )
 
 
-def topology_record() -> dict[str, Any]:
+def topology_record() -> CpuTopology:
     """This host's layout and the CPUs this process may use, for the provenance."""
     return read_topology().record(os.sched_getaffinity(0))
 
@@ -150,7 +185,7 @@ def _counted(count: int | None, what: str) -> str:
     return f"{count} {what}{'' if count == 1 else 's'}"
 
 
-def describe(topology: dict[str, Any] | None) -> str | None:
+def describe(topology: CpuTopology | None) -> str | None:
     """A record's `cpu_topology` in one line: "1 socket, 1 NUMA node, 8 cores x 2 threads
     (SMT on), 16 CPUs usable"; "8 of 32 CPUs usable" where the process had fewer."""
     if not topology:
@@ -223,7 +258,7 @@ class ClockWatch:
             self.mhz.extend(listed[cpu] for cpu in self.cpus)
             self.sources.add("cpuinfo")
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> CpuClock:
         unreadable = {}
         if not self.governors:
             unreadable["governors"] = (

@@ -26,6 +26,9 @@ from typing import Any
 import jsonschema_rs
 
 Check = Callable[[Any], None]
+# A JSON Schema, or a fragment of one: a JSON document whose keys are the schema's
+# keywords ("type", "properties", "if", ...), nested to any depth.
+JsonSchema = dict[str, Any]
 
 # Beside every "type" that allows an integer, in the compiled copy of the schema only.
 WHOLE = "x-accelbench-whole"
@@ -83,7 +86,7 @@ def finite_or_none(value: Any) -> Any:
     return value
 
 
-def compile_schema(schema: dict[str, Any]) -> Check:
+def compile_schema(schema: JsonSchema) -> Check:
     """A function that raises SchemaViolation for a value `schema` refuses."""
     validator = jsonschema_rs.validator_for(_strict(schema), keywords={WHOLE: _Whole})
 
@@ -128,7 +131,7 @@ def _strict(schema: Any) -> Any:
     return strict
 
 
-def _message(schema: dict[str, Any], error: jsonschema_rs.ValidationError, document: Any) -> str:
+def _message(schema: JsonSchema, error: jsonschema_rs.ValidationError, document: Any) -> str:
     """What is wrong with the value `error` names in `document`, and why."""
     value = document
     for part in error.instance_path:  # an object's key of digits comes as a number
@@ -164,7 +167,7 @@ def _message(schema: dict[str, Any], error: jsonschema_rs.ValidationError, docum
     return f"{what} ({why})" if why else what
 
 
-def _resolve(schema: dict[str, Any], reference: str) -> Any:
+def _resolve(schema: JsonSchema, reference: str) -> Any:
     """The part of `schema` a local `$ref` ("#/$defs/name") points to."""
     target: Any = schema
     for part in reference.removeprefix("#/").split("/"):

@@ -27,42 +27,58 @@ from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
 from string import Formatter
-from typing import Any
+from typing import Any, Final, NotRequired, TypedDict
 
 from accelbench import grid
 from accelbench.families import FAMILIES, Family
 from accelbench.grid import retry_flag
 from accelbench.measuring import energy, gpu_state
+from accelbench.measuring.sections import (
+    CheckSection,
+    ConditionsSection,
+    EnergySection,
+    MeasuredBy,
+    Metrics,
+    Params,
+    RawSamples,
+    Series,
+)
 from accelbench.platform import host_cpus, provenance
-from accelbench.records.json_schema import SchemaViolation, compile_schema, finite_or_none, shown
+from accelbench.records.json_schema import (
+    JsonSchema,
+    SchemaViolation,
+    compile_schema,
+    finite_or_none,
+    shown,
+)
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
 STATUSES = ("ok", "unavailable", "oom", "failed", "skipped")
 # Optional: per-step values, name -> {"unit": str, "values": [number or null, ...]}
 # (e.g. the loss of every training step); metrics hold the summaries.
-SERIES_KEY = "series"
+SERIES_KEY: Final = "series"
 # Optional: what else the machine did during the measurement (accelbench.measuring.contention),
 # with "busy": true where it stayed above the limit after the retries, or where the host
 # slowed at least half of its runs (accelbench.measuring.host_speed).
-CONDITIONS_KEY = "conditions"
+CONDITIONS_KEY: Final = "conditions"
 # Optional: the raw samples behind the distribution metrics, run by run,
 # name -> {"unit": str, "runs": [[number or null, ...], ...]}.
-RAW_KEY = "raw"
+RAW_KEY: Final = "raw"
 # Optional: what measured it, {"implementation": "module:variant", "timer": str}.
-MEASURED_BY_KEY = "measured_by"
+MEASURED_BY_KEY: Final = "measured_by"
 # Optional: the energy of the measured work (accelbench.measuring.energy): "ok" with the method, the
 # idle baseline and each window, or "too_short"/"unavailable" with the reason.
-ENERGY_KEY = "energy"
+ENERGY_KEY: Final = "energy"
 # Optional: where the measured unit (kernel, workload, model) came from and what its source
 # was (accelbench.registry.Unit): {"origin": "builtin", a plugin folder or an entry point,
 # "files": [...], "digest": ...}.
-UNIT_KEY = "unit"
+UNIT_KEY: Final = "unit"
 # Optional, on a "failed" record only: true where the failure was a passing fault (a full
 # disk, a process killed from outside other than by the OOM killer;
 # accelbench.measuring.outcome), so
 # the workflow's next run measures the cell again instead of keeping the record.
-TRANSIENT_KEY = "transient"
+TRANSIENT_KEY: Final = "transient"
 REQUIRED_KEYS = (
     "schema_version",
     "experiment",
@@ -139,31 +155,62 @@ CROSS_RULES = (
 )
 
 
+class UnitSection(TypedDict):
+    """The record's `unit`: where the measured unit came from and what its source was
+    (accelbench.registry.Unit)."""
+
+    origin: str
+    files: list[str]
+    digest: str
+
+
+class Record(TypedDict):
+    """One result record, as written and read (make_record, load_record); the keys after
+    `provenance` only where they hold something."""
+
+    schema_version: int
+    experiment: str
+    id: str
+    status: str
+    reason: str | None
+    params: Params
+    metrics: Metrics
+    check: CheckSection | None
+    provenance: dict[str, Any]  # provenance.collect
+    series: NotRequired[dict[str, Series]]
+    conditions: NotRequired[ConditionsSection]
+    raw: NotRequired[dict[str, RawSamples]]
+    measured_by: NotRequired[MeasuredBy]
+    unit: NotRequired[UnitSection]
+    energy: NotRequired[EnergySection]
+    transient: NotRequired[bool]
+
+
 class RecordError(ValueError):
     """A file that is not a valid result record; the message names the file and the defect."""
 
 
-def _number(minimum: float | None = None, nullable: bool = False) -> dict[str, Any]:
-    found: dict[str, Any] = {"type": ["number", "null"] if nullable else "number"}
+def _number(minimum: float | None = None, nullable: bool = False) -> JsonSchema:
+    found: JsonSchema = {"type": ["number", "null"] if nullable else "number"}
     if minimum is not None:
         found["minimum"] = minimum
     return found
 
 
-def _text(nullable: bool = False) -> dict[str, Any]:
+def _text(nullable: bool = False) -> JsonSchema:
     return {"type": ["string", "null"] if nullable else "string"}
 
 
-def _closed(required: tuple[str, ...] = (), **properties: Any) -> dict[str, Any]:
+def _closed(required: tuple[str, ...] = (), **properties: JsonSchema) -> JsonSchema:
     """An object with exactly these keys, `required` among them."""
-    found: dict[str, Any] = {"type": "object", "properties": properties}
+    found: JsonSchema = {"type": "object", "properties": properties}
     if required:
         found["required"] = list(required)
     found["additionalProperties"] = False
     return found
 
 
-def _distribution(units: tuple[str, ...], signed: bool) -> dict[str, Any]:
+def _distribution(units: tuple[str, ...], signed: bool) -> JsonSchema:
     """A distribution metric in one of `units`; its statistics at least 0 unless `signed`."""
     location = _number() if signed else _number(0)
     return _closed(
@@ -177,11 +224,11 @@ def _distribution(units: tuple[str, ...], signed: bool) -> dict[str, Any]:
     )
 
 
-def _single(units: tuple[str, ...], value: dict[str, Any]) -> dict[str, Any]:
+def _single(units: tuple[str, ...], value: JsonSchema) -> JsonSchema:
     return _closed(("unit", "value"), unit={"enum": list(units)}, value=value)
 
 
-def _metric(signed: bool) -> dict[str, Any]:
+def _metric(signed: bool) -> JsonSchema:
     """A metric: a single `value`, or a distribution. Its unit decides what its numbers may
     be: never negative (NONNEGATIVE_UNITS, unless `signed`), a count, or of any sign."""
     in_units = {
@@ -189,7 +236,7 @@ def _metric(signed: bool) -> dict[str, Any]:
         for kind, units in (("count", COUNT_UNITS), ("positive", NONNEGATIVE_UNITS))
     }
     if signed:
-        single: dict[str, Any] = _single(UNITS, _number())
+        single: JsonSchema = _single(UNITS, _number())
         distribution = _distribution(UNITS, signed=True)
     else:
         single = {
@@ -209,7 +256,7 @@ def _metric(signed: bool) -> dict[str, Any]:
     return {"if": {"required": ["value"]}, "then": single, "else": distribution}
 
 
-def _check_section() -> dict[str, Any]:
+def _check_section() -> JsonSchema:
     """The correctness check: against the float64 reference (kernels, data science), and for
     a roof, each ceiling's winning candidate and every candidate's rate, and why a ceiling
     was not measured."""
@@ -242,7 +289,7 @@ def _check_section() -> dict[str, Any]:
     return found
 
 
-def _energy_section() -> dict[str, Any]:
+def _energy_section() -> JsonSchema:
     window = _closed(
         ("joules", "seconds", "calls"),
         joules=_number(0),
@@ -282,7 +329,7 @@ def _energy_section() -> dict[str, Any]:
     return found
 
 
-def _energy_bounds() -> list[dict[str, Any]]:
+def _energy_bounds() -> list[JsonSchema]:
     """An energy above idle below its counter's resolution (energy.metrics) has its upper
     bound and its resolution in place of its value, never beside it."""
     rules = []
@@ -301,19 +348,19 @@ def _energy_bounds() -> list[dict[str, Any]]:
     return rules
 
 
-def _cpu_list() -> dict[str, Any]:
+def _cpu_list() -> JsonSchema:
     return {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 
-def _nullable(section: dict[str, Any]) -> dict[str, Any]:
+def _nullable(section: JsonSchema) -> JsonSchema:
     return {**section, "type": ["object", "null"]}
 
 
-def _figure(source: bool = False) -> dict[str, Any]:
+def _figure(source: bool = False) -> JsonSchema:
     """A figure's min, median and max over its samples, never negative, and where it came
     from where `source`; null where the machine did not tell it."""
     statistics = ("min", "median", "max")
-    properties: dict[str, Any] = {
+    properties: dict[str, JsonSchema] = {
         **dict.fromkeys(statistics, _number(0)),
         "samples": {"type": "integer", "minimum": 1},
     }
@@ -322,12 +369,12 @@ def _figure(source: bool = False) -> dict[str, Any]:
     return _nullable(_closed(tuple(properties), **properties))
 
 
-def _unreadable() -> dict[str, Any]:
+def _unreadable() -> JsonSchema:
     """Why each field that is null is null: field -> reason."""
     return {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}
 
 
-def _gpu_state_section() -> dict[str, Any]:
+def _gpu_state_section() -> JsonSchema:
     """What the GPUs did during the measurement (gpu_state.GpuWatch): per GPU, by NVML's
     UUID, clocks, power, temperature and throttling, null where NVML did not tell."""
     reason_name = {
@@ -382,7 +429,7 @@ def _gpu_state_section() -> dict[str, Any]:
     return found
 
 
-def _cpu_clock_section() -> dict[str, Any]:
+def _cpu_clock_section() -> JsonSchema:
     """The clocks and governors of the CPUs the runs used (host_cpus.ClockWatch)."""
     return _closed(
         ("cpus", "mhz", "sources", "governors", "unreadable"),
@@ -394,7 +441,7 @@ def _cpu_clock_section() -> dict[str, Any]:
     )
 
 
-def _conditions_section() -> dict[str, Any]:
+def _conditions_section() -> JsonSchema:
     """What else the machine did (contention.Conditions, and the guard's verdict), the CPUs
     the measurement ran on (devices.cpus_used) and their clocks, what its GPUs did, and how
     precise it ended (precision.Progress.report)."""
@@ -428,7 +475,7 @@ def _conditions_section() -> dict[str, Any]:
     )
 
 
-def _group_section() -> dict[str, Any]:
+def _group_section() -> JsonSchema:
     """The comparison group a record was measured in (accelbench.job.group): its id, this
     measurement of it (the same in each of its cells' records: their runs were taken in
     the same rounds, so two of them pair round by round), its cells and the order of
@@ -443,7 +490,7 @@ def _group_section() -> dict[str, Any]:
     )
 
 
-def _provenance_section() -> dict[str, Any]:
+def _provenance_section() -> JsonSchema:
     """Where and with what it was measured (provenance.collect); each part is optional."""
     count = {"type": ["integer", "null"], "minimum": 1}
     slurm_value = {"type": ["string", "integer", "null"]}
@@ -518,7 +565,7 @@ def _id_regex(kind: type) -> str:
     return f"^{regex}$"
 
 
-def _family_rules(family: Family) -> dict[str, Any]:
+def _family_rules(family: Family) -> JsonSchema:
     """What a record of one family holds: an id of its shape and the parameters the id
     names; if ok, its time or, a roof, its ceilings."""
     kind = family.experiment_type
@@ -540,7 +587,7 @@ def _family_rules(family: Family) -> dict[str, Any]:
     }
 
 
-def _ok_rules(family: Family) -> dict[str, Any]:
+def _ok_rules(family: Family) -> JsonSchema:
     """What an ok record of the family cannot lack: its time, or a roof's ceilings."""
     if family.time_metric:
         return {
@@ -558,7 +605,7 @@ def _ok_rules(family: Family) -> dict[str, Any]:
     return {}
 
 
-def _ceilings(ceilings: tuple[str, ...]) -> list[dict[str, Any]]:
+def _ceilings(ceilings: tuple[str, ...]) -> list[JsonSchema]:
     """Each ceiling in an ok roof's metrics, or in its check's `unmeasured` with the reason."""
     return [
         {
@@ -578,7 +625,7 @@ def _ceilings(ceilings: tuple[str, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def _status_rule() -> dict[str, Any]:
+def _status_rule() -> JsonSchema:
     """A record's metrics follow its status: numbers only where it ran, a reason where not."""
     return {
         "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
@@ -599,7 +646,7 @@ def _status_rule() -> dict[str, Any]:
     }
 
 
-def _transient_rule() -> dict[str, Any]:
+def _transient_rule() -> JsonSchema:
     """A passing fault (a failure worth measuring again) can only be a failed record."""
     return {
         "if": {"required": [TRANSIENT_KEY]},
@@ -610,10 +657,10 @@ def _transient_rule() -> dict[str, Any]:
     }
 
 
-def _family_rules_in_turn() -> dict[str, Any]:
+def _family_rules_in_turn() -> JsonSchema:
     """Each family's rules, applied to its records alone: if kernel ... else if train ...,
     one test per family."""
-    by_family: dict[str, Any] = {}
+    by_family: JsonSchema = {}
     for family in reversed(FAMILIES.values()):
         by_family = {
             "if": {
@@ -626,7 +673,7 @@ def _family_rules_in_turn() -> dict[str, Any]:
     return by_family
 
 
-def record_schema() -> dict[str, Any]:
+def record_schema() -> JsonSchema:
     """The record's JSON Schema, as published in SCHEMA_FILE: what validate_record checks,
     except the CROSS_RULES (stated in its description)."""
     series = _closed(
@@ -712,21 +759,21 @@ def make_record(
     experiment: str,
     experiment_id: str,
     status: str,
-    params: dict[str, Any],
+    params: Params,
     provenance: dict[str, Any],
-    metrics: dict[str, Any] | None = None,
-    check: dict[str, Any] | None = None,
+    metrics: Metrics | None = None,
+    check: CheckSection | None = None,
     reason: str | None = None,
-    series: dict[str, Any] | None = None,
-    conditions: dict[str, Any] | None = None,
-    raw: dict[str, Any] | None = None,
-    measured_by: dict[str, str] | None = None,
-    energy: dict[str, Any] | None = None,
+    series: dict[str, Series] | None = None,
+    conditions: ConditionsSection | None = None,
+    raw: dict[str, RawSamples] | None = None,
+    measured_by: MeasuredBy | None = None,
+    energy: EnergySection | None = None,
     transient: bool = False,
-    unit: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    unit: UnitSection | None = None,
+) -> Record:
     """Assemble a record and validate it, so an invalid one is never written."""
-    record = {
+    record: Record = {
         "schema_version": SCHEMA_VERSION,
         "experiment": experiment,
         "id": experiment_id,
@@ -773,7 +820,7 @@ def validate_record(record: Any, source: str = "record") -> None:
                     )
 
 
-def _check_id_and_params(record: dict[str, Any], source: str) -> None:
+def _check_id_and_params(record: Record, source: str) -> None:
     try:
         exp = grid.experiment_of_id(record["id"])
     except grid.GridError as err:
@@ -801,7 +848,7 @@ def _current_umask() -> int:
     return mask
 
 
-def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
+def write_record(path: str | os.PathLike[str], record: Record) -> Path:
     """Validate and write `record` to `path` atomically (temp file, fsync, rename)."""
     validate_record(record, str(path))
     target = Path(path)
@@ -825,7 +872,7 @@ def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> Path:
     return target
 
 
-def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_record(path: str | os.PathLike[str]) -> Record:
     """Read and validate one record; RecordError names the file and what is wrong."""
     try:
         with open(path, "rb") as handle:
