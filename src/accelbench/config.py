@@ -27,7 +27,7 @@ import collections
 import copy
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from snakemake_interface_common.exceptions import WorkflowError
 
 from accelbench import grid, registry
 from accelbench.families import FAMILIES
+from accelbench.families.base import Config
 from accelbench.platform.devices import Device
 
 WORKFLOW_ENV = "ACCELBENCH_WORKFLOW"
@@ -49,6 +50,11 @@ MAX_DEPTH = 32
 MESSAGE_LIMIT = 1_000
 # Where a wheel carries the workflow, inside the package (setup.py puts it there).
 PACKAGED_WORKFLOW = "workflow"
+
+# A config file's mapping as YAML parsed it, or several merged: untyped until validated,
+# and written to (merge, the schema's defaults, plugins.paths made absolute). Once
+# validated it is read as accelbench.families.base.Config.
+ConfigDocument = dict[str, Any]
 
 
 class ConfigError(ValueError):
@@ -94,7 +100,7 @@ def default_config_path() -> Path:
     return workflow_root() / DEFAULT_CONFIG
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge(base: ConfigDocument, extra: ConfigDocument) -> ConfigDocument:
     """Merge `extra` into `base` as Snakemake merges config files; returns `base`."""
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
@@ -170,7 +176,7 @@ class _Open:
         self.next_is_key = not self.next_is_key
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> ConfigDocument:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -245,7 +251,7 @@ def check_configfile_options(argv: Sequence[str]) -> None:
         )
 
 
-def check_values(config: dict[str, Any]) -> None:
+def check_values(config: Config) -> None:
     """What the schema cannot say: the registry names and device strings of the grid, a
     host slowdown that is 0 or a factor of at least 1, and increasing bin edges of the
     queue-wait analysis. The error names the config key."""
@@ -265,7 +271,7 @@ def check_values(config: dict[str, Any]) -> None:
 
 
 # The files merged into a config, in order, each with what it holds.
-Sources = Sequence[tuple[Path, dict[str, Any]]]
+Sources = Sequence[tuple[Path, ConfigDocument]]
 _NAMED_KEY = re.compile(r"^config key ([^\s:]+)")
 
 
@@ -303,7 +309,7 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
 
 
 def validate(
-    config: dict[str, Any], sources: Sources = (), root: str | os.PathLike[str] | None = None
+    config: ConfigDocument, sources: Sources = (), root: str | os.PathLike[str] | None = None
 ) -> None:
     """The workflow's checks: the schema of the workflow at `root` (filling in its defaults),
     then check_values; ConfigError names the file that set the wrong key (`sources`)."""
@@ -333,7 +339,7 @@ def validate(
         raise ConfigError(str(err)) from None
 
 
-def use_plugins(config: dict[str, Any], sources: Sources = ()) -> None:
+def use_plugins(config: ConfigDocument, sources: Sources = ()) -> None:
     """Hand the folders of plugins.paths to the registry, each made absolute in the config
     (which the jobs get): a relative one against the folder of the config file that names it,
     so that a config kept beside its units runs from any directory (the working directory,
@@ -368,7 +374,7 @@ def where_set(key: str, configfiles: Sequence[str | os.PathLike[str]] = ()) -> s
 
 
 def check_loaded(
-    config: dict[str, Any],
+    config: ConfigDocument,
     paths: Sequence[str | os.PathLike[str]],
     root: str | os.PathLike[str],
 ) -> Sources:
@@ -391,7 +397,7 @@ def grid_names() -> list[tuple[str, str, str]]:
     ]
 
 
-def _section(values: dict[str, Any], dotted: str) -> dict[str, Any]:
+def _section(values: ConfigDocument, dotted: str) -> ConfigDocument:
     for key in dotted.split("."):
         values = values.get(key) if isinstance(values, dict) else None
     return values if isinstance(values, dict) else {}
@@ -432,24 +438,24 @@ def kept_defaults_warning(sources: Sources, expanded: grid.Grid) -> str | None:
     )
 
 
-def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
+def load(configfiles: Sequence[str | os.PathLike[str]] = ()) -> ConfigDocument:
     """The default config with `configfiles` merged over it, validated as the workflow does."""
     return load_with_sources(configfiles)[0]
 
 
 def load_with_sources(
     configfiles: Sequence[str | os.PathLike[str]] = (),
-) -> tuple[dict[str, Any], Sources]:
+) -> tuple[ConfigDocument, Sources]:
     """load, and each file's own values (the default config's first)."""
     sources = check_files([default_config_path(), *configfiles])
-    config: dict[str, Any] = {}
+    config: ConfigDocument = {}
     for _, loaded in sources:
         merge(config, copy.deepcopy(loaded))  # each source keeps its own values
     validate(config, sources)
     return config, sources
 
 
-def partition(device: Device, config: Mapping[str, Any]) -> str:
+def partition(device: Device, config: Config) -> str:
     """The Slurm partition of `device`'s jobs; empty for a GPU on a site without one
     (accelbench.slurm.resources.site_problems names it)."""
     slurm = config["slurm"]

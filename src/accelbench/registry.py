@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 BUILTIN = "builtin"
 # The package every plugin folder is imported below.
@@ -107,6 +107,14 @@ KINDS = {
 }
 
 
+class UnitSection(TypedDict):
+    """A record's `unit` section: where the unit measured comes from, and its source."""
+
+    origin: str
+    files: list[str]
+    digest: str
+
+
 @dataclass(frozen=True)
 class Unit:
     """A unit in its catalogue: its spec, where it comes from and what its source is."""
@@ -129,9 +137,9 @@ class Unit:
     def builtin(self) -> bool:
         return self.origin == BUILTIN
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> UnitSection:
         """The record's `unit` section."""
-        return {"origin": self.origin, "files": list(self.files), "digest": self.digest}
+        return UnitSection(origin=self.origin, files=list(self.files), digest=self.digest)
 
 
 _folders: tuple[Path, ...] = ()

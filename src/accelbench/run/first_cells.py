@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelbench.measuring import rerun
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record, record_files
 
+if TYPE_CHECKING:
+    from accelbench.studies.gpu_acceptance.acceptance import RecordJson
 
-def measured_alone(record: dict[str, Any]) -> bool:
+
+def measured_alone(record: RecordJson) -> bool:
     """Whether an ok record of several runs has the interval of its own runs alone (their
     pivot, statistics.RERUN_INTERVAL), not the host's: a record with the host's word keeps
     its spread in its conditions (`host_run_spread`). Read from the conditions, not the

@@ -14,13 +14,14 @@ import json
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from accelbench import grid
 from accelbench.config import partition
+from accelbench.families.base import Config
 
 EXCLUDED_CSV = "results/excluded.csv"
 # Paths listed per kind in the message of an unfinished run; the rest are counted.
@@ -270,32 +271,40 @@ class GridProgress:
         return busy / span if span > 0 else None
 
 
+@dataclass
+class _Tally:
+    """A family's experiments on one partition, counted as grid_progress goes."""
+
+    planned: int = 0
+    recorded: int = 0
+    ok: int = 0
+    walls: list[float] = field(default_factory=list)
+
+
 def grid_progress(
     expanded: grid.Grid,
-    config: dict[str, Any],
+    config: Config,
     state_of: Callable[[str], RecordState | None],
     run_started: datetime | None = None,
 ) -> GridProgress:
     """The grid's experiments by family and partition, with the records written so far."""
-    tallies: dict[tuple[str, str], dict[str, Any]] = {}
+    tallies: dict[tuple[str, str], _Tally] = {}
     this_run = []
     for exp in expanded.experiments:
         where = partition(exp.parsed_device, config) or "(no GPU partition)"
-        tally = tallies.setdefault(
-            (exp.family, where), {"planned": 0, "recorded": 0, "ok": 0, "walls": []}
-        )
-        tally["planned"] += 1
+        tally = tallies.setdefault((exp.family, where), _Tally())
+        tally.planned += 1
         state = state_of(exp.path)
         if state is None:
             continue
-        tally["recorded"] += 1
-        tally["ok"] += state.status == "ok"
+        tally.recorded += 1
+        tally.ok += state.status == "ok"
         if state.wall_s is not None:
-            tally["walls"].append(state.wall_s)
+            tally.walls.append(state.wall_s)
             if run_started is not None and state.started >= run_started:
                 this_run.append((state.started, state.finished))
     rows = tuple(
-        Row(family, where, t["planned"], t["recorded"], t["ok"], tuple(t["walls"]))
+        Row(family, where, t.planned, t.recorded, t.ok, tuple(t.walls))
         for (family, where), t in tallies.items()
     )
     return GridProgress(rows, run_started, tuple(this_run))

@@ -17,16 +17,16 @@ import shlex
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench.config import partition
-from accelbench.families.base import family_of
+from accelbench.families.base import Config, family_of
 from accelbench.platform.devices import Device, parse_device
 from accelbench.platform.gpu_support import STACKS
 from accelbench.train.strategies import process_count
 
 
-def cpus_per_task(device: Device, config: dict[str, Any]) -> int:
+def cpus_per_task(device: Device, config: Config) -> int:
     """N cores for cpuN; for cudaK, enough host cores to feed K GPUs."""
     return device.count * config["slurm"]["cpus_per_gpu"] if device.is_gpu else device.count
 
@@ -40,7 +40,7 @@ def local_threads(device: Device) -> int:
     return device.count if not device.is_gpu else 1
 
 
-def scaled(config: dict[str, Any], family: str, key: str, attempt: int) -> int:
+def scaled(config: Config, family: str, key: str, attempt: int) -> int:
     """mem_mb / runtime for a family, grown with the attempt so a retry gets more."""
     return int(config["resources"][family][key]) * attempt
 
@@ -66,7 +66,7 @@ class TaskLayout:
         return self.nodes * self.tasks_per_node
 
 
-def task_layout(device: Device, strategy: str, config: dict[str, Any]) -> TaskLayout | None:
+def task_layout(device: Device, strategy: str, config: Config) -> TaskLayout | None:
     """The Slurm tasks of an experiment, or None for one that runs as one process.
 
     A GPU task drives one GPU with slurm.cpus_per_gpu cores; a CPU process of
@@ -83,7 +83,26 @@ def task_layout(device: Device, strategy: str, config: dict[str, Any]) -> TaskLa
     )
 
 
-def task_resources(layout: TaskLayout, config: dict[str, Any]) -> dict[str, Any]:
+class JobResources(TypedDict, total=False):
+    """The placement resources of one experiment's job, as snakemake-executor-plugin-slurm
+    names them; a job has those its device and task layout need (job_resources)."""
+
+    slurm_partition: str
+    cpus_per_task: int
+    gpu: int
+    gpu_model: str
+    mpi: str
+    nodes: int
+    tasks: int
+    tasks_per_node: int
+    slurm_extra: str
+
+
+# Every placement resource job_resources may give; a rule declares each, None where absent.
+JOB_RESOURCE_KEYS = tuple(JobResources.__annotations__)
+
+
+def task_resources(layout: TaskLayout, config: Config) -> JobResources:
     """Resources snakemake-executor-plugin-slurm turns into the sbatch line of a task job.
 
     `mpi` makes the plugin run the job's script in the batch step (not under
@@ -91,7 +110,7 @@ def task_resources(layout: TaskLayout, config: dict[str, Any]) -> dict[str, Any]
     (--gpus-per-node in slurm_extra) rather than with the plugin's `gpu`, which
     would add --ntasks-per-gpu and need not place K GPUs on each node.
     """
-    resources: dict[str, Any] = {
+    resources: JobResources = {
         "mpi": "srun",
         "nodes": layout.nodes,
         "cpus_per_task": layout.cpus_per_task,
@@ -109,7 +128,7 @@ def task_resources(layout: TaskLayout, config: dict[str, Any]) -> dict[str, Any]
     return resources
 
 
-def env_modules(config: dict[str, Any]) -> list[str]:
+def env_modules(config: Config) -> list[str]:
     """slurm.modules for a rule's `envmodules:`, each quoted for the shell.
 
     Snakemake joins them unquoted into `module load ...; <job command>`; the
@@ -136,37 +155,23 @@ def srun_command(layout: TaskLayout) -> list[str]:
 
 
 def task_launcher(
-    device: Device, strategy: str, config: dict[str, Any], *, slurm_tasks: bool
+    device: Device, strategy: str, config: Config, *, slurm_tasks: bool
 ) -> list[str] | None:
     """srun for a job submitted as several Slurm tasks; None for one that runs one process."""
     layout = task_layout(device, strategy, config) if slurm_tasks else None
     return srun_command(layout) if layout else None
 
 
-# Every placement resource job_resources may give; a rule declares each, None where absent.
-JOB_RESOURCE_KEYS = (
-    "slurm_partition",
-    "cpus_per_task",
-    "gpu",
-    "gpu_model",
-    "mpi",
-    "nodes",
-    "tasks",
-    "tasks_per_node",
-    "slurm_extra",
-)
-
-
 def job_resources(
-    device: Device, strategy: str, config: dict[str, Any], *, slurm_tasks: bool
-) -> dict[str, Any]:
+    device: Device, strategy: str, config: Config, *, slurm_tasks: bool
+) -> JobResources:
     """Partition, cores and GPUs of one experiment's job; with `slurm_tasks`, its task layout.
 
     `slurm_tasks` is true under the Slurm executor: there a multi-process
     experiment becomes a job of one task per process. Run locally, the
     experiment starts its processes itself.
     """
-    resources: dict[str, Any] = {"slurm_partition": partition(device, config)}
+    resources: JobResources = {"slurm_partition": partition(device, config)}
     layout = task_layout(device, strategy, config) if slurm_tasks else None
     if layout is not None:
         resources.update(task_resources(layout, config))
@@ -289,7 +294,7 @@ def _listed(names: Iterable[str]) -> str:
 
 
 def site_problems(
-    config: dict[str, Any],
+    config: Config,
     *,
     needs_gpu: bool,
     partitions: list[str] | None,
@@ -329,7 +334,7 @@ def site_problems(
     return problems
 
 
-def _gpu_problems(slurm: dict[str, Any], offer: PartitionNodes | None) -> list[str]:
+def _gpu_problems(slurm: Config, offer: PartitionNodes | None) -> list[str]:
     """GPU jobs ask --gpus=K or --gpus=MODEL:K; Slurm refuses either when no node can match it."""
     if offer is None:
         return []
@@ -409,7 +414,7 @@ STACK_NAMES = frozenset(stack.name for stack in STACKS)
 CUDA_MODULE = re.compile(r"^cuda(?:toolkit)?[/-](\d+)", re.IGNORECASE)
 
 
-def module_problems(config: dict[str, Any]) -> list[str]:
+def module_problems(config: Config) -> list[str]:
     """A CUDA module of another major version than the configured stack (cuda_stack).
 
     Loaded, it puts its libraries on the search path, where the CUDA 12 builds of
@@ -494,9 +499,7 @@ def slurm_partition_limits() -> dict[str, PartitionLimits] | None:
     return parse_partition_limits(lines) if lines is not None else None
 
 
-def job_shapes(
-    experiments: Iterable[Any], config: dict[str, Any], batch_size: int
-) -> list[JobShape]:
+def job_shapes(experiments: Iterable[Any], config: Config, batch_size: int) -> list[JobShape]:
     """The kinds of jobs `experiments` become on Slurm: batches per device of the families
     whose declaration says `batched` (kernels, roofs, data science), and one job per device
     and strategy of the others (training)."""
@@ -532,7 +535,7 @@ def job_shapes(
 
 
 def limit_problems(
-    config: dict[str, Any], shapes: list[JobShape], limits: dict[str, PartitionLimits]
+    config: Config, shapes: list[JobShape], limits: dict[str, PartitionLimits]
 ) -> list[str]:
     """Jobs no node or time limit of their partition can take, up to the last retry.
 
@@ -576,7 +579,7 @@ def limit_problems(
 
 
 def check_slurm_site(
-    config: dict[str, Any], *, needs_gpu: bool, shapes: list[JobShape], modules_loaded: bool
+    config: Config, *, needs_gpu: bool, shapes: list[JobShape], modules_loaded: bool
 ) -> None:
     """Refuse, before anything is submitted, a config the cluster cannot serve, naming every
     problem at once: site_problems and limit_problems against what sinfo and sacctmgr
@@ -597,7 +600,7 @@ def check_slurm_site(
         raise SiteError(problems)
 
 
-def submission_account(config: dict[str, Any]) -> str | None:
+def submission_account(config: Config) -> str | None:
     """The account every job is submitted under: slurm.account, else the user's default
     account as sacctmgr has it (None where it cannot be asked).
 

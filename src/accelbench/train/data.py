@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from accelbench.train.datasets import PTB_FILE
+from accelbench.train.models import Options
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class LoaderSource:
             return _as_tuples(next(self.iterator))
 
 
-def ptb_next_tokens(root, options: dict[str, Any], seed: int) -> TokenWindows:
+def ptb_next_tokens(root, options: Options, seed: int) -> TokenWindows:
     """Penn Treebank windows of options["seq_len"] tokens, each with its next-token targets."""
     from accelbench.train.synthetic import next_token_task
 

@@ -20,6 +20,7 @@ from accelbench.train.cells import TrainCell
 from accelbench.train.flops import flops_per_sample
 from accelbench.train.models import (
     ModelSpec,
+    OptionValue,
     Step,
     Unavailable,
     models,
@@ -42,7 +43,7 @@ class Session:
     source: Any  # data.SyntheticSource or data.LoaderSource
     move: Callable[[Any], tuple[Any, Any]]  # host batch -> (inputs, targets) on the devices
     placement: strategies.Placement
-    options: dict[str, Any]
+    options: dict[str, OptionValue]
     parameters: int
     flops_per_sample: float
     data: str  # "synthetic" or the dataset's name

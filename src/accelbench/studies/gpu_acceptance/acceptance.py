@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -50,6 +50,9 @@ from accelbench.platform.devices import names_a_gpu, parse_device
 from accelbench.records.record import load_record
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 from accelbench.studies.gpu_acceptance.datasheets import DataSheet
+
+# A result record as load_record reads it: the JSON document the record schema validated.
+RecordJson = Mapping[str, Any]
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",
@@ -159,23 +162,23 @@ def _bare_uuid(name: str) -> str:
     return name.removeprefix("GPU-").removeprefix("MIG-").lower()
 
 
-def _gpu_name(record: dict[str, Any]) -> str | None:
+def _gpu_name(record: RecordJson) -> str | None:
     gpus = (record["provenance"].get("accelerator") or {}).get("gpus") or []
     return gpus[0] if gpus else None
 
 
-def _format_of(record: dict[str, Any]) -> str | None:
+def _format_of(record: RecordJson) -> str | None:
     params = record["params"]
     return params.get("precision") or params.get("dtype")
 
 
-def _torch_uuids(record: dict[str, Any]) -> list[str]:
+def _torch_uuids(record: RecordJson) -> list[str]:
     """The UUIDs of the devices torch ran the experiment on (provenance.accelerator.uuids)."""
     uuids = (record["provenance"].get("accelerator") or {}).get("uuids") or []
     return uuids[: parse_device(record["params"]["device"]).count]
 
 
-def _energy_problem(record: dict[str, Any]) -> str | None:
+def _energy_problem(record: RecordJson) -> str | None:
     """Why a GPU record's energy is not NVML's measurement of the GPU it ran on, or None."""
     found = record.get("energy")
     if not found:
@@ -200,7 +203,7 @@ def _energy_problem(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _gpu_state_problem(record: dict[str, Any]) -> str | None:
+def _gpu_state_problem(record: RecordJson) -> str | None:
     """Why a GPU record does not hold NVML's readings of the GPU it ran on, or None."""
     found = (record.get("conditions") or {}).get("gpu_state")
     if not found:
@@ -226,7 +229,7 @@ def _held(what: str, seconds: float | None, busy: float) -> str:
     return f"{what} for {seconds:.3g} s of the {busy:.3g} s it was busy"
 
 
-def _throttling(record: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _throttling(record: RecordJson) -> tuple[list[str], list[str]]:
     """What held each GPU's clocks back during the record's measurement: (slowdowns, which
     fail the check; power caps, noted on a roof), each in words with its seconds."""
     slowdowns, caps = [], []
@@ -246,7 +249,7 @@ def _throttling(record: dict[str, Any]) -> tuple[list[str], list[str]]:
     return slowdowns, caps
 
 
-def _sm_clock(record: dict[str, Any]) -> str:
+def _sm_clock(record: RecordJson) -> str:
     clocks = [
         found["sm_clock_mhz"]
         for found in record["conditions"]["gpu_state"]["gpus"].values()
@@ -258,7 +261,7 @@ def _sm_clock(record: dict[str, Any]) -> str:
     return f"SM clock {low:.0f}-{high:.0f} MHz"
 
 
-def _judge_clocks(verdict: Verdict, path: str, record: dict[str, Any]) -> None:
+def _judge_clocks(verdict: Verdict, path: str, record: RecordJson) -> None:
     """The clocks condition of one ok GPU record: its GPU state is there, of its GPU, and
     shows no slowdown (SLOWDOWN_RULE); a roof's power cap is a note."""
     if problem := _gpu_state_problem(record):
@@ -397,7 +400,7 @@ def _judge_tf32(verdict: Verdict, frame: pd.DataFrame, paths_by_id: dict[str, st
     verdict.tf32 = pd.DataFrame(table, columns=TF32_COLUMNS)
 
 
-def _judge_coverage(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) -> None:
+def _judge_coverage(verdict: Verdict, gpu_records: dict[str, RecordJson]) -> None:
     families = Counter(record["experiment"] for record in gpu_records.values())
     roof_dtypes = {
         record["params"]["dtype"]
@@ -419,7 +422,7 @@ def _judge_coverage(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) ->
         verdict.fail("coverage", GRID, "the grid trains no model on the GPU in fp32 and tf32")
 
 
-def _judge_records(verdict: Verdict, gpu_records: dict[str, dict[str, Any]]) -> None:
+def _judge_records(verdict: Verdict, gpu_records: dict[str, RecordJson]) -> None:
     """Status, one board, energy and clocks, record by record."""
     for path, record in gpu_records.items():
         board = _gpu_name(record)
@@ -587,19 +590,40 @@ def _tf32_table(tf32: pd.DataFrame) -> str:
     )
 
 
-def as_json(verdict: Verdict) -> dict[str, Any]:
+# A row of the roofs or tf32 table (ROOF_COLUMNS, TF32_COLUMNS): names, numbers, verdicts.
+TableRow = dict[str, str | float | bool | None]
+
+
+class VerdictJson(TypedDict):
+    """acceptance.json: the verdict, and the conditions and bounds it was judged by."""
+
+    passed: bool
+    gpu: str | None
+    datasheet: dict[str, str | float | tuple[str, ...] | None] | None  # DataSheet's fields
+    records: int
+    gpu_records: int
+    findings: list[dict[str, str]]  # Finding's fields
+    notes: list[dict[str, str]]
+    roofs: list[TableRow]
+    tf32: list[TableRow]
+    conditions: dict[str, str]
+    plausible: dict[str, list[float]]
+    min_tf32_speedup: float
+
+
+def as_json(verdict: Verdict) -> VerdictJson:
     """The verdict as plain data (acceptance.json beside the Markdown)."""
-    return {
-        "passed": verdict.passed,
-        "gpu": verdict.gpu,
-        "datasheet": asdict(verdict.datasheet) if verdict.datasheet else None,
-        "records": verdict.records,
-        "gpu_records": verdict.gpu_records,
-        "findings": [asdict(item) for item in verdict.findings],
-        "notes": [asdict(item) for item in verdict.notes],
-        "roofs": verdict.roofs.to_dict("records"),
-        "tf32": verdict.tf32.to_dict("records"),
-        "conditions": CONDITIONS,
-        "plausible": {metric: list(bounds) for metric, bounds in PLAUSIBLE.items()},
-        "min_tf32_speedup": MIN_TF32_SPEEDUP,
-    }
+    return VerdictJson(
+        passed=verdict.passed,
+        gpu=verdict.gpu,
+        datasheet=asdict(verdict.datasheet) if verdict.datasheet else None,
+        records=verdict.records,
+        gpu_records=verdict.gpu_records,
+        findings=[asdict(item) for item in verdict.findings],
+        notes=[asdict(item) for item in verdict.notes],
+        roofs=verdict.roofs.to_dict("records"),
+        tf32=verdict.tf32.to_dict("records"),
+        conditions=CONDITIONS,
+        plausible={metric: list(bounds) for metric, bounds in PLAUSIBLE.items()},
+        min_tf32_speedup=MIN_TF32_SPEEDUP,
+    )

@@ -15,9 +15,9 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from accelbench import grid
+from accelbench.families.base import Config
 from accelbench.studies.gpu_acceptance import acceptance
 
 REFERENCE_DIR = "reference"
@@ -74,7 +74,7 @@ def write_reference(
     return destination
 
 
-def run(config: dict[str, Any], root: Path) -> tuple[acceptance.Verdict, Path | None]:
+def run(config: Config, root: Path) -> tuple[acceptance.Verdict, Path | None]:
     """Judge the records `config`'s grid has below `root`; keep them in
     `root/reference/<gpu>/` when a GPU ran (without one there is nothing to keep)."""
     paths = grid.expand(config).paths

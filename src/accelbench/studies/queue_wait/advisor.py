@@ -27,10 +27,10 @@ import fnmatch
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
+from accelbench.families.base import Config
 from accelbench.platform.devices import parse_device
 from accelbench.slurm import resources as cluster
 from accelbench.studies.queue_wait import sacct
@@ -175,7 +175,7 @@ def _matching_records(frame: pd.DataFrame, pattern: str, source: str) -> pd.Data
     return matches
 
 
-def _option(row: pd.Series, config: dict[str, Any], count: int) -> Option | NotRanked:
+def _option(row: pd.Series, config: Config, count: int) -> Option | NotRanked:
     """The option of running one record's experiment `count` times, or why it is none."""
     device = parse_device(row["device"])
     partition = cluster.partition(device, config)
@@ -209,7 +209,7 @@ def _option(row: pd.Series, config: dict[str, Any], count: int) -> Option | NotR
 def experiment_options(
     frame: pd.DataFrame,
     pattern: str,
-    config: dict[str, Any],
+    config: Config,
     count: int,
     source: str = "the tidy table",
 ) -> tuple[list[Option], list[NotRanked]]:

@@ -42,10 +42,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
+from accelbench.families.base import Config
 from accelbench.slurm import resources as cluster
 
 # Fixed field list of the query; free-text fields (JobName, Comment) are left
@@ -116,6 +117,33 @@ JOB_COLUMNS = (
 )
 
 
+class JobFields(TypedDict):
+    """What one sacct line says of its job, in the units of JOB_COLUMNS."""
+
+    job_id: str
+    array_tasks: int
+    state: str
+    cancelled_by: int | None  # the uid of whoever cancelled it
+    submit: datetime
+    eligible: datetime | None
+    start: datetime | None
+    end: datetime | None
+    req_cpus: int
+    req_mem_gb: float  # nan: unknown
+    req_gpus: int
+    timelimit_h: float  # nan: none or unknown
+    cpu_hours: float
+    gb_hours: float
+    wait_s: float  # nan: not started
+
+
+class JobRow(JobFields):
+    """One row of the jobs table: a job in one of the partitions its line lists."""
+
+    partition: str
+    partitions_listed: int
+
+
 class SacctError(RuntimeError):
     """sacct or sinfo could not answer, or the partitions asked for do not exist."""
 
@@ -172,7 +200,7 @@ def query(
     )
 
 
-def configured_partitions(config: dict[str, Any]) -> list[str]:
+def configured_partitions(config: Config) -> list[str]:
     """cluster_analysis.partitions, or the partitions the experiments are sent to."""
     named = config["cluster_analysis"]["partitions"]
     slurm = config["slurm"]
@@ -327,7 +355,7 @@ class ParsedDump:
         )
 
 
-def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
+def _job_rows(values: dict[str, str]) -> list[JobRow] | None:
     """One line's job rows (one per partition it lists), or None for a job step."""
     match = JOB_ID.match(values["JobID"])
     if not match:
@@ -366,24 +394,24 @@ def _job_rows(values: dict[str, str]) -> list[dict[str, Any]] | None:
     limit = parse_duration(values["Timelimit"])
     hours = math.nan if limit is None else limit / 3600
     gpus = requested_gpus(tres)
-    row = {
-        "job_id": values["JobID"],
-        "array_tasks": array_task_count(match["task"]),
-        "state": state["state"],
-        "cancelled_by": None if state["uid"] is None else int(state["uid"]),
-        "submit": submit,
-        "eligible": eligible,
-        "start": start,
-        "end": end,
-        "req_cpus": cpus,
-        "req_mem_gb": math.nan if memory is None else memory,
-        "req_gpus": gpus,
-        "timelimit_h": hours,
-        "cpu_hours": cpus * hours,
-        "gb_hours": math.nan if memory is None else memory * hours,
-        "wait_s": math.nan if wait is None else wait,
-    }
-    return [{**row, "partition": name, "partitions_listed": len(partitions)} for name in partitions]
+    job = JobFields(
+        job_id=values["JobID"],
+        array_tasks=array_task_count(match["task"]),
+        state=state["state"],
+        cancelled_by=None if state["uid"] is None else int(state["uid"]),
+        submit=submit,
+        eligible=eligible,
+        start=start,
+        end=end,
+        req_cpus=cpus,
+        req_mem_gb=math.nan if memory is None else memory,
+        req_gpus=gpus,
+        timelimit_h=hours,
+        cpu_hours=cpus * hours,
+        gb_hours=math.nan if memory is None else memory * hours,
+        wait_s=math.nan if wait is None else wait,
+    )
+    return [JobRow(**job, partition=name, partitions_listed=len(partitions)) for name in partitions]
 
 
 def _field_names(first_line: str) -> tuple[list[str], bool]:
@@ -417,7 +445,7 @@ def parse(text: str) -> ParsedDump:
                 f"the sacct dump lacks the fields {', '.join(missing)}; "
                 f"write it with --format={','.join(SACCT_FIELDS)}"
             )
-    rows: list[dict[str, Any]] = []
+    rows: list[JobRow] = []
     for number, line in numbered:
         values = line.removesuffix("|").split("|") if trailing_bar else line.split("|")
         if len(values) != len(names):

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -121,6 +121,41 @@ NUMBER_COLUMNS = (
     "note",
     "left_out",
 )
+
+
+class BreakEvenRow(TypedDict, total=False):
+    """A row of the break-even table, by NUMBER_COLUMNS; a number nobody could compute is
+    nan, a device or library nobody ran ("best_cpu", "best_gpu") too."""
+
+    experiment: str
+    kernel: str  # the kernel's or data science workload's name
+    dtype: str
+    gpu_device: str
+    host: str | None
+    best_cpu: str | float
+    cpu_gflops: float
+    best_gpu: str | float
+    gpu_gflops: float
+    link_gbs: float
+    h2d_gbs: float
+    d2h_gbs: float
+    pinned_link_gbs: float
+    overhead_s: float
+    break_even_intensity: float
+    pinned_break_even_intensity: float
+    intensity_min: float
+    intensity_max: float
+    predicted_n: float
+    pinned_predicted_n: float
+    sizes_compared: int
+    sizes_departing: int
+    crossover_low: float
+    crossover_high: float
+    measured: str
+    measured_short: str
+    departures: str
+    note: str
+    left_out: str
 
 
 @dataclass(frozen=True)
@@ -471,7 +506,9 @@ def _left_out(rows: pd.DataFrame, here: pd.DataFrame, gpu: pd.DataFrame, what: s
     return ""
 
 
-def _measured(paired: _Paired, experiment: str, names: Mapping[str, Any], host: Any) -> dict:
+def _measured(
+    paired: _Paired, experiment: str, names: Mapping[str, Any], host: Any
+) -> BreakEvenRow:
     """The measured columns: how many sizes compared, the last crossover's bracket, and what
     the sizes say (crossovers.Crossing: `says` for the notes, `short` for the table)."""
     crossing = paired.crossing(experiment, names, host)
@@ -491,7 +528,7 @@ def _measured(paired: _Paired, experiment: str, names: Mapping[str, Any], host: 
     }
 
 
-def _model(gpu: pd.DataFrame, result: dict) -> tuple[OffloadModel | None, list[str]]:
+def _model(gpu: pd.DataFrame, result: BreakEvenRow) -> tuple[OffloadModel | None, list[str]]:
     """W from the kernels' copies, L from the end-to-end residuals, and the model with them
     (None, with why, where the GPU records timed no copies)."""
     copied = gpu[gpu["transfer_time_median"].astype(float) > 0]
@@ -539,13 +576,17 @@ def _predictions(
 
 
 def _modelled(
-    frame: pd.DataFrame, here: pd.DataFrame, gpu: pd.DataFrame, paired: _Paired, result: dict
-) -> dict[str, Any]:
+    frame: pd.DataFrame,
+    here: pd.DataFrame,
+    gpu: pd.DataFrame,
+    paired: _Paired,
+    result: BreakEvenRow,
+) -> BreakEvenRow:
     """The model's columns of a row whose kernel ran on the CPU and the GPU of its host: W,
     L, I* and n* for the kernels' copies and for pinned ones, and the departures."""
     model, notes = _model(gpu, result)
     h2d, d2h = _roof(frame, result["gpu_device"], result["dtype"], result["host"])
-    numbers: dict[str, Any] = {"h2d_gbs": h2d, "d2h_gbs": d2h}
+    numbers = BreakEvenRow(h2d_gbs=h2d, d2h_gbs=d2h)
     pinned = None
     if math.isfinite(h2d + d2h):
         numbers["pinned_link_gbs"] = link_bandwidth(h2d, d2h)
@@ -571,9 +612,9 @@ def _modelled(
     return {**numbers, "note": "; ".join(notes)}
 
 
-def _row(experiment: str, name: str, dtype: str, gpu_device: str, host: Any) -> dict[str, Any]:
+def _row(experiment: str, name: str, dtype: str, gpu_device: str, host: Any) -> BreakEvenRow:
     """A row of the table before anything is known but its names."""
-    row: dict[str, Any] = dict.fromkeys(NUMBER_COLUMNS, math.nan)
+    row = BreakEvenRow(**dict.fromkeys(NUMBER_COLUMNS, math.nan))
     row.update(experiment=experiment, kernel=name, dtype=dtype, gpu_device=gpu_device, host=host)
     row.update(sizes_departing=0, departures="", note="", left_out="")
     row.update(measured="", measured_short="")
@@ -582,7 +623,7 @@ def _row(experiment: str, name: str, dtype: str, gpu_device: str, host: Any) -> 
 
 def _analyse(
     frame: pd.DataFrame, rows: pd.DataFrame, paired: _Paired, gpu_device: str, host: Any
-) -> dict[str, Any]:
+) -> BreakEvenRow:
     """One kernel, dtype, GPU device and host -> its row of the break-even table."""
     result = _row("kernel", rows["kernel"].iloc[0], rows["dtype"].iloc[0], gpu_device, host)
     here = rows[_on(rows, host)]
@@ -605,7 +646,7 @@ def _analyse(
 
 def _analyse_measured(
     rows: pd.DataFrame, paired: _Paired, gpu_device: str, host: Any
-) -> dict[str, Any]:
+) -> BreakEvenRow:
     """One data science workload, GPU device and host -> its row: the measurement only."""
     workload = rows["workload"].iloc[0]
     result = _row("datasci", workload, "–", gpu_device, host)

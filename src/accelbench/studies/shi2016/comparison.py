@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -54,6 +54,7 @@ from accelbench.studies.shi2016.paper import (
     differing_options,
     published,
 )
+from accelbench.train.models import OptionValue
 
 DID_NOT_RUN = "did not run"
 NONE_RAN = "none ran"
@@ -105,7 +106,7 @@ def _records(frame: pd.DataFrame, network: Network) -> pd.DataFrame:
     return chosen.sort_values("device", key=lambda devices: devices.map(device_key))
 
 
-def _options(record: pd.Series) -> dict[str, Any]:
+def _options(record: pd.Series) -> dict[str, OptionValue]:
     text = record.get("options")
     return json.loads(text) if isinstance(text, str) else {}
 
@@ -150,13 +151,41 @@ def _seconds(cell) -> float:
     return cell.seconds if cell is not None and cell.ran else math.nan
 
 
+class ComparisonRow(TypedDict):
+    """A row of the comparison (COLUMNS): one record against one column of the paper, or
+    against none (`platform` None, the paper's numbers nan)."""
+
+    network: str
+    model: str
+    faithful: bool
+    batch: int
+    device: str
+    status: str
+    reason: str | None
+    busy: bool
+    imprecise: bool
+    measured_s: float
+    measured_low_s: float
+    measured_high_s: float
+    threads: int | None
+    platform: str | None
+    torch_s: float
+    torch_ran: bool
+    torch_ratio: float
+    best_s: float
+    best_tool: str | None
+    best_ratio: float
+    speedup_here: float
+    speedup_torch: float
+
+
 def _row(
     network: Network,
     record: pd.Series,
     one_thread: float,
     platform: str | None,
     threads: int | None,
-) -> dict[str, Any]:
+) -> ComparisonRow:
     ok = record["status"] == "ok"
     median, low, high = _measured(record)
     torch = published(network.name, REFERENCE_TOOL, platform, threads) if platform else None

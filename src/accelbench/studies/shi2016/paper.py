@@ -16,10 +16,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Set
+from collections.abc import Set
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+
+from accelbench.train.models import Options, OptionValue
 
 CITATION = (
     "S. Shi, Q. Wang, P. Xu and X. Chu, Benchmarking State-of-the-Art Deep Learning "
@@ -38,7 +39,7 @@ class Network:
     name: str
     model: str
     batch: int
-    options: Mapping[str, Any]
+    options: Options
     faithful: bool  # the same layers and shapes as the paper's Torch network
     differs: str
 
@@ -244,7 +245,7 @@ def best(network: str, platform: str, threads: int) -> Published | None:
     return min(ran, key=lambda cell: cell.seconds, default=None)
 
 
-def differing_options(network: Network, options: Mapping[str, Any]) -> dict[str, Any]:
+def differing_options(network: Network, options: Options) -> dict[str, OptionValue]:
     """The paper's options that a record's `options` lack: {key: the paper's value}."""
     return {key: value for key, value in network.options.items() if options.get(key) != value}
 

@@ -30,7 +30,10 @@ from typing import Any
 
 from accelbench import registry
 
-Options = Mapping[str, Any]
+# A model option's value: a size, rate, flag or name, or a list of sizes (fcn's `hidden`).
+OptionValue = bool | int | float | str | list[int]
+# A model's options by name: its defaults, train.model_options' overrides, or resolved.
+Options = Mapping[str, OptionValue]
 
 
 def sgd(params, lr: float):
@@ -126,9 +129,9 @@ class ModelSpec:
     default_batch: int
     # Size options and their defaults (every model has `lr`, its learning rate);
     # train.model_options overrides them per model.
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Options = field(default_factory=dict)
     # The smallest options that still run every layer: smoke tests and quick checks.
-    tiny_options: Mapping[str, Any] = field(default_factory=dict)
+    tiny_options: Options = field(default_factory=dict)
     # ImageNet-type networks take their `image_size` option from train.image_size;
     # the smallest image their layers accept (the grid excludes smaller ones).
     follows_image_size: bool = False
@@ -173,7 +176,7 @@ class OptionError(ValueError):
 
 def resolve_options(
     spec: ModelSpec, overrides: Options | None = None, image_size: int | None = None
-) -> dict[str, Any]:
+) -> dict[str, OptionValue]:
     """The model's options: its defaults, train.image_size if it follows it, then overrides."""
     options = dict(spec.options)
     if spec.follows_image_size and image_size is not None:
@@ -193,7 +196,7 @@ def resolve_options(
     return options
 
 
-def _same_kind(value: Any, default: Any) -> bool:
+def _same_kind(value: OptionValue, default: OptionValue) -> bool:
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(value, bool) and isinstance(default, bool)
     if isinstance(default, float):
@@ -300,7 +303,7 @@ def _fully_connected(
     name: str,
     description: str,
     default_batch: int,
-    options: dict[str, Any],
+    options: Options,
     activation: str = "relu",
     dataset: str | None = None,
 ) -> ModelSpec:

@@ -6,16 +6,14 @@ The single-tower AlexNet of torchvision (as AlexNet-S in Shi et al. 2016 at
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from accelbench.train.models import MODELS
+from accelbench.train.models import MODELS, Options
 from accelbench.train.nets import check_image_size
 from accelbench.train.synthetic import image_batch
 
 
-def build(options: dict[str, Any]):
+def build(options: Options):
     import torchvision
 
     check_image_size("alexnet", options["image_size"], MODELS["alexnet"].min_image_size)

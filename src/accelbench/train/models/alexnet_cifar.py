@@ -14,12 +14,10 @@ the last pooling). Trained on CIFAR-10 when it is present under train.data_dir.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import MODELS
+from accelbench.train.models import MODELS, Options
 from accelbench.train.nets import check_image_size, sequential_layers
 from accelbench.train.synthetic import image_batch
 
@@ -29,7 +27,7 @@ def pooled(size: int) -> int:
     return (size - 3) // 2 + 1
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     size = options["image_size"]
     check_image_size("alexnet-r", size, MODELS["alexnet-r"].min_image_size)
     side = pooled(pooled(pooled(size)))  # 3 at 32 x 32

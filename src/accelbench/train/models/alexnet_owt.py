@@ -15,16 +15,14 @@ classes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from accelbench.train.models import MODELS
+from accelbench.train.models import MODELS, Options
 from accelbench.train.nets import check_image_size, sequential_layers
 from accelbench.train.synthetic import image_batch
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     check_image_size("alexnet-s", options["image_size"], MODELS["alexnet-s"].min_image_size)
     return nn.Sequential(
         nn.Conv2d(3, 96, 11, stride=4, padding=2),

@@ -8,20 +8,18 @@ synthetic images (noisy class patterns) with Gaussian noise of std `noise`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import adam
+from accelbench.train.models import Options, adam
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import labelled_samples
 
 PATTERNS = 10  # distinct image classes the synthetic clean images vary around
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     size, channels, width = options["image_size"], options["channels"], options["width"]
     if size % 4:
         raise ValueError(f"autoencoder: image_size must be a multiple of 4; got {size}")
@@ -36,14 +34,14 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     )
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
+def make_batch(generator, batch: int, options: Options):
     size, channels = options["image_size"], options["channels"]
     clean, _ = labelled_samples(generator, batch, PATTERNS, (channels, size, size), noise=0.3)
     noisy = clean + options["noise"] * torch.randn(clean.shape, generator=generator)
     return noisy, clean
 
 
-def real_data(root, options: dict[str, Any], seed: int):
+def real_data(root, options: Options, seed: int):
     if options["channels"] != 1 or options["image_size"] != 28:
         raise data.DataMismatch(
             f"MNIST images are 1 x 28 x 28; the options ask for "

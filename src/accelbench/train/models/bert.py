@@ -9,12 +9,10 @@ Trains on the Penn Treebank when present, otherwise on a learnable token chain.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import adam
+from accelbench.train.models import Options, adam
 from accelbench.train.nets import (
     SequenceCrossEntropy,
     sequential_layers,
@@ -23,16 +21,16 @@ from accelbench.train.nets import (
 from accelbench.train.synthetic import masked_token_task, token_chain
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     return transformer(options, causal=False)
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
+def make_batch(generator, batch: int, options: Options):
     tokens = token_chain(generator, batch, options["seq_len"], options["vocab"])
     return masked_token_task(generator, tokens)
 
 
-def real_data(root, options: dict[str, Any], seed: int):
+def real_data(root, options: Options, seed: int):
     tokens = data.ptb_tokens(root, options["vocab"])
     windows = data.TokenWindows(tokens, options["seq_len"], lambda index, window: window)
     return data.PerSample(

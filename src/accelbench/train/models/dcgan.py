@@ -11,13 +11,12 @@ The recorded loss is the discriminator's. Trains on CIFAR-10 when present.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import Step
+from accelbench.train.models import Options, Step
 from accelbench.train.synthetic import labelled_samples
 
 PATTERNS = 10  # distinct image classes the synthetic "real" images vary around
@@ -26,7 +25,7 @@ PATTERNS = 10  # distinct image classes the synthetic "real" images vary around
 class DCGAN(nn.Module):
     """Holds both networks; sampling an image is the generator's forward."""
 
-    def __init__(self, options: dict[str, Any]):
+    def __init__(self, options: Options):
         super().__init__()
         size, latent = options["image_size"], options["latent"]
         channels, width = options["channels"], options["width"]
@@ -97,13 +96,13 @@ def gan_step(step: Step, real: torch.Tensor, latent: torch.Tensor) -> torch.Tens
     return discriminator_loss.detach()
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
+def make_batch(generator, batch: int, options: Options):
     size, channels = options["image_size"], options["channels"]
     patterns, _ = labelled_samples(generator, batch, PATTERNS, (channels, size, size), noise=0.3)
     return torch.tanh(patterns), torch.randn(batch, options["latent"], generator=generator)
 
 
-def real_data(root, options: dict[str, Any], seed: int):
+def real_data(root, options: Options, seed: int):
     if options["channels"] != 3:
         raise data.DataMismatch(
             f"CIFAR-10 images have 3 channels; channels is {options['channels']}"

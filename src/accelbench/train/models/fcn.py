@@ -13,12 +13,10 @@ LogSoftMax and ClassNLLCriterion are the cross-entropy loss here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import MNIST_FEATURES
+from accelbench.train.models import MNIST_FEATURES, Options
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import labelled_samples
 
@@ -32,7 +30,7 @@ def activation(name: str) -> type[nn.Module]:
     return ACTIVATIONS[name]
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     nonlinearity = activation(options["activation"])
     widths = [options["input_dim"], *options["hidden"]]
     layers: list[nn.Module] = []
@@ -42,11 +40,11 @@ def build(options: dict[str, Any]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
+def make_batch(generator, batch: int, options: Options):
     return labelled_samples(generator, batch, options["classes"], (options["input_dim"],))
 
 
-def real_data(root, options: dict[str, Any], seed: int):
+def real_data(root, options: Options, seed: int):
     if options["input_dim"] != MNIST_FEATURES or options["classes"] != 10:
         raise data.DataMismatch(
             f"MNIST has {MNIST_FEATURES} features and 10 classes; the options ask for "

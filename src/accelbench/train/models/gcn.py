@@ -13,12 +13,10 @@ over neighbours (what the convolution does) is what makes them readable.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
-from accelbench.train.models import adam
+from accelbench.train.models import Options, adam
 from accelbench.train.synthetic import class_templates, random_edges
 
 NODE_NOISE = 2.0
@@ -53,7 +51,7 @@ def normalized_adjacency(edges: torch.Tensor, nodes: int, dtype: torch.dtype) ->
 
 
 class GCN(nn.Module):
-    def __init__(self, options: dict[str, Any]):
+    def __init__(self, options: Options):
         super().__init__()
         widths = [options["features"]] + [options["hidden"]] * options["layers"]
         self.convolutions = nn.ModuleList(
@@ -73,7 +71,7 @@ class GCN(nn.Module):
         return self.head(hidden.reshape(graphs, nodes, -1).mean(dim=1))
 
 
-def make_batch(generator, batch: int, options: dict[str, Any]):
+def make_batch(generator, batch: int, options: Options):
     nodes, width = options["nodes"], options["features"]
     templates = class_templates(generator, options["classes"], (width,))
     labels = torch.randint(0, options["classes"], (batch,), generator=generator)

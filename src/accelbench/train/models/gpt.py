@@ -9,12 +9,10 @@ Treebank when present, otherwise on a learnable token chain.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import adam
+from accelbench.train.models import Options, adam
 from accelbench.train.nets import (
     SequenceCrossEntropy,
     sequential_layers,
@@ -23,7 +21,7 @@ from accelbench.train.nets import (
 from accelbench.train.synthetic import next_token_batch
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     return transformer(options, causal=True)
 
 

@@ -8,13 +8,11 @@ when present under train.data_dir, otherwise on a learnable token chain.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
 from accelbench.train import data
-from accelbench.train.models import adam
+from accelbench.train.models import Options, adam
 from accelbench.train.nets import SequenceCrossEntropy, sequential_layers
 from accelbench.train.synthetic import next_token_batch
 
@@ -30,7 +28,7 @@ class LSTMLayer(nn.Module):
         return self.lstm(x)[0]
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     embed, hidden = options["embed"], options["hidden"]
     layers: list[nn.Module] = [nn.Embedding(options["vocab"], embed)]
     for index in range(options["layers"]):

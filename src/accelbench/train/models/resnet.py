@@ -8,17 +8,16 @@ image so a CPU run is short, with the same layers and the same code path.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
+from accelbench.train.models import Options
 from accelbench.train.nets import torchvision_resnet_layers
 from accelbench.train.synthetic import image_batch
 
 DEPTHS = (18, 34, 50, 101, 152)  # the ResNets torchvision builds
 
 
-def build(options: dict[str, Any]):
+def build(options: Options):
     import torchvision
 
     depth = options["depth"]

@@ -8,13 +8,12 @@ depth 56. Trained on CIFAR-10 when it is present under train.data_dir.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from accelbench.train import data
+from accelbench.train.models import Options
 from accelbench.train.nets import sequential_layers
 from accelbench.train.synthetic import image_batch
 
@@ -41,7 +40,7 @@ class BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
-def build(options: dict[str, Any]) -> nn.Sequential:
+def build(options: Options) -> nn.Sequential:
     depth, width = options["depth"], options["width"]
     if depth < 8 or (depth - 2) % 6:
         raise ValueError(
