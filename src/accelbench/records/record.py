@@ -51,6 +51,7 @@ from accelbench.records.json_schema import (
     finite_or_none,
     shown,
 )
+from accelbench.registry import UnitSection
 
 SCHEMA_VERSION = 1
 # skipped: deliberately not run (e.g. naive Python above its size limit), with the reason.
@@ -153,15 +154,6 @@ CROSS_RULES = (
     "every parameter the id names equals the params entry of the same name",
     "in every distribution metric min <= q1 <= median <= q3 <= max and ci_low <= median <= ci_high",
 )
-
-
-class UnitSection(TypedDict):
-    """The record's `unit`: where the measured unit came from and what its source was
-    (accelbench.registry.Unit)."""
-
-    origin: str
-    files: list[str]
-    digest: str
 
 
 class Record(TypedDict):

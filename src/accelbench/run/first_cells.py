@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from accelbench.measuring import rerun
 from accelbench.platform.devices import parse_device
-from accelbench.records.record import load_record, record_files
-
-if TYPE_CHECKING:
-    from accelbench.studies.gpu_acceptance.acceptance import RecordJson
+from accelbench.records.record import Record, load_record, record_files
 
 
-def measured_alone(record: RecordJson) -> bool:
+def measured_alone(record: Record) -> bool:
     """Whether an ok record of several runs has the interval of its own runs alone (their
     pivot, statistics.RERUN_INTERVAL), not the host's: a record with the host's word keeps
     its spread in its conditions (`host_run_spread`). Read from the conditions, not the

@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pandas as pd
 
@@ -47,12 +47,9 @@ from accelbench import grid
 from accelbench.analysis import plain_tables, roof_percent, tidy
 from accelbench.measuring import energy, gpu_state
 from accelbench.platform.devices import names_a_gpu, parse_device
-from accelbench.records.record import load_record
+from accelbench.records.record import Record, load_record
 from accelbench.studies.gpu_acceptance import datasheets as gpu_datasheets
 from accelbench.studies.gpu_acceptance.datasheets import DataSheet
-
-# A result record as load_record reads it: the JSON document the record schema validated.
-RecordJson = Mapping[str, Any]
 
 CONDITIONS = {
     "record": "every cell of the grid has a valid record",
@@ -162,23 +159,23 @@ def _bare_uuid(name: str) -> str:
     return name.removeprefix("GPU-").removeprefix("MIG-").lower()
 
 
-def _gpu_name(record: RecordJson) -> str | None:
+def _gpu_name(record: Record) -> str | None:
     gpus = (record["provenance"].get("accelerator") or {}).get("gpus") or []
     return gpus[0] if gpus else None
 
 
-def _format_of(record: RecordJson) -> str | None:
+def _format_of(record: Record) -> str | None:
     params = record["params"]
     return params.get("precision") or params.get("dtype")
 
 
-def _torch_uuids(record: RecordJson) -> list[str]:
+def _torch_uuids(record: Record) -> list[str]:
     """The UUIDs of the devices torch ran the experiment on (provenance.accelerator.uuids)."""
     uuids = (record["provenance"].get("accelerator") or {}).get("uuids") or []
     return uuids[: parse_device(record["params"]["device"]).count]
 
 
-def _energy_problem(record: RecordJson) -> str | None:
+def _energy_problem(record: Record) -> str | None:
     """Why a GPU record's energy is not NVML's measurement of the GPU it ran on, or None."""
     found = record.get("energy")
     if not found:
@@ -203,7 +200,7 @@ def _energy_problem(record: RecordJson) -> str | None:
     return None
 
 
-def _gpu_state_problem(record: RecordJson) -> str | None:
+def _gpu_state_problem(record: Record) -> str | None:
     """Why a GPU record does not hold NVML's readings of the GPU it ran on, or None."""
     found = (record.get("conditions") or {}).get("gpu_state")
     if not found:
@@ -229,7 +226,7 @@ def _held(what: str, seconds: float | None, busy: float) -> str:
     return f"{what} for {seconds:.3g} s of the {busy:.3g} s it was busy"
 
 
-def _throttling(record: RecordJson) -> tuple[list[str], list[str]]:
+def _throttling(record: Record) -> tuple[list[str], list[str]]:
     """What held each GPU's clocks back during the record's measurement: (slowdowns, which
     fail the check; power caps, noted on a roof), each in words with its seconds."""
     slowdowns, caps = [], []
@@ -249,7 +246,7 @@ def _throttling(record: RecordJson) -> tuple[list[str], list[str]]:
     return slowdowns, caps
 
 
-def _sm_clock(record: RecordJson) -> str:
+def _sm_clock(record: Record) -> str:
     clocks = [
         found["sm_clock_mhz"]
         for found in record["conditions"]["gpu_state"]["gpus"].values()
@@ -261,7 +258,7 @@ def _sm_clock(record: RecordJson) -> str:
     return f"SM clock {low:.0f}-{high:.0f} MHz"
 
 
-def _judge_clocks(verdict: Verdict, path: str, record: RecordJson) -> None:
+def _judge_clocks(verdict: Verdict, path: str, record: Record) -> None:
     """The clocks condition of one ok GPU record: its GPU state is there, of its GPU, and
     shows no slowdown (SLOWDOWN_RULE); a roof's power cap is a note."""
     if problem := _gpu_state_problem(record):
@@ -400,7 +397,7 @@ def _judge_tf32(verdict: Verdict, frame: pd.DataFrame, paths_by_id: dict[str, st
     verdict.tf32 = pd.DataFrame(table, columns=TF32_COLUMNS)
 
 
-def _judge_coverage(verdict: Verdict, gpu_records: dict[str, RecordJson]) -> None:
+def _judge_coverage(verdict: Verdict, gpu_records: dict[str, Record]) -> None:
     families = Counter(record["experiment"] for record in gpu_records.values())
     roof_dtypes = {
         record["params"]["dtype"]
@@ -422,7 +419,7 @@ def _judge_coverage(verdict: Verdict, gpu_records: dict[str, RecordJson]) -> Non
         verdict.fail("coverage", GRID, "the grid trains no model on the GPU in fp32 and tf32")
 
 
-def _judge_records(verdict: Verdict, gpu_records: dict[str, RecordJson]) -> None:
+def _judge_records(verdict: Verdict, gpu_records: dict[str, Record]) -> None:
     """Status, one board, energy and clocks, record by record."""
     for path, record in gpu_records.items():
         board = _gpu_name(record)
