@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelbench import dtypes
 from accelbench.measuring.timers import Timer
 from accelbench.platform.devices import Device
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # NumPy is imported where arrays are made, not where a grid i
     from accelbench.backends.arrays import ArrayModule
 
 # Every backend computes in these; 16-bit types only where its library does (half_dtypes).
-BASE_DTYPES = ("float64", "float32")
+BASE_DTYPES = dtypes.BASE_DTYPES
 
 
 class BackendError(ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from accelbench import dtypes
 from accelbench.backends.base import Backend, CheckRun
 from accelbench.measuring import timers
 from accelbench.platform import doctor
@@ -41,7 +42,7 @@ SPEC = Backend(
     ("cpu", "cuda"),
     timers.TORCH,
     _torch_reason,
-    half_dtypes=("float16", "bfloat16"),
+    half_dtypes=dtypes.HALF_DTYPES,
     device_synchronizer=_synchronizer,
     release_cached_memory=_empty_cache,
     check_runs=(

@@ -23,20 +23,10 @@ import numpy as np
 from accelbench import registry
 from accelbench.backends import BASE_DTYPES, Backend, builtin_half_dtypes, catalogue
 from accelbench.backends.arrays import ArrayModule
+from accelbench.dtypes import HALF_DTYPES as HALF_DTYPES
+from accelbench.dtypes import host_dtype
 from accelbench.measuring import placement
 from accelbench.platform.devices import Device
-
-# 16-bit types: a kernel computes in them only where its backend does (KernelSpec.half_dtypes).
-HALF_DTYPES = ("float16", "bfloat16")
-
-
-def host_dtype(name: str) -> np.dtype:
-    """The NumPy dtype of a dtype name; bfloat16 comes from ml_dtypes (NumPy has none)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def unit_roundoff(dtype: np.dtype) -> float:
