@@ -20,7 +20,15 @@ from types import ModuleType
 from accelbench import registry
 from accelbench.backends.base import BASE_DTYPES, Backend, BackendError, CheckRun
 
-__all__ = ["BASE_DTYPES", "Backend", "BackendError", "CheckRun", "catalogue", "named"]
+__all__ = [
+    "BASE_DTYPES",
+    "Backend",
+    "BackendError",
+    "CheckRun",
+    "catalogue",
+    "distributions",
+    "named",
+]
 
 GROUP = "accelbench.backends"
 # The package's backend modules, in the order the catalogue lists them.
@@ -48,6 +56,15 @@ def named(name: str) -> Backend:
     if name not in known:
         raise BackendError(f"unknown backend {name!r}; the known backends: {', '.join(known)}")
     return known[name]
+
+
+def distributions() -> tuple[str, ...]:
+    """The distributions whose versions are the backends' (the catalogue's, then the data
+    science libraries'), each once: the libraries a record's provenance names."""
+    from accelbench.backends.libraries import DATASCI_BACKENDS
+
+    declared = (*catalogue().values(), *DATASCI_BACKENDS.values())
+    return tuple(dict.fromkeys(name for each in declared for name in each.distributions))
 
 
 def builtin_half_dtypes() -> dict[str, tuple[str, ...]]:

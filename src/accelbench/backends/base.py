@@ -3,8 +3,9 @@
 A Backend owns what the rest of the code would otherwise switch on its name: the device
 kinds it runs on and why it cannot run here (an "unavailable" record, never a crash), the
 imports a job makes before its runs fork, its timer and what waits for its device, its
-array adapter, the 16-bit types it computes in, what frees its library's device cache and
-how `accelbench check` runs its code on a machine without its device.
+array adapter, the 16-bit types it computes in, what frees its library's device cache, how
+`accelbench check` runs its code on a machine without its device and the distributions a
+record names as its version.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class Backend:
     # Gives back to the GPU what its library's allocator caches after a freed buffer.
     release_cached_memory: Callable[[], None] | None = None
     check_runs: tuple[CheckRun, ...] = ()
+    # The pip distributions whose versions are its version, named in every record's
+    # provenance (those not installed as null).
+    distributions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.timer, Timer):

@@ -230,4 +230,5 @@ SPEC = Backend(
         CheckRun("jax (CPU)", missing=_not_installed),
         CheckRun("jax (GPU)", "cuda1", missing=_no_gpu_here),
     ),
+    distributions=("jax", "jaxlib", *CUDA_PLUGINS),
 )

@@ -71,5 +71,6 @@ SPEC = Backend(
     compiles=True,
     device_synchronizer=_synchronizer,
     release_cached_memory=_clear_deferred_frees,
+    distributions=("numba-cuda",),
     check_runs=(CheckRun("numba-cuda (CUDA simulator)", "cuda1", simulated=True),),
 )

@@ -112,6 +112,7 @@ SPEC = Backend(
     half_dtypes=dtypes.HALF_DTYPES,
     device_synchronizer=_synchronizer,
     release_cached_memory=_empty_cache,
+    distributions=("torch",),
     check_runs=(
         CheckRun("torch (CPU)"),
         CheckRun("torch (GPU)", "cuda1", missing=_no_cuda_device),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +101,7 @@ class KernelSpec:
 ELEMENTWISE_HALF_DTYPES = builtin_half_dtypes()
 
 
-def bind_numba(namespace: dict[str, Any]) -> None:
+def bind_numba(namespace: MutableMapping[str, types.ModuleType]) -> None:
     """Make `numba` a global of the kernel module whose `globals()` is given, on its first
     compile: Numba resolves `numba.prange` in a jitted loop through the loop's globals.
     Not at import, so that reading the catalogue (every Snakemake process, every job on a
@@ -111,7 +111,7 @@ def bind_numba(namespace: dict[str, Any]) -> None:
     namespace["numba"] = numba
 
 
-def bind_numba_cuda(namespace: dict[str, Any]) -> None:
+def bind_numba_cuda(namespace: MutableMapping[str, types.ModuleType]) -> None:
     """`bind_numba`, and `cuda` (numba.cuda) as a global too: the CUDA simulator swaps the
     module global `cuda` in a kernel's globals for its own, which a local name would miss."""
     bind_numba(namespace)
