@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelbench import __version__, dtypes, grid, registry, studies
+from accelbench import __version__, backends, dtypes, grid, registry, studies
 from accelbench import config as workflow_config
 from accelbench.analysis import compare
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
@@ -168,7 +168,7 @@ def command_doctor(args: argparse.Namespace) -> int:
     """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
     from accelbench.job import measurement  # torch, Numba and the measuring code: seconds
 
-    diagnosis = doctor.diagnose(preload=measurement.preload)
+    diagnosis = doctor.diagnose(probes=backends.probes(), preload=measurement.preload)
     print(doctor.render(diagnosis))
     return diagnosis.exit_code
 

@@ -16,9 +16,13 @@ import importlib
 import importlib.metadata
 from collections.abc import Iterator
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from accelbench import registry
 from accelbench.backends.base import BASE_DTYPES, Backend, BackendError, CheckRun
+
+if TYPE_CHECKING:
+    from accelbench.platform.doctor import Probe
 
 __all__ = [
     "BASE_DTYPES",
@@ -28,6 +32,7 @@ __all__ = [
     "catalogue",
     "distributions",
     "named",
+    "probes",
 ]
 
 GROUP = "accelbench.backends"
@@ -65,6 +70,12 @@ def distributions() -> tuple[str, ...]:
 
     declared = (*catalogue().values(), *DATASCI_BACKENDS.values())
     return tuple(dict.fromkeys(name for each in declared for name in each.distributions))
+
+
+def probes() -> dict[str, Probe]:
+    """backend -> how `accelbench doctor` inspects its GPU stack, for the catalogue's
+    backends that have one, installed ones included."""
+    return {name: each.probe for name, each in catalogue().items() if each.probe is not None}
 
 
 def builtin_half_dtypes() -> dict[str, tuple[str, ...]]:

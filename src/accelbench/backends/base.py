@@ -4,8 +4,8 @@ A Backend owns what the rest of the code would otherwise switch on its name: the
 kinds it runs on and why it cannot run here (an "unavailable" record, never a crash), the
 imports a job makes before its runs fork, its timer and what waits for its device, its
 array adapter, the 16-bit types it computes in, what frees its library's device cache, how
-`accelbench check` runs its code on a machine without its device and the distributions a
-record names as its version.
+`accelbench check` runs its code on a machine without its device, the distributions a
+record names as its version and how `accelbench doctor` inspects its GPU stack.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # NumPy is imported where arrays are made, not where a grid is planned
     from accelbench.backends.arrays import ArrayModule
+    from accelbench.platform.doctor import Probe
 
 # Every backend computes in these; 16-bit types only where its library does (half_dtypes).
 BASE_DTYPES = dtypes.BASE_DTYPES
@@ -74,6 +75,9 @@ class Backend:
     # The pip distributions whose versions are its version, named in every record's
     # provenance (those not installed as null).
     distributions: tuple[str, ...] = ()
+    # How `accelbench doctor` inspects its GPU stack: what it loads, the GPUs it sees, its
+    # test kernel (accelbench.platform.doctor); None where it has no GPU stack to inspect.
+    probe: Probe | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.timer, Timer):

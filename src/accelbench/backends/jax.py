@@ -231,4 +231,5 @@ SPEC = Backend(
         CheckRun("jax (GPU)", "cuda1", missing=_no_gpu_here),
     ),
     distributions=("jax", "jaxlib", *CUDA_PLUGINS),
+    probe=doctor.probe_jax,
 )

@@ -72,5 +72,6 @@ SPEC = Backend(
     device_synchronizer=_synchronizer,
     release_cached_memory=_clear_deferred_frees,
     distributions=("numba-cuda",),
+    probe=doctor.probe_numba_cuda,
     check_runs=(CheckRun("numba-cuda (CUDA simulator)", "cuda1", simulated=True),),
 )

@@ -113,6 +113,7 @@ SPEC = Backend(
     device_synchronizer=_synchronizer,
     release_cached_memory=_empty_cache,
     distributions=("torch",),
+    probe=doctor.probe_torch,
     check_runs=(
         CheckRun("torch (CPU)"),
         CheckRun("torch (GPU)", "cuda1", missing=_no_cuda_device),
