@@ -11,13 +11,14 @@ import types
 
 import pytest
 
-from accelbench import backends
+from accelbench import backends, cli
 from accelbench.backends import Backend, BackendError
 from accelbench.backends import jax as jax_backend
 from accelbench.families.kernel import KernelExperiment
 from accelbench.kernels import kernels
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
+from accelbench.platform import doctor
 from accelbench.platform.devices import parse_device
 
 from plugin_backends import TWIN, install
@@ -78,6 +79,31 @@ def test_a_gpu_backend_that_names_no_wait_is_refused_rather_than_given_another_l
 def test_a_backend_timed_by_a_name_is_refused_when_declared():
     with pytest.raises(BackendError, match="'old': its timer is a str"):
         Backend("old", ("cpu",), "torch", lambda device, dtype: None)
+
+
+def test_the_doctor_asks_each_package_backend_by_the_probe_it_declares():
+    assert list(backends.probes().items()) == list(doctor.PROBES.items())
+
+
+def test_the_doctor_inspects_an_installed_backend_that_declares_a_probe(monkeypatch, capsys):
+    """`accelbench doctor` lists every backend of the catalogue that declares a probe, an
+    installed one after the package's, each in its own lines."""
+    report = doctor.BackendReport("numpy-twin", imported=True, version="numpy-twin 0.1")
+    twin = Backend(
+        "numpy-twin", ("cpu",), timers.TORCH, lambda device, dtype: None, probe=lambda gpu: report
+    )
+    known = backends.catalogue()
+    monkeypatch.setattr(backends, "catalogue", lambda: {**known, twin.name: twin})
+    asked = []
+
+    def diagnose(*, probes, preload):
+        asked.extend(probes)
+        return doctor.Diagnosis(doctor.Driver(note="none"), [probes["numpy-twin"](None)], [])
+
+    monkeypatch.setattr(doctor, "diagnose", diagnose)
+    assert cli.main(["doctor"]) == 0
+    assert asked == [*doctor.PROBES, "numpy-twin"]
+    assert "numpy-twin: imports (numpy-twin 0.1)" in capsys.readouterr().out
 
 
 MEASURE = """\

@@ -151,16 +151,17 @@ def test_a_measurement_setting_that_makes_no_sense_is_refused_naming_key_and_fil
 
 
 def test_the_schema_lists_the_names_the_package_knows():
-    """The schema's enums of dtypes, precisions and strategies are the package's own lists."""
+    """The schema's enums of dtypes, precisions and strategies are the package's own lists
+    (the dtypes' one declaration, accelbench.dtypes)."""
     import yaml
 
-    from accelbench.families import kernel as kernel_family
+    from accelbench import dtypes
     from accelbench.families import train as train_family
     from accelbench.train import strategies
 
     schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     train = schema["properties"]["train"]["properties"]
-    assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == kernel_family.DTYPES
+    assert tuple(schema["$defs"]["kernel_dtypes"]["items"]["enum"]) == dtypes.DTYPES
     assert tuple(schema["$defs"]["precisions"]["items"]["enum"]) == train_family.PRECISIONS
     assert tuple(train["strategies"]["items"]["enum"]) == strategies.STRATEGY_NAMES
 

@@ -106,3 +106,34 @@ def test_a_blas_threadpoolctl_cannot_read_leaves_it_null(monkeypatch):
 
     monkeypatch.setattr(threadpoolctl, "threadpool_info", unreadable)
     assert provenance.blas_libraries() is None
+
+
+def test_a_record_names_the_libraries_of_every_backend_and_the_training_and_workflow():
+    """The backends declare their distributions (Backend.distributions); a record names
+    them, and torchvision and Snakemake besides, installed or not."""
+    from accelbench import backends
+
+    assert set(provenance.library_versions(backends.distributions())) == {
+        *("numpy", "numba", "torch", "torchvision", "cupy-cuda12x", "cupy-cuda13x"),
+        *("numba-cuda", "jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin"),
+        *("pandas", "snakemake", "polars", "scikit-learn", "networkx"),
+        *("cudf-cu12", "cudf-cu13", "cuml-cu12", "cuml-cu13", "cugraph-cu12", "cugraph-cu13"),
+    }
+
+
+def test_the_provenance_types_have_the_keys_of_the_record_schemas_provenance():
+    from accelbench.records.record import record_schema
+
+    schema = record_schema()["properties"]["provenance"]["properties"]
+    assert set(provenance.Provenance.__annotations__) == set(schema)
+    parts = {
+        "cpu_topology": provenance.CpuTopology,
+        "python_build": provenance.PythonBuild,
+        "accelerator": provenance.Accelerator,
+        "git": provenance.GitState,
+        "slurm": provenance.SlurmContext,
+    }
+    for key, typed in parts.items():
+        assert set(typed.__annotations__) == set(schema[key]["properties"]), key
+    blas = schema["blas"]["items"]["properties"]
+    assert set(provenance.BlasLibrary.__annotations__) == set(blas)

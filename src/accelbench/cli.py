@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelbench import __version__, grid, registry, studies
+from accelbench import __version__, backends, dtypes, grid, registry, studies
 from accelbench import config as workflow_config
 from accelbench.analysis import compare
 from accelbench.arguments import add_configfile, positive_int, positive_seconds
@@ -168,7 +168,7 @@ def command_doctor(args: argparse.Namespace) -> int:
     """Check the NVIDIA driver, the GPUs and each GPU backend's CUDA libraries here."""
     from accelbench.job import measurement  # torch, Numba and the measuring code: seconds
 
-    diagnosis = doctor.diagnose(preload=measurement.preload)
+    diagnosis = doctor.diagnose(probes=backends.probes(), preload=measurement.preload)
     print(doctor.render(diagnosis))
     return diagnosis.exit_code
 
@@ -188,7 +188,7 @@ def command_benchmark(args: argparse.Namespace) -> int:
     try:
         lines = roof_check.run(
             config,
-            args.dtype or ["float64", "float32"],
+            args.dtype or list(dtypes.BASE_DTYPES),
             min_run_time=args.min_run_time,
             samples=config["kernels"]["samples"] if args.samples is None else args.samples,
         )
@@ -318,7 +318,7 @@ def _add_benchmark(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--dtype",
         action="append",
-        choices=["float64", "float32"],
+        choices=dtypes.BASE_DTYPES,
         help="dtype to measure (repeatable; default: float64 and float32)",
     )
     bench.add_argument(

@@ -16,11 +16,24 @@ import importlib
 import importlib.metadata
 from collections.abc import Iterator
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from accelbench import registry
 from accelbench.backends.base import BASE_DTYPES, Backend, BackendError, CheckRun
 
-__all__ = ["BASE_DTYPES", "Backend", "BackendError", "CheckRun", "catalogue", "named"]
+if TYPE_CHECKING:
+    from accelbench.platform.doctor import Probe
+
+__all__ = [
+    "BASE_DTYPES",
+    "Backend",
+    "BackendError",
+    "CheckRun",
+    "catalogue",
+    "distributions",
+    "named",
+    "probes",
+]
 
 GROUP = "accelbench.backends"
 # The package's backend modules, in the order the catalogue lists them.
@@ -48,6 +61,21 @@ def named(name: str) -> Backend:
     if name not in known:
         raise BackendError(f"unknown backend {name!r}; the known backends: {', '.join(known)}")
     return known[name]
+
+
+def distributions() -> tuple[str, ...]:
+    """The distributions whose versions are the backends' (the catalogue's, then the data
+    science libraries'), each once: the libraries a record's provenance names."""
+    from accelbench.backends.libraries import DATASCI_BACKENDS
+
+    declared = (*catalogue().values(), *DATASCI_BACKENDS.values())
+    return tuple(dict.fromkeys(name for each in declared for name in each.distributions))
+
+
+def probes() -> dict[str, Probe]:
+    """backend -> how `accelbench doctor` inspects its GPU stack, for the catalogue's
+    backends that have one, installed ones included."""
+    return {name: each.probe for name, each in catalogue().items() if each.probe is not None}
 
 
 def builtin_half_dtypes() -> dict[str, tuple[str, ...]]:

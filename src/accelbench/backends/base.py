@@ -3,8 +3,9 @@
 A Backend owns what the rest of the code would otherwise switch on its name: the device
 kinds it runs on and why it cannot run here (an "unavailable" record, never a crash), the
 imports a job makes before its runs fork, its timer and what waits for its device, its
-array adapter, the 16-bit types it computes in, what frees its library's device cache and
-how `accelbench check` runs its code on a machine without its device.
+array adapter, the 16-bit types it computes in, what frees its library's device cache, how
+`accelbench check` runs its code on a machine without its device, the distributions a
+record names as its version and how `accelbench doctor` inspects its GPU stack.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelbench import dtypes
 from accelbench.measuring.timers import Timer
 from accelbench.platform.devices import Device
 
 if TYPE_CHECKING:  # NumPy is imported where arrays are made, not where a grid is planned
     from accelbench.backends.arrays import ArrayModule
+    from accelbench.platform.doctor import Probe
 
 # Every backend computes in these; 16-bit types only where its library does (half_dtypes).
-BASE_DTYPES = ("float64", "float32")
+BASE_DTYPES = dtypes.BASE_DTYPES
 
 
 class BackendError(ValueError):
@@ -69,6 +72,12 @@ class Backend:
     # Gives back to the GPU what its library's allocator caches after a freed buffer.
     release_cached_memory: Callable[[], None] | None = None
     check_runs: tuple[CheckRun, ...] = ()
+    # The pip distributions whose versions are its version, named in every record's
+    # provenance (those not installed as null).
+    distributions: tuple[str, ...] = ()
+    # How `accelbench doctor` inspects its GPU stack: what it loads, the GPUs it sees, its
+    # test kernel (accelbench.platform.doctor); None where it has no GPU stack to inspect.
+    probe: Probe | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.timer, Timer):

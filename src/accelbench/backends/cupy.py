@@ -85,6 +85,8 @@ SPEC = Backend(
     array_module=array_module,
     preload=_import_cupy,
     release_cached_memory=_free_pools,
+    distributions=("cupy-cuda12x", "cupy-cuda13x"),
+    probe=doctor.probe_cupy,
     check_runs=(
         CheckRun(
             "cupy (NumPy standing in for CuPy)",

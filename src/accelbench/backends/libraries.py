@@ -57,23 +57,30 @@ def _polars_reason(device: Device, dtype: str | None) -> str | None:
     return None
 
 
-def _cpu_library(name: str, reason: Callable) -> Backend:
-    return Backend(name, ("cpu",), timers.TORCH, reason)
+def _cpu_library(name: str, reason: Callable, distribution: str) -> Backend:
+    return Backend(name, ("cpu",), timers.TORCH, reason, distributions=(distribution,))
 
 
 def _rapids_library(name: str, label: str) -> Backend:
-    reason = _library_reason(name, label, RAPIDS_EXTRA)
-    return Backend(name, ("cuda",), timers.CUPY, reason, device_synchronizer=cupy.synchronizer)
+    """A RAPIDS library on CUDA GPUs: a distribution per CUDA stack (cudf-cu12, cudf-cu13)."""
+    return Backend(
+        name,
+        ("cuda",),
+        timers.CUPY,
+        _library_reason(name, label, RAPIDS_EXTRA),
+        device_synchronizer=cupy.synchronizer,
+        distributions=(f"{name}-cu12", f"{name}-cu13"),
+    )
 
 
 RAPIDS_EXTRA = "rapids-cuda13 or rapids-cuda12, as the CUDA stack"
 DATASCI_BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
-        _cpu_library("pandas", _library_reason("pandas", "pandas")),
-        _cpu_library("polars", _polars_reason),
-        _cpu_library("sklearn", _library_reason("sklearn", "scikit-learn")),
-        _cpu_library("networkx", _library_reason("networkx", "networkx")),
+        _cpu_library("pandas", _library_reason("pandas", "pandas"), "pandas"),
+        _cpu_library("polars", _polars_reason, "polars"),
+        _cpu_library("sklearn", _library_reason("sklearn", "scikit-learn"), "scikit-learn"),
+        _cpu_library("networkx", _library_reason("networkx", "networkx"), "networkx"),
         _rapids_library("cudf", "cuDF"),
         _rapids_library("cuml", "cuML"),
         _rapids_library("cugraph", "cuGraph"),

@@ -25,6 +25,14 @@ def numba_compiler() -> None:
 
 
 SPECS = tuple(
-    Backend(name, ("cpu",), timers.TORCH, _numba_reason, compiles=True, preload=numba_compiler)
+    Backend(
+        name,
+        ("cpu",),
+        timers.TORCH,
+        _numba_reason,
+        compiles=True,
+        preload=numba_compiler,
+        distributions=("numba",),
+    )
     for name in ("numba", "numba-parallel")
 )

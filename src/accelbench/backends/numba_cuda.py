@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accelbench.backends.base import Backend, CheckRun
+from accelbench.backends.prepared import Prepared
 from accelbench.measuring import timers
 from accelbench.platform import doctor
 from accelbench.platform.devices import Device
@@ -38,6 +39,30 @@ def _clear_deferred_frees() -> None:
     cuda.current_context().memory_manager.deallocations.clear()
 
 
+def numba_cuda_prepared(host_inputs, launch, out_shape, out_dtype) -> Prepared:
+    """Prepared for Numba CUDA kernels: `launch(*device_inputs, out)` starts the kernel(s)."""
+    import numpy as np
+    from numba import cuda
+
+    host = tuple(np.ascontiguousarray(x) for x in host_inputs)
+    inputs = tuple(cuda.to_device(x) for x in host)
+    out = cuda.device_array(out_shape, dtype=out_dtype)
+    nan_block = np.full(out_shape, np.nan, dtype=out_dtype)
+    host_out = np.empty(out_shape, dtype=out_dtype)
+
+    def upload():
+        for resident, source in zip(inputs, host, strict=True):
+            resident.copy_to_device(source)
+
+    return Prepared(
+        run=lambda: launch(*inputs, out),
+        fetch=lambda: out.copy_to_host(),
+        poison=lambda: out.copy_to_device(nan_block),
+        upload=upload,
+        download=lambda: out.copy_to_host(host_out),
+    )
+
+
 SPEC = Backend(
     "numba-cuda",
     ("cuda",),
@@ -46,5 +71,7 @@ SPEC = Backend(
     compiles=True,
     device_synchronizer=_synchronizer,
     release_cached_memory=_clear_deferred_frees,
+    distributions=("numba-cuda",),
+    probe=doctor.probe_numba_cuda,
     check_runs=(CheckRun("numba-cuda (CUDA simulator)", "cuda1", simulated=True),),
 )

@@ -31,4 +31,5 @@ SPEC = Backend(
     always_available,
     half_dtypes=("float16",),
     array_module=_numpy_arrays,
+    distributions=("numpy",),
 )

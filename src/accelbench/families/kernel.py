@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench import backends, registry
+from accelbench import backends, dtypes, registry
 from accelbench.families.base import (
     RESULTS_DIR,
     Config,
@@ -25,7 +25,7 @@ from accelbench.families.base import (
 )
 
 PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
-DTYPES = ("float64", "float32", "float16", "bfloat16")
+DTYPES = dtypes.DTYPES
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from accelbench import registry
+from accelbench import backends, registry
 from accelbench.families.base import Experiment, Family, family_of
 from accelbench.job.runs import Runs
 from accelbench.measuring import contention, energy, gpu_state, host_speed, precision, rerun
@@ -459,7 +459,10 @@ def write_outcome(
             transient=outcome.transient,
             unit=unit_section(exp),
             provenance=provenance.collect(
-                seed=settings["seed"], config_digest=settings["config_hash"], started=started
+                seed=settings["seed"],
+                config_digest=settings["config_hash"],
+                started=started,
+                libraries=backends.distributions(),
             ),
         )
         write_record(output, record)

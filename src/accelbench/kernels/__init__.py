@@ -8,13 +8,15 @@ the grid excludes the other backends, saying why. `prepare` moves the inputs to 
 device and returns a `Prepared` whose `run` computes into a device-resident output
 buffer (JAX, whose arrays are never written in place, into a result it keeps there);
 transfers stay outside `run` and are timed on their own (`upload`, `download`).
+A library's own adapter (torch_prepared, jax_prepared, numba_cuda_prepared) lives in its
+backend's module; kernels import it from here with the rest of what a kernel is written with.
 """
 
 from __future__ import annotations
 
 import math
 import types
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,20 +25,17 @@ import numpy as np
 from accelbench import registry
 from accelbench.backends import BASE_DTYPES, Backend, builtin_half_dtypes, catalogue
 from accelbench.backends.arrays import ArrayModule
+from accelbench.backends.jax import jax_prepared as jax_prepared
+from accelbench.backends.numba_cuda import numba_cuda_prepared
+from accelbench.backends.prepared import Prepared
+from accelbench.backends.torch import torch_dtype as torch_dtype
+from accelbench.backends.torch import torch_from_host as torch_from_host
+from accelbench.backends.torch import torch_prepared as torch_prepared
+from accelbench.backends.torch import torch_to_host as torch_to_host
+from accelbench.dtypes import HALF_DTYPES as HALF_DTYPES
+from accelbench.dtypes import host_dtype as host_dtype
 from accelbench.measuring import placement
 from accelbench.platform.devices import Device
-
-# 16-bit types: a kernel computes in them only where its backend does (KernelSpec.half_dtypes).
-HALF_DTYPES = ("float16", "bfloat16")
-
-
-def host_dtype(name: str) -> np.dtype:
-    """The NumPy dtype of a dtype name; bfloat16 comes from ml_dtypes (NumPy has none)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def unit_roundoff(dtype: np.dtype) -> float:
@@ -50,19 +49,6 @@ def accumulation_roundoff(dtype: np.dtype) -> float:
     """Epsilon of the type sums are accumulated in: float32 for 16-bit types (as every
     library does), the dtype itself otherwise."""
     return unit_roundoff(np.dtype(np.float32) if dtype.itemsize == 2 else dtype)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A kernel ready to run on one backend: inputs resident, output allocated."""
-
-    run: Callable[[], object]  # compute into the output buffer (no transfer)
-    fetch: Callable[[], np.ndarray]  # copy the output to the host, synchronised
-    poison: Callable[[], object]  # fill the output with NaN so a no-op cannot pass the check
-    # GPU backends: copy the host inputs into the resident device inputs, and the
-    # output into a host buffer (returned), so transfer and end-to-end time can be measured.
-    upload: Callable[[], object] | None = None
-    download: Callable[[], object] | None = None
 
 
 Prepare = Callable[[tuple[np.ndarray, ...], Device], Prepared]
@@ -115,7 +101,7 @@ class KernelSpec:
 ELEMENTWISE_HALF_DTYPES = builtin_half_dtypes()
 
 
-def bind_numba(namespace: dict[str, Any]) -> None:
+def bind_numba(namespace: MutableMapping[str, types.ModuleType]) -> None:
     """Make `numba` a global of the kernel module whose `globals()` is given, on its first
     compile: Numba resolves `numba.prange` in a jitted loop through the loop's globals.
     Not at import, so that reading the catalogue (every Snakemake process, every job on a
@@ -125,7 +111,7 @@ def bind_numba(namespace: dict[str, Any]) -> None:
     namespace["numba"] = numba
 
 
-def bind_numba_cuda(namespace: dict[str, Any]) -> None:
+def bind_numba_cuda(namespace: MutableMapping[str, types.ModuleType]) -> None:
     """`bind_numba`, and `cuda` (numba.cuda) as a global too: the CUDA simulator swaps the
     module global `cuda` in a kernel's globals for its own, which a local name would miss."""
     bind_numba(namespace)
@@ -253,111 +239,6 @@ def python_prepared(host_inputs, compute, out_shape, out_dtype) -> Prepared:
     return Prepared(run=run, fetch=lambda: out.copy(), poison=lambda: out.fill(np.nan))
 
 
-def torch_dtype(dtype: np.dtype):
-    import torch
-
-    return torch.bfloat16 if dtype.name == "bfloat16" else getattr(torch, dtype.name)
-
-
-def torch_from_host(x: np.ndarray):
-    """A CPU tensor sharing `x`'s memory; bfloat16 goes through its 16-bit pattern."""
-    import torch
-
-    if x.dtype.name == "bfloat16":
-        return torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(x)
-
-
-def torch_to_host(t) -> np.ndarray:
-    import torch
-
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(host_dtype("bfloat16")).copy()
-    return t.numpy().copy()
-
-
-def torch_prepared(host_inputs, device: Device, run_into, out_shape, out_dtype) -> Prepared:
-    """Prepared for PyTorch code on the CPU or, for a cudaK device, on GPU 0. On the CPU
-    the tensors share the inputs as placed for this run (kernels.measure.check_kernel) and an
-    output placed here (accelbench.measuring.placement)."""
-    import torch
-
-    host = tuple(torch_from_host(np.ascontiguousarray(x)) for x in host_inputs)
-    if device.is_gpu:
-        inputs = tuple(t.to("cuda:0", copy=True) for t in host)
-        out = torch.empty(out_shape, dtype=torch_dtype(np.dtype(out_dtype)), device="cuda:0")
-    else:
-        inputs = host
-        out = torch_from_host(placement.empty(out_shape, out_dtype))
-    upload = download = None
-    if device.is_gpu:
-        host_out = torch.empty(out_shape, dtype=out.dtype)
-
-        def upload():
-            for resident, source in zip(inputs, host, strict=True):
-                resident.copy_(source)
-
-        def download():
-            return host_out.copy_(out)
-
-    return Prepared(
-        run=lambda: run_into(*inputs, out),
-        fetch=lambda: torch_to_host(out),
-        poison=lambda: out.fill_(float("nan")),
-        upload=upload,
-        download=download,
-    )
-
-
-def jax_prepared(host_inputs, device: Device, compute: Callable[..., Any]) -> Prepared:
-    """Prepared for JAX code: `compute(*inputs)` returns the result (a JAX array is never
-    written in place), compiled by jax.jit, on the CPU or, for a cudaK device, on GPU 0.
-
-    The inputs are put on the device once, here. Each run keeps its result on the device
-    and waits for it: JAX dispatches asynchronously, so a call that returned may not have
-    computed yet (accelbench.backends.jax). `poison` replaces the result with NaN. On a GPU,
-    `upload` puts fresh copies of the host inputs there and `download` copies the result
-    to JAX's CPU device: a JAX array keeps the host copy it was first read into, so reading
-    it again would copy nothing.
-    """
-    from accelbench.backends import jax as jax_backend
-
-    jax = jax_backend.started(None if device.is_gpu else device.count)
-    target = jax.devices("cuda" if device.is_gpu else "cpu")[0]
-    host = tuple(np.ascontiguousarray(x) for x in host_inputs)
-    inputs = [jax.device_put(x, target) for x in host]
-    function = jax.jit(compute)
-    shape = jax.eval_shape(function, *inputs)
-    held = []
-
-    def run():
-        held[:] = [function(*inputs).block_until_ready()]
-
-    def poison():
-        held[:] = [jax.device_put(np.full(shape.shape, np.nan, shape.dtype), target)]
-
-    upload = download = None
-    if device.is_gpu:
-        cpu = jax.devices("cpu")[0]
-
-        def upload():
-            inputs[:] = [jax.device_put(x, target) for x in host]
-            jax.block_until_ready(inputs)
-
-        def download():
-            return jax.device_put(held[0], cpu).block_until_ready()
-
-    poison()
-    return Prepared(
-        run=run,
-        fetch=lambda: np.array(held[0]),
-        poison=poison,
-        upload=upload,
-        download=download,
-    )
-
-
 THREADS_PER_BLOCK = 256
 # Blocks per grid dimension. CUDA allows at most 65535 in y and z; x is capped there too,
 # enough blocks to fill any GPU. Every kernel strides over what its grid leaves uncovered,
@@ -401,27 +282,4 @@ def numba_cuda_tiled(host_inputs, kernel, out_shape: tuple[int, int], tile: int)
         lambda *arrays: kernel[blocks, threads](*arrays),
         out_shape,
         host_inputs[0].dtype,
-    )
-
-
-def numba_cuda_prepared(host_inputs, launch, out_shape, out_dtype) -> Prepared:
-    """Prepared for Numba CUDA kernels: `launch(*device_inputs, out)` starts the kernel(s)."""
-    from numba import cuda
-
-    host = tuple(np.ascontiguousarray(x) for x in host_inputs)
-    inputs = tuple(cuda.to_device(x) for x in host)
-    out = cuda.device_array(out_shape, dtype=out_dtype)
-    nan_block = np.full(out_shape, np.nan, dtype=out_dtype)
-    host_out = np.empty(out_shape, dtype=out_dtype)
-
-    def upload():
-        for resident, source in zip(inputs, host, strict=True):
-            resident.copy_to_device(source)
-
-    return Prepared(
-        run=lambda: launch(*inputs, out),
-        fetch=lambda: out.copy_to_host(),
-        poison=lambda: out.copy_to_device(nan_block),
-        upload=upload,
-        download=lambda: out.copy_to_host(host_out),
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accelbench.kernels import (
+    HALF_DTYPES,
     ArrayModule,
     KernelSpec,
     Prepared,
@@ -187,6 +188,6 @@ SPEC = KernelSpec(
         "jax": prepare_jax,
         "numba-cuda": prepare_numba_cuda,
     },
-    half_dtypes={"torch": ("float16", "bfloat16"), "cupy": ("float16",)},
+    half_dtypes={"torch": HALF_DTYPES, "cupy": ("float16",)},
     naive_size_limit=96,
 )

@@ -18,6 +18,7 @@ import numpy as np
 
 from accelbench import backends
 from accelbench.kernels import (
+    HALF_DTYPES,
     ArrayModule,
     KernelSpec,
     Prepared,
@@ -263,7 +264,7 @@ def _link_spec(direction: str, pinned: bool) -> KernelSpec:
         f"copy n elements from {source} to {target}, {memory} host memory",
         1,
         _link_implementations(direction, pinned),
-        {"torch": ("float16", "bfloat16"), "cupy": ("float16",)},
+        {"torch": HALF_DTYPES, "cupy": ("float16",)},
         device_kinds=("cuda",),
         device_kinds_reason=HOST_LINK_REASON,
     )
@@ -281,7 +282,7 @@ SPECS = (
             "torch": prepare_d2d_torch,
             "numba-cuda": prepare_d2d_numba_cuda,
         },
-        {"numpy": ("float16", "bfloat16"), "torch": ("float16", "bfloat16"), "cupy": ("float16",)},
+        {"numpy": HALF_DTYPES, "torch": HALF_DTYPES, "cupy": ("float16",)},
         naive_size_limit=1 << 20,
     ),
     *(_link_spec(direction, pinned) for direction in ("h2d", "d2h") for pinned in (False, True)),

@@ -9,7 +9,9 @@ architectures only: the CUDA 13 torch has none for Volta, yet sees a V100. The
 doctor reports, for the driver, each GPU (with its compute capability) and each
 backend, what was loaded from where, which architectures the build can run and
 whether a tiny kernel gives the right answer, and names the fix (the stack to
-pick) when a GPU is present but a backend cannot use it.
+pick) when a GPU is present but a backend cannot use it. Each backend declares the
+probe that inspects it (accelbench.backends.Backend.probe): the package's are here,
+and an installed backend's probe is listed by `accelbench doctor` after them.
 
 It checks each backend the way the experiments use it: after the measuring
 process's imports (measurement.preload), in a forked child. So it fails where
@@ -29,7 +31,7 @@ import os
 import shutil
 import subprocess
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +92,11 @@ class BackendReport:
     fix: str | None = None
     archs: list[str] = field(default_factory=list)  # GPU architectures it can run (gpu_support)
     gpus: list[VisibleGpu] = field(default_factory=list)  # the GPUs it sees, in its own order
+
+
+# How a backend's GPU stack is inspected, with its test kernel on the given GPU (None: none).
+# Each backend declares its own (accelbench.backends.Backend.probe).
+Probe = Callable[[int | None], BackendReport]
 
 
 def _cuda_version(number: int) -> str:
@@ -428,7 +435,9 @@ def _host_range():
     return numpy.arange(1000, dtype=numpy.float64)
 
 
-PROBES: dict[str, Callable[[int | None], BackendReport]] = {
+# The package's GPU stacks by backend name, as their backends declare them: what is asked
+# by name (backend_problem, visible_gpus) and checked ahead of a GPU job.
+PROBES: dict[str, Probe] = {
     "torch": probe_torch,
     "cupy": probe_cupy,
     "numba-cuda": probe_numba_cuda,
@@ -436,9 +445,7 @@ PROBES: dict[str, Callable[[int | None], BackendReport]] = {
 }
 
 
-def inspect_backend(
-    name: str, probe: Callable[[int | None], BackendReport], kernel_gpu: int | None
-) -> BackendReport:
+def inspect_backend(name: str, probe: Probe, kernel_gpu: int | None) -> BackendReport:
     """Backend `name`'s report from `probe` in this process, with the CUDA libraries it has
     loaded; in a child of a process that had initialised CUDA, that problem instead."""
     if forked_cuda.in_bad_fork():
@@ -449,9 +456,10 @@ def inspect_backend(
 
 
 @functools.cache
-def inspected(name: str, kernel_gpu: int | None) -> BackendReport:
-    """Backend `name`'s report, inspected in a forked child (forked_cuda.ask), once per process."""
-    return forked_cuda.ask(inspect_backend, name, PROBES[name], kernel_gpu)
+def inspected(name: str, kernel_gpu: int | None, probe: Probe | None = None) -> BackendReport:
+    """Backend `name`'s report by `probe` (None: the package's, PROBES), inspected in a
+    forked child (forked_cuda.ask), once per process."""
+    return forked_cuda.ask(inspect_backend, name, probe or PROBES[name], kernel_gpu)
 
 
 def visible_gpus() -> list[VisibleGpu]:
@@ -463,16 +471,17 @@ def visible_gpus() -> list[VisibleGpu]:
 
 
 def backend_problem(
-    name: str, gpus: Sequence[int] = (0,), precision: str | None = None
+    name: str, gpus: Sequence[int] = (0,), precision: str | None = None, probe: Probe | None = None
 ) -> str | None:
     """Why backend `name` cannot run an experiment on this process's GPUs `gpus` in
     `precision` (a training precision or a kernel dtype), with the fix; None if it can.
+    An installed backend names its `probe`; the package's are found by name.
 
     The backend runs its test kernel on the first of the GPUs in a forked child,
     once per process; every GPU is checked against the architectures the backend
     carries, and the precision against what the GPU generation really computes.
     """
-    report = inspected(name, gpus[0])
+    report = inspected(name, gpus[0], probe)
     if report.problem:
         return f"{report.problem}; fix: {report.fix}" if report.fix else report.problem
     if len(report.gpus) <= max(gpus):
@@ -518,12 +527,13 @@ class Diagnosis:
 
 def diagnose(
     driver: Driver | None = None,
-    probes: dict[str, Callable[[int | None], BackendReport]] = PROBES,
+    probes: Mapping[str, Probe] = PROBES,
     preload: Callable[[], None] | None = None,
 ) -> Diagnosis:
-    """Each backend inspected as the experiments use it: after `preload` (the measuring
-    process's imports), in a forked child, with its test kernel on GPU 0 if the driver
-    lists a GPU."""
+    """Each backend of `probes` (`accelbench doctor`: every backend's that declares one,
+    accelbench.backends.probes) inspected as the experiments use it: after `preload` (the
+    measuring process's imports), in a forked child, with its test kernel on GPU 0 if the
+    driver lists a GPU."""
     driver = driver or read_driver()
     if preload is not None:
         preload()

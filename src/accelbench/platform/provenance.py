@@ -17,39 +17,18 @@ import socket
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench.platform import doctor, host_cpus
 from accelbench.platform.devices import usable_cpus
 
-LIBRARIES = (
-    "numpy",
-    "numba",
-    "torch",
-    "torchvision",
-    "cupy-cuda12x",
-    "cupy-cuda13x",
-    "numba-cuda",
-    "jax",
-    "jaxlib",
-    "jax-cuda13-plugin",
-    "jax-cuda12-plugin",
-    "pandas",
-    "snakemake",
-    # the data science libraries: CPU, then RAPIDS per CUDA stack (the optional extras)
-    "polars",
-    "scikit-learn",
-    "networkx",
-    "cudf-cu12",
-    "cudf-cu13",
-    "cuml-cu12",
-    "cuml-cu13",
-    "cugraph-cu12",
-    "cugraph-cu13",
-)
+# What a record names besides its backends' distributions (accelbench.backends.distributions,
+# which the job passes in): the training's torchvision and the workflow's Snakemake.
+OTHER_LIBRARIES = ("torchvision", "snakemake")
 # Record key -> the variables that hold it, the first one set wins: in an srun task
 # started from a job script without the job's SLURM_JOB_NUM_NODES, the step's count.
 SLURM_VARIABLES = {
@@ -76,6 +55,101 @@ PYTHON_BUILD_FLAGS = (
 )
 
 
+class CpuTopology(TypedDict):
+    """cpu_topology: the host's CPU layout (host_cpus.Topology.record), null where sysfs
+    does not tell, and the CPUs this process may use."""
+
+    sockets: int | None
+    numa_nodes: dict[str, list[int]] | None
+    cores: int | None
+    logical_cpus: int | None
+    threads_per_core: int | None
+    smt_active: bool | None
+    usable: list[int]
+
+
+class PythonBuild(TypedDict):
+    """python_build: which build of Python measured (texts), and how it was built (flags)."""
+
+    implementation: str
+    build: str
+    built: str
+    compiler: str
+    executable: str | None
+    configured_shared: bool | None
+    configured_optimizations: bool | None
+    configured_lto: bool | None
+    libpython_loaded: bool | None
+
+
+class BlasLibrary(TypedDict):
+    """One BLAS library loaded in the process, as threadpoolctl describes it."""
+
+    internal_api: str
+    prefix: str | None
+    filepath: str | None
+    version: str | None
+    architecture: str | None
+    threading_layer: str | None
+    num_threads: int | None
+
+
+class GitState(TypedDict):
+    commit: str | None
+    dirty: bool | None
+
+
+class Accelerator(TypedDict):
+    """The GPUs as PyTorch sees them, and the CUDA, cuDNN and driver versions."""
+
+    cuda_runtime: str | None
+    cudnn: int | None
+    gpus: list[str]
+    uuids: list[str]
+    driver: str | None
+
+
+class SlurmContext(TypedDict):
+    """The Slurm job: its SLURM_VARIABLES (integers where Slurm gives one), its allocation
+    and whether it had its nodes to itself, from the controller."""
+
+    job_id: str | None
+    partition: str | None
+    node: str | None
+    cpus_per_task: int | str | None
+    job_gpus: str | None
+    ntasks: int | str | None
+    nodes: int | str | None
+    tasks_per_node: str | None
+    mem_per_node_mb: int | str | None
+    allocation: dict[str, str] | None
+    exclusive: bool | None
+
+
+class Provenance(TypedDict):
+    """A record's provenance (the record schema's provenance section)."""
+
+    host: str
+    platform: str
+    cpu_model: str
+    cpu_count: int | None
+    usable_cpus: int
+    cpu_topology: CpuTopology
+    python: str
+    python_build: PythonBuild
+    libraries: dict[str, str | None]
+    blas: list[BlasLibrary] | None
+    accelerator: Accelerator
+    cuda_visible_devices: str | None
+    git: GitState
+    config_hash: str
+    slurm: SlurmContext | None
+    modules: list[str]
+    seed: int
+    started: str
+    finished: str
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -97,9 +171,11 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def library_versions() -> dict[str, str | None]:
+def library_versions(distributions: Iterable[str]) -> dict[str, str | None]:
+    """Each distribution's installed version, null where it is not installed; the
+    OTHER_LIBRARIES too."""
     versions: dict[str, str | None] = {}
-    for name in LIBRARIES:
+    for name in dict.fromkeys((*distributions, *OTHER_LIBRARIES)):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -107,7 +183,7 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
-def python_build(maps: Path = PROC_MAPS) -> dict[str, Any]:
+def python_build(maps: Path = PROC_MAPS) -> PythonBuild:
     """Which build of Python this is: two builds of 3.11 on one machine ran a plain Python
     loop 35% apart (docs/install.md), so the naive-Python numbers are the interpreter's.
 
@@ -127,22 +203,22 @@ def python_build(maps: Path = PROC_MAPS) -> dict[str, Any]:
     except OSError:
         libpython = None
     build, built = platform.python_build()
-    return {
-        "implementation": platform.python_implementation(),
-        "build": build,
-        "built": built,
-        "compiler": platform.python_compiler(),
-        "executable": os.path.realpath(sys.executable) if sys.executable else None,
-        "configured_shared": None if shared is None else bool(shared),
-        "configured_optimizations": None if flags is None else "--enable-optimizations" in flags,
-        "configured_lto": None
+    return PythonBuild(
+        implementation=platform.python_implementation(),
+        build=build,
+        built=built,
+        compiler=platform.python_compiler(),
+        executable=os.path.realpath(sys.executable) if sys.executable else None,
+        configured_shared=None if shared is None else bool(shared),
+        configured_optimizations=None if flags is None else "--enable-optimizations" in flags,
+        configured_lto=None
         if flags is None
         else any(flag.startswith("--with-lto") and flag != "--with-lto=no" for flag in flags),
-        "libpython_loaded": libpython,
-    }
+        libpython_loaded=libpython,
+    )
 
 
-def blas_libraries() -> list[dict[str, Any]] | None:
+def blas_libraries() -> list[BlasLibrary] | None:
     """The BLAS libraries loaded in this process (threadpoolctl), as they were when the runs
     ended: which one (openblas, mkl, blis...), its version, the CPU architecture it chose and
     its threads (what the process had: each run sets its own to its device's CPUs). None
@@ -154,22 +230,22 @@ def blas_libraries() -> list[dict[str, Any]] | None:
     except Exception:  # a library threadpoolctl cannot read must not lose the record
         return None
     return [
-        {
-            "internal_api": pool["internal_api"],
-            "prefix": pool.get("prefix"),
+        BlasLibrary(
+            internal_api=pool["internal_api"],
+            prefix=pool.get("prefix"),
             # Whose copy it is: NumPy and SciPy wheels each bring an OpenBLAS of their own.
-            "filepath": pool.get("filepath"),
-            "version": pool.get("version"),
-            "architecture": pool.get("architecture"),
-            "threading_layer": pool.get("threading_layer"),
-            "num_threads": pool.get("num_threads"),
-        }
+            filepath=pool.get("filepath"),
+            version=pool.get("version"),
+            architecture=pool.get("architecture"),
+            threading_layer=pool.get("threading_layer"),
+            num_threads=pool.get("num_threads"),
+        )
         for pool in pools
         if pool.get("user_api") == "blas"
     ]
 
 
-def git_state(directory: str = ".") -> dict[str, Any]:
+def git_state(directory: str = ".") -> GitState:
     """Commit and whether the tree had uncommitted changes (a dirty tree is not reproducible)."""
 
     def git(*args: str) -> str | None:
@@ -183,10 +259,10 @@ def git_state(directory: str = ".") -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    return GitState(commit=commit, dirty=bool(status) if status is not None else None)
 
 
-def gpu_info() -> dict[str, Any]:
+def gpu_info() -> Accelerator:
     """GPU models, driver and CUDA versions as PyTorch sees them; empty lists without a GPU.
 
     `uuids` are the CUDA devices' UUIDs in CUDA's order, as torch writes them (NVML and
@@ -198,13 +274,13 @@ def gpu_info() -> dict[str, Any]:
     import torch
 
     gpus = doctor.visible_gpus()
-    info: dict[str, Any] = {
-        "cuda_runtime": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "gpus": [gpu.name for gpu in gpus],
-        "uuids": [gpu.uuid for gpu in gpus],
-        "driver": None,
-    }
+    info = Accelerator(
+        cuda_runtime=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        gpus=[gpu.name for gpu in gpus],
+        uuids=[gpu.uuid for gpu in gpus],
+        driver=None,
+    )
     if gpus:
         try:
             done = subprocess.run(
@@ -253,19 +329,23 @@ def _scontrol_job(job_id: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def slurm_context() -> dict[str, Any] | None:
+def _slurm_value(key: str) -> int | str | None:
+    """The first of the variables of `key` that is set; an integer for SLURM_INTEGERS."""
+    text = next((os.environ[name] for name in SLURM_VARIABLES[key] if name in os.environ), None)
+    return int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
+
+
+def slurm_context() -> SlurmContext | None:
     """The Slurm job this process runs in, or None outside Slurm."""
     if "SLURM_JOB_ID" not in os.environ:
         return None
-    context: dict[str, Any] = {}
-    for key, variables in SLURM_VARIABLES.items():
-        text = next((os.environ[name] for name in variables if name in os.environ), None)
-        context[key] = int(text) if key in SLURM_INTEGERS and text and text.isdigit() else text
     line = _scontrol_job(os.environ["SLURM_JOB_ID"])
-    context["allocation"] = parse_tres(line) if line is not None else None
-    # Whether other jobs could share the node while this one was measured.
-    context["exclusive"] = parse_exclusive(line) if line is not None else None
-    return context
+    return SlurmContext(
+        **{key: _slurm_value(key) for key in SLURM_VARIABLES},
+        allocation=parse_tres(line) if line is not None else None,
+        # Whether other jobs could share the node while this one was measured.
+        exclusive=parse_exclusive(line) if line is not None else None,
+    )
 
 
 def loaded_modules() -> list[str]:
@@ -273,8 +353,10 @@ def loaded_modules() -> list[str]:
     return [name for name in os.environ.get("LOADEDMODULES", "").split(":") if name]
 
 
-def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
-    """Everything about the run context; called once the measurement is over."""
+def collect(*, seed: int, config_digest: str, started: str, libraries: Iterable[str]) -> Provenance:
+    """Everything about the run context, with the versions of the distributions
+    `libraries` (the backends', accelbench.backends.distributions); called once the
+    measurement is over."""
     return {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -284,7 +366,7 @@ def collect(*, seed: int, config_digest: str, started: str) -> dict[str, Any]:
         "cpu_topology": host_cpus.topology_record(),
         "python": platform.python_version(),
         "python_build": python_build(),
-        "libraries": library_versions(),
+        "libraries": library_versions(libraries),
         "blas": blas_libraries(),
         "accelerator": gpu_info(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -43,7 +43,7 @@ from typing import TypedDict
 
 import pandas as pd
 
-from accelbench import grid
+from accelbench import dtypes, grid
 from accelbench.analysis import plain_tables, roof_percent, tidy
 from accelbench.measuring import energy, gpu_state
 from accelbench.platform.devices import names_a_gpu, parse_device
@@ -104,7 +104,7 @@ SLOWDOWN_RULE = (
 )
 GRID = "the grid"  # what a coverage finding names instead of a record
 # The tensor cores' 16-bit types: bfloat16 from Ampere on, float16 on every board.
-SIXTEEN_BITS = ("float16", "bfloat16")
+SIXTEEN_BITS = dtypes.HALF_DTYPES
 # The judged figures' tables: a roof against its data sheet, tf32 against fp32.
 ROOF_COLUMNS = [
     "dtype",
