@@ -31,6 +31,7 @@ from accelbench.measuring.sections import Params
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import DeviceError, parse_device
+from accelbench.platform.provenance import Provenance
 from accelbench.records.record import Record, RecordError, load_record
 
 RECORD_COLUMNS = ("id", "experiment", "status", "reason")
@@ -152,7 +153,7 @@ def _metric_names(
     return columns, DISTRIBUTION_FIELDS, with_unit
 
 
-def _provenance_columns(provenance: dict[str, Any]) -> dict[str, Scalar]:
+def _provenance_columns(provenance: Provenance) -> dict[str, Scalar]:
     accelerator = provenance.get("accelerator") or {}
     gpus = accelerator.get("gpus") or []
     git = provenance.get("git") or {}

@@ -44,6 +44,7 @@ from accelbench.measuring.sections import (
     Series,
 )
 from accelbench.platform import host_cpus, provenance
+from accelbench.platform.provenance import Provenance
 from accelbench.records.json_schema import (
     JsonSchema,
     SchemaViolation,
@@ -168,7 +169,7 @@ class Record(TypedDict):
     params: Params
     metrics: Metrics
     check: CheckSection | None
-    provenance: dict[str, Any]  # provenance.collect
+    provenance: Provenance  # provenance.collect
     series: NotRequired[dict[str, Series]]
     conditions: NotRequired[ConditionsSection]
     raw: NotRequired[dict[str, RawSamples]]
@@ -752,7 +753,7 @@ def make_record(
     experiment_id: str,
     status: str,
     params: Params,
-    provenance: dict[str, Any],
+    provenance: Provenance,
     metrics: Metrics | None = None,
     check: CheckSection | None = None,
     reason: str | None = None,
