@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -81,10 +82,12 @@ contention:
 def measure_once_however_busy(monkeypatch):
     """Experiments measured in a test never wait for a quiet machine (the suite runs tests
     side by side): a busy measurement is flagged, not repeated after a pause. The tests of
-    the retry set contention.retries themselves."""
-    from accelbench.measuring import contention
+    the retry set contention.retries themselves. Settings built without a contention
+    section take its defaults, the arguments' defaults of ContentionSettings."""
+    from accelbench.measuring.settings import ContentionSettings
 
-    monkeypatch.setitem(contention.DEFAULTS, "retries", 0)
+    quiet = dataclasses.replace(ContentionSettings(), retries=0)
+    monkeypatch.setattr(ContentionSettings.__init__, "__defaults__", dataclasses.astuple(quiet))
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from accelbench.backends.base import Backend, BackendError, CheckRun
 from accelbench.measuring import timers
+from accelbench.measuring.settings import TimedSettings
 from accelbench.platform import doctor
 from accelbench.platform.devices import Device, cuda_unavailable_reason
 
@@ -143,12 +144,14 @@ def _import_jax() -> None:
         import jax.numpy  # noqa: F401
 
 
-def _samples(fn: Callable[[], object], threads: int, settings: dict, label: str) -> timers.Timed:
+def _samples(
+    fn: Callable[[], object], threads: int, settings: TimedSettings, label: str
+) -> timers.Timed:
     return timers.host_clock_samples(
         fn,
-        min_run_time=settings["min_run_time"],
-        samples=settings["samples"],
-        warmup_s=settings.get("warmup_s", 0.0),
+        min_run_time=settings.min_run_time,
+        samples=settings.samples,
+        warmup_s=settings.warmup_s,
     )
 
 
