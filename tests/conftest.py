@@ -78,16 +78,19 @@ contention:
 """
 
 
-@pytest.fixture(autouse=True)
-def measure_once_however_busy(monkeypatch):
+def measure_once_however_busy() -> None:
     """Experiments measured in a test never wait for a quiet machine (the suite runs tests
     side by side): a busy measurement is flagged, not repeated after a pause. The tests of
     the retry set contention.retries themselves. Settings built without a contention
-    section take its defaults, the arguments' defaults of ContentionSettings."""
+    section take the arguments' defaults of ContentionSettings, so those change here,
+    before any test module builds its settings."""
     from accelbench.measuring.settings import ContentionSettings
 
     quiet = dataclasses.replace(ContentionSettings(), retries=0)
-    monkeypatch.setattr(ContentionSettings.__init__, "__defaults__", dataclasses.astuple(quiet))
+    ContentionSettings.__init__.__defaults__ = dataclasses.astuple(quiet)
+
+
+measure_once_however_busy()
 
 
 @pytest.fixture(autouse=True)
