@@ -25,6 +25,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training, train_process
 from accelbench.train.models import models, resolve_options
+from accelbench.train.settings import TrainSettings
 
 from conftest import MULTINODE_PARTITION, snakemake
 
