@@ -405,7 +405,8 @@ def run(
     writes; a rank other than 0 that fails notes why in `failure_dir` and raises
     RankFailure, so that its non-zero exit ends the group at once.
     `fresh_processes` runs each repetition in a forked process; only a process that
-    has not measured anything yet may ask for it.
+    has not measured anything yet may ask for it. `context`: the config digest the
+    record's provenance names.
     """
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.

@@ -27,7 +27,7 @@ from accelbench.measuring.outcome import (
     last_words,
     of_error,
 )
-from accelbench.measuring.settings import RunSettings
+from accelbench.measuring.settings import Params, RunSettings
 from accelbench.platform import forked_cuda
 from accelbench.platform.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.platform.processes import (
@@ -73,7 +73,7 @@ def before_fork(payload: dict[str, Any]) -> None:
     _ASKED.add(on_gpu)
 
 
-def _settings(exp: Experiment, params: dict[str, Any]) -> RunSettings:
+def _settings(exp: Experiment, params: Params) -> RunSettings:
     """The experiment's settings from the params its supervisor handed on (as_params)."""
     return family_of(exp).settings_type.from_params(params)
 

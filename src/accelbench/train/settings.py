@@ -23,6 +23,9 @@ COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
 
 @dataclass(frozen=True)
 class TrainSettings(RunSettings):
+    """The settings of a training experiment: its goal, as every family's (with its own
+    defaults), and how each run trains."""
+
     seed: int = 0
     steps: int = 20  # measured steps of each run, at least
     # Seconds of measured steps in each run, at least (0: exactly `steps`).
