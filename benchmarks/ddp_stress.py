@@ -46,6 +46,7 @@ from accelbench.platform.processes import (
 from accelbench.platform.ranks import ranks_may_fork
 from accelbench.train.distributed import PeersTimedOut
 from accelbench.train.loop import measure_training
+from accelbench.train.settings import TrainSettings
 
 CELLS = ["train/fcn/cpu2/fp32/ddp/bs64", "train/lstm/cpu2/fp32/ddp/bs32"]
 HUNG = "hung"
@@ -68,7 +69,7 @@ def start_load(processes: int) -> list[int]:
     return pids
 
 
-def _train_once(exp, settings: dict, deadline: float) -> str:
+def _train_once(exp, settings: TrainSettings, deadline: float) -> str:
     """In the launch's own process: "ok", HUNG, or why the launch failed."""
     os.environ[DEADLINE_VARIABLE] = str(time.time() + deadline)
     try:
@@ -85,7 +86,7 @@ def _train_once(exp, settings: dict, deadline: float) -> str:
     return "ok"
 
 
-def launch(exp, settings: dict, deadline: float) -> tuple[str, float]:
+def launch(exp, settings: TrainSettings, deadline: float) -> tuple[str, float]:
     """One launch in a process forked for it: how it ended and its seconds. One that
     outlasts `deadline` writes its processes' stacks to stderr and is killed."""
     sys.stderr.flush()
@@ -147,7 +148,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     dump_stacks_on_request(sys.stderr)  # inherited by every launch and its ranks
     experiments = [experiment_of_id(cell) for cell in args.cells]
-    settings = {"steps": args.steps, "warmup_steps": 1, "model_options": {}}
+    settings = TrainSettings(steps=args.steps, warmup_steps=1)
     started = time.perf_counter()
     measurement.preload(FAMILIES["train"])  # as the fork server does: imports only, no thread pool
     print(f"imports: {time.perf_counter() - started:.1f} s", flush=True)

@@ -34,7 +34,10 @@ from pathlib import Path
 from accelbench import config as workflow_config
 from accelbench import grid
 from accelbench.families import FAMILIES
+from accelbench.families.base import Experiment
 from accelbench.job import supervisor
+from accelbench.job.context import JobContext
+from accelbench.measuring.settings import RunSettings
 from accelbench.platform import provenance
 from accelbench.records.record import load_record
 
@@ -60,11 +63,10 @@ METRICS = {
 BURN = "while True: pass"
 
 
-def experiment_and_settings(path: str, config: dict) -> tuple[object, dict]:
+def experiment_and_settings(path: str, config: dict) -> tuple[Experiment, RunSettings]:
     family, _, wildcards = grid.cell_of_path(path)
     exp = FAMILIES[family].parse(wildcards, config)
-    settings = FAMILIES[family].settings(config, wildcards)
-    return exp, {**settings, "config_hash": provenance.config_hash(config)}
+    return exp, FAMILIES[family].settings(config, wildcards)
 
 
 def measure_pass(name: str, cells: list[str], config: dict, folder: Path) -> dict[str, dict]:
@@ -75,7 +77,13 @@ def measure_pass(name: str, cells: list[str], config: dict, folder: Path) -> dic
         output = folder / name / path
         started = time.perf_counter()
         supervisor.run_supervised(
-            exp, settings, str(output), attempt=1, max_attempts=1, time_limit=1800
+            exp,
+            settings,
+            str(output),
+            context=JobContext.of(provenance.config_hash(config)),
+            attempt=1,
+            max_attempts=1,
+            time_limit=1800,
         )
         records[path] = load_record(output)
         print(f"  {name} {path}: {time.perf_counter() - started:.1f} s", file=sys.stderr)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from accelbench.families.train import TrainExperiment
 from accelbench.train.models import models
 from accelbench.train.overhead import harness_overhead
+from accelbench.train.settings import TrainSettings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     batch = args.batch or models()[args.model].default_batch
     exp = TrainExperiment(args.model, args.device, args.precision, "single", batch)
-    result = harness_overhead(exp, {"image_size": args.image_size}, args.pairs, args.warmup)
+    result = harness_overhead(
+        exp, TrainSettings(image_size=args.image_size), args.pairs, args.warmup
+    )
     overhead = result["overhead"]
     print(
         f"{exp.id}: loop step {result['loop_median_s']:.4f} s, "

@@ -5,7 +5,9 @@ import signal
 import sys
 
 from accelbench import grid
+from accelbench.families.base import family_of
 from accelbench.job import supervisor
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import RetryableFailure
 from accelbench.platform import provenance
 from accelbench.platform.processes import die_with_parent
@@ -24,13 +26,13 @@ logging.captureWarnings(True)
 
 # The rule's input function (grid.target_check) has parsed and checked these wildcards.
 exp = grid.planned_experiment(snakemake.rule, dict(snakemake.wildcards.items()))
+# The rule's params are the experiment's settings, read back once here.
+settings = family_of(exp).settings_type.from_params(snakemake.params.settings)
 # The folders of the user's units travel with the job: every process that measures loads
 # the same catalogue (accelbench.registry), absolute as the config's check left them.
-settings = {
-    **snakemake.params.settings,
-    "config_hash": provenance.config_hash(snakemake.config),
-    "plugins": snakemake.config["plugins"]["paths"],
-}
+context = JobContext.of(
+    provenance.config_hash(snakemake.config), snakemake.config["plugins"]["paths"]
+)
 launcher = cluster.task_launcher(
     exp.parsed_device,
     getattr(exp, "strategy", "single"),
@@ -42,6 +44,7 @@ try:
         exp,
         settings,
         snakemake.output[0],
+        context=context,
         attempt=snakemake.resources.attempt,
         max_attempts=snakemake.config["retries"] + 1,
         time_limit=supervisor.time_limit_seconds(snakemake.resources.runtime),

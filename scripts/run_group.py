@@ -6,7 +6,9 @@ import signal
 import sys
 
 from accelbench import grid
+from accelbench.families.base import family_of
 from accelbench.job import supervisor
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import RetryableFailure
 from accelbench.platform import provenance
 from accelbench.platform.processes import die_with_parent
@@ -25,17 +27,20 @@ logging.captureWarnings(True)
 # The rule's outputs are its cells' records, in the grid's order, as are their settings.
 outputs = list(snakemake.output)
 exps = [grid.experiment_of_path(output) for output in outputs]
-shared = {
-    "config_hash": provenance.config_hash(snakemake.config),
-    "plugins": snakemake.config["plugins"]["paths"],
-}
-settings = [{**found, **shared} for found in snakemake.params.settings]
+settings = [
+    family_of(exp).settings_type.from_params(found)
+    for exp, found in zip(exps, snakemake.params.settings, strict=True)
+]
+context = JobContext.of(
+    provenance.config_hash(snakemake.config), snakemake.config["plugins"]["paths"]
+)
 group = supervisor.Group(snakemake.params.group, list(zip(exps, settings, outputs, strict=True)))
 try:
     supervisor.run_supervised(
         exps[0],
         settings[0],
         outputs[0],
+        context=context,
         attempt=snakemake.resources.attempt,
         max_attempts=snakemake.config["retries"] + 1,
         time_limit=supervisor.time_limit_seconds(snakemake.resources.runtime),

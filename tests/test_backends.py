@@ -14,7 +14,7 @@ import pytest
 from accelbench import backends, cli
 from accelbench.backends import Backend, BackendError
 from accelbench.backends import jax as jax_backend
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.kernels import kernels
 from accelbench.kernels.measure import measure_kernel
 from accelbench.measuring import timers
@@ -47,7 +47,7 @@ def test_an_unknown_backend_is_refused_naming_the_known_ones():
 def test_a_kernel_is_never_measured_on_an_unknown_backend():
     exp = KernelExperiment("saxpy", "cpu1", "mlx", "float32", 8)
     with pytest.raises(BackendError, match="unknown backend 'mlx'"):
-        measure_kernel(exp, {"seed": 0, "min_run_time": 0.01, "samples": 3})
+        measure_kernel(exp, KernelSettings(min_run_time=0.01, samples=3))
 
 
 def test_each_gpu_backend_waits_for_its_device_with_its_own_library(monkeypatch):
@@ -110,13 +110,14 @@ MEASURE = """\
 import json, sys
 sys.path.insert(0, {site!r})
 from accelbench import backends
-from accelbench.families.kernel import KernelExperiment, exclusion
+from accelbench.families.kernel import KernelExperiment, KernelSettings, exclusion
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.records.record import load_record
 
 exp = KernelExperiment("saxpy", "cpu1", "numpy-twin", "float32", 64)
-settings = {{"seed": 0, "min_run_time": 0.02, "samples": 5, "config_hash": "test"}}
-measurement.run(exp, settings, {output!r})
+settings = KernelSettings(seed=0, min_run_time=0.02, samples=5)
+measurement.run(exp, settings, {output!r}, context=JobContext("test"))
 record = load_record({output!r})
 print(json.dumps({{
     "catalogue": list(backends.catalogue()),
@@ -172,21 +173,22 @@ JAX_KERNELS = sorted(name for name, spec in kernels().items() if "jax" in spec.i
 
 JAX_RUNS = """\
 import json, sys
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
+from accelbench.measuring.settings import ContentionSettings
 from accelbench.records.record import load_record
 
 if sys.argv[1] == "started":  # the job's process starts JAX before its runs fork
     from accelbench.backends import jax as jax_backend
     jax_backend.started(1)
-settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "warmup_s": 0.05, "runs": 2,
-            "budget_s": 0, "config_hash": "test",
-            "contention": {"retries": 0, "max_host_slowdown": 0}}
+settings = KernelSettings(min_run_time=0.01, samples=3, warmup_s=0.05, runs=2, budget_s=0,
+                          contention=ContentionSettings(retries=0, max_host_slowdown=0))
 found = {}
 for kernel, dtype, size in json.loads(sys.argv[2]):
     exp = KernelExperiment(kernel, "cpu1", "jax", dtype, size)
     output = f"{sys.argv[3]}/{kernel}-{dtype}.json"
-    measurement.run(exp, settings, output, fresh_processes=True)
+    measurement.run(exp, settings, output, context=JobContext("test"), fresh_processes=True)
     record = load_record(output)
     found[exp.id] = {key: record.get(key) for key in ("status", "reason", "check", "measured_by")}
     found[exp.id]["threads"] = (record.get("metrics") or {}).get("threads")
@@ -247,7 +249,7 @@ def test_jax_is_unavailable_saying_so_where_it_is_not_installed(monkeypatch):
         assert reason == "JAX is not installed (No module named 'jax')"
     outcome = measure_kernel(
         KernelExperiment("saxpy", "cpu1", "jax", "float32", 8),
-        {"seed": 0, "min_run_time": 0.01, "samples": 3},
+        KernelSettings(min_run_time=0.01, samples=3),
     )
     assert (outcome.status, outcome.reason) == ("unavailable", jax.unavailable_reason(CPU1))
 
@@ -281,7 +283,8 @@ def test_jax_waits_for_its_own_results_and_never_for_torchs_device(monkeypatch):
     jax = backends.named("jax")
     assert jax.compiles and jax.timer not in (timers.TORCH, timers.CUPY, timers.CUDA_EVENTS)
     calls = []
-    timed = jax.timer.samples(lambda: calls.append(1), 1, {"min_run_time": 0.01, "samples": 3}, "")
+    settings = KernelSettings(min_run_time=0.01, samples=3)
+    timed = jax.timer.samples(lambda: calls.append(1), 1, settings, "")
     assert len(timed.samples) == 3 and calls
 
 

@@ -182,7 +182,7 @@ def test_train_keeps_the_record_it_replaces(workflow_dir, monkeypatch, capsys):
     )
     write_record(TRAIN_TARGET, old)
 
-    def run(exp, settings, path):
+    def run(exp, settings, path, context):
         write_record(path, {**old, "reason": "measured now"})
         return "unavailable"
 

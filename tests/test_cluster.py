@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 
 import pytest
 import yaml
 
 from accelbench import grid
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import supervisor
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import RetryableFailure
 from accelbench.platform import provenance
 from accelbench.platform.devices import parse_device, slurm_gpu_shortfall
 from accelbench.records.record import load_record
 from accelbench.slurm import resources as cluster
+from accelbench.train.settings import TrainSettings
 
 from conftest import REPO_ROOT
 
@@ -315,16 +318,19 @@ def test_time_limit_leaves_a_margin():
 
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
-SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "t"}
+SETTINGS = KernelSettings(min_run_time=0.01, samples=3)
+CONTEXT = JobContext("t")
 # ResNet-18 at 32 px has 1x1 feature maps in its last block: batch norm cannot
 # train on a batch of one there, a real and deterministic failure.
 FAILING = TrainExperiment("resnet18", "cpu1", "fp32", "single", 1)
-FAILING_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+FAILING_SETTINGS = TrainSettings(seed=0, steps=3, warmup_steps=1, image_size=32)
 
 
 def test_supervised_success_writes_the_childs_record(tmp_path):
     out = tmp_path / "r.json"
-    supervisor.run_supervised(KERNEL, SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300)
+    supervisor.run_supervised(
+        KERNEL, SETTINGS, str(out), context=CONTEXT, attempt=1, max_attempts=2, time_limit=300
+    )
     assert load_record(out)["status"] == "ok"
 
 
@@ -332,7 +338,13 @@ def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
     out = tmp_path / "r.json"
     with pytest.raises(RetryableFailure):
         supervisor.run_supervised(
-            FAILING, FAILING_SETTINGS, str(out), attempt=1, max_attempts=2, time_limit=300
+            FAILING,
+            FAILING_SETTINGS,
+            str(out),
+            context=CONTEXT,
+            attempt=1,
+            max_attempts=2,
+            time_limit=300,
         )
     assert not out.exists()
 
@@ -340,7 +352,13 @@ def test_failure_before_the_last_attempt_retries_without_a_record(tmp_path):
 def test_failure_on_the_last_attempt_is_recorded(tmp_path):
     out = tmp_path / "r.json"
     supervisor.run_supervised(
-        FAILING, FAILING_SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300
+        FAILING,
+        FAILING_SETTINGS,
+        str(out),
+        context=CONTEXT,
+        attempt=2,
+        max_attempts=2,
+        time_limit=300,
     )
     record = load_record(out)
     assert record["status"] == "failed"
@@ -349,8 +367,10 @@ def test_failure_on_the_last_attempt_is_recorded(tmp_path):
 
 def test_time_limit_stops_the_child_and_records_it_on_the_last_attempt(tmp_path):
     out = tmp_path / "r.json"
-    slow = {**SETTINGS, "min_run_time": 120.0}
-    supervisor.run_supervised(KERNEL, slow, str(out), attempt=1, max_attempts=1, time_limit=5)
+    slow = replace(SETTINGS, min_run_time=120.0)
+    supervisor.run_supervised(
+        KERNEL, slow, str(out), context=CONTEXT, attempt=1, max_attempts=1, time_limit=5
+    )
     record = json.loads(out.read_text())
     assert record["status"] == "failed"
     assert "exceeded the job's time limit: stopped after 5 s" in record["reason"]
@@ -363,6 +383,7 @@ def test_launcher_prefix_starts_the_child(tmp_path):
         KERNEL,
         SETTINGS,
         str(out),
+        context=CONTEXT,
         attempt=1,
         max_attempts=1,
         time_limit=300,
@@ -376,7 +397,14 @@ def test_launcher_prefix_starts_the_child(tmp_path):
 def test_failing_launcher_is_recorded_on_the_last_attempt(tmp_path):
     out = tmp_path / "r.json"
     supervisor.run_supervised(
-        KERNEL, SETTINGS, str(out), attempt=1, max_attempts=1, time_limit=300, launcher=["false"]
+        KERNEL,
+        SETTINGS,
+        str(out),
+        context=CONTEXT,
+        attempt=1,
+        max_attempts=1,
+        time_limit=300,
+        launcher=["false"],
     )
     record = load_record(out)
     assert record["status"] == "failed"
@@ -416,6 +444,7 @@ def test_a_failed_task_reports_its_own_error(tmp_path, two_tasks):
         FAILING,
         FAILING_SETTINGS,
         str(out),
+        context=CONTEXT,
         attempt=2,
         max_attempts=2,
         time_limit=300,
@@ -435,6 +464,7 @@ def test_a_failed_task_before_the_last_attempt_retries(tmp_path, two_tasks):
             FAILING,
             FAILING_SETTINGS,
             str(out),
+            context=CONTEXT,
             attempt=1,
             max_attempts=2,
             time_limit=300,

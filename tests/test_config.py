@@ -97,7 +97,7 @@ def test_the_default_config_is_the_checkouts():
 
 def test_a_failed_training_experiment_fails_the_command(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(measurement, "run", lambda exp, settings, path: "failed")
+    monkeypatch.setattr(measurement, "run", lambda exp, settings, path, context: "failed")
     assert cli.main(["train", "results/train/fcn/cpu1/fp32/single/bs4.json"]) == 1
     assert "results/train/fcn/cpu1/fp32/single/bs4.json: failed" in capsys.readouterr().out
 

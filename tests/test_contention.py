@@ -13,9 +13,11 @@ import time
 
 import pytest
 
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import contention, statistics
+from accelbench.measuring.settings import ContentionSettings
 from accelbench.records.record import load_record
 
 # Every test here reads the machine's load: `make test` runs them alone (marker quiet).
@@ -105,8 +107,8 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 
     monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
     burner(seconds=10.0)
-    settings = {"contention": {"max_other_cpus": 0.3, "retries": 1, "pause_s": 0.5}}
-    outcome = measurement.measure_watched(SAXPY, settings)
+    guard = ContentionSettings(max_other_cpus=0.3, retries=1, pause_s=0.5)
+    outcome = measurement.measure_watched(SAXPY, KernelSettings(contention=guard))
     assert len(calls) == 2 and calls[1] - calls[0] >= 0.5  # measured again after the pause
     assert outcome.status == "ok"
     assert outcome.conditions["busy"] is True
@@ -118,22 +120,18 @@ def test_a_busy_measurement_is_retried_and_then_flagged(burner, monkeypatch):
 def test_a_quiet_measurement_is_taken_once_and_not_flagged(monkeypatch):
     monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", quick_measure)
     # A generous limit: the test machine itself may run daemons.
-    outcome = measurement.measure_watched(SAXPY, {"contention": {"max_other_cpus": 0.9}})
+    guard = ContentionSettings(max_other_cpus=0.9)
+    outcome = measurement.measure_watched(SAXPY, KernelSettings(contention=guard))
     assert outcome.conditions["busy"] is False
     assert outcome.conditions["attempts"] == 1
 
 
 def test_the_record_keeps_the_conditions_and_the_interval_method(tmp_path):
-    settings = {
-        "seed": 0,
-        "min_run_time": 0.01,
-        "samples": 3,
-        "runs": 2,
-        "config_hash": "t",
-        "contention": {"max_other_cpus": 64.0},
-    }
+    settings = KernelSettings(
+        min_run_time=0.01, samples=3, runs=2, contention=ContentionSettings(max_other_cpus=64.0)
+    )
     output = tmp_path / "record.json"
-    assert measurement.run(SAXPY, settings, str(output)) == "ok"
+    assert measurement.run(SAXPY, settings, str(output), context=JobContext("t")) == "ok"
     record = load_record(output)
     assert record["conditions"]["busy"] is False
     assert {"other_cpus", "steal_cpus", "load_average_1m", "cpu_mhz", "governor"} <= set(
@@ -156,7 +154,7 @@ def test_each_run_can_be_a_fresh_process(monkeypatch):
         )
 
     for _ in range(2):
-        outcome = measurement.in_fresh_process(measure, SAXPY, {})
+        outcome = measurement.in_fresh_process(measure, SAXPY, KernelSettings())
         pids.append(outcome.params["pid"])
     assert len(set(pids)) == 2 and os.getpid() not in pids
 
@@ -165,7 +163,7 @@ def test_a_run_whose_process_is_killed_ends_as_a_failure_not_a_hang():
     def measure(exp, settings):
         os.kill(os.getpid(), signal.SIGTERM)
 
-    outcome = measurement.in_fresh_process(measure, SAXPY, {})
+    outcome = measurement.in_fresh_process(measure, SAXPY, KernelSettings())
     assert outcome.status == "failed"
     assert "killed by SIGTERM" in outcome.reason
     assert outcome.raised
@@ -175,7 +173,7 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
     def measure(exp, settings):
         os._exit(5)
 
-    outcome = measurement.in_fresh_process(measure, SAXPY, {})
+    outcome = measurement.in_fresh_process(measure, SAXPY, KernelSettings())
     assert outcome.status == "failed"
     assert outcome.reason.startswith(
         "the run's process exited with code 5 without a record or an error of its own"
@@ -183,7 +181,7 @@ def test_a_run_whose_process_exits_without_an_outcome_is_a_failure(tmp_path):
     assert outcome.transient, "an exit without a word is a passing fault, measured again"
     assert outcome.raised and outcome.metrics == {}
     measurement.write_outcome(
-        SAXPY, {"seed": 0, "config_hash": "h"}, tmp_path / "r.json", outcome, ""
+        SAXPY, KernelSettings(), tmp_path / "r.json", outcome, "", JobContext("h")
     )
     assert load_record(tmp_path / "r.json")["status"] == "failed"
 
@@ -199,7 +197,7 @@ def test_a_failed_run_fails_the_experiment_naming_the_run(monkeypatch):
         "accelbench.kernels.measure.measure_kernel",
         lambda e, s: next(outcomes),
     )
-    outcome = measurement._in_runs(SAXPY, {"runs": 3}, fresh_processes=False)
+    outcome = measurement._in_runs(SAXPY, KernelSettings(runs=3), fresh_processes=False)
     assert outcome.status == "failed"
     assert outcome.reason == "run 2 of 3: result differs from the float64 reference"
 

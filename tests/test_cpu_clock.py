@@ -10,8 +10,9 @@ import os
 import jsonschema
 import pytest
 
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring.statistics import summarize
 from accelbench.platform import host_cpus
 from accelbench.platform import provenance as provenance_module
@@ -21,7 +22,8 @@ from accelbench.records.record import RecordError, load_record, make_record
 from conftest import REPO_ROOT
 from records import provenance
 
-SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 3, "config_hash": "test", "runs": 2}
+SETTINGS = KernelSettings(min_run_time=0.02, samples=3, runs=2)
+CONTEXT = JobContext("test")
 CPUINFO = """\
 processor\t: 0
 model name\t: Intel(R) Xeon(R) Platinum 8480+
@@ -107,7 +109,9 @@ def test_this_machine_tells_its_clocks_or_why_not():
 def test_a_kernel_record_keeps_its_cpus_clocks_its_blas_and_its_python_build(tmp_path):
     exp = KernelExperiment("matmul", "cpu1", "numpy", "float64", 64)
     output = tmp_path / "matmul.json"
-    assert measurement.run(exp, SETTINGS, str(output), fresh_processes=True) == "ok"
+    assert (
+        measurement.run(exp, SETTINGS, str(output), context=CONTEXT, fresh_processes=True) == "ok"
+    )
     record = load_record(output)
     clock = record["conditions"]["cpu_clock"]
     assert clock["cpus"] == record["conditions"]["cpus_used"]
@@ -172,7 +176,7 @@ def test_the_schema_refuses_clocks_blas_and_python_builds_of_the_wrong_shape():
 def test_the_published_schema_takes_a_record_with_its_clocks_blas_and_python_build(tmp_path):
     exp = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
     output = tmp_path / "saxpy.json"
-    assert measurement.run(exp, SETTINGS, str(output)) == "ok"
+    assert measurement.run(exp, SETTINGS, str(output), context=CONTEXT) == "ok"
     published = json.loads((REPO_ROOT / record.SCHEMA_FILE).read_text(encoding="utf-8"))
     errors = jsonschema.Draft202012Validator(published).iter_errors(load_record(output))
     assert [error.message for error in errors] == []

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from accelbench.families.base import experiment_type_name
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import fork_server
+from accelbench.job.context import JobContext
 from accelbench.platform import forked_cuda
 from accelbench.records.record import load_record
 
@@ -118,10 +119,11 @@ LAUNCHER = textwrap.dedent(
     from accelbench.platform import doctor
     from accelbench.families.train import TrainExperiment
     from accelbench.train import loop
+    from accelbench.train.settings import TrainSettings
 
     fake = FakeTorch([T4, T4], Path(sys.argv[2]))
     doctor.PROBES["torch"] = functools.partial(doctor.probe_torch, torch=fake)
-    settings = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+    settings = TrainSettings(seed=0, steps=3, warmup_steps=1, image_size=32)
     exp = TrainExperiment("resnet18", "cuda2", "tf32", "ddp", 4)
     outcome = loop.measure_training(exp, settings)
     print("RESULT " + json.dumps({
@@ -146,11 +148,11 @@ FORKED_FROM_A_CUDA_PROCESS = textwrap.dedent(
     import torch
     from accelbench.job import measurement
     from accelbench.families import FAMILIES
-    from accelbench.families.kernel import KernelExperiment
+    from accelbench.families.kernel import KernelExperiment, KernelSettings
 
     torch.cuda.is_available()  # this process has asked the driver: its children cannot use CUDA
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
-    settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}
+    settings = KernelSettings(min_run_time=0.01, samples=3, runs=2)
     outcome = measurement.measure_watched(exp, settings, fresh_processes=True)
     print("RESULT " + json.dumps([outcome.status, outcome.reason]))
     """
@@ -170,12 +172,13 @@ def test_a_gpu_experiment_through_the_fork_server_reaches_its_runs_fork_safe(tmp
     monkeypatch.setenv("CUDA_HOME", CUDA_HOME)
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 8)
-    settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}
+    settings = KernelSettings(min_run_time=0.01, samples=3, runs=2)
     payload = {
         "family": exp.family,
         "experiment_type": experiment_type_name(exp),
         "experiment": asdict(exp),
-        "settings": settings,
+        "settings": settings.as_params(),
+        "context": JobContext("t").as_payload(),
         "output": str(tmp_path / "r.json"),
         "final": True,
         "log_file": None,

@@ -27,7 +27,7 @@ from accelbench.datasci import (
 from accelbench.datasci.measure import measure_datasci
 from accelbench.families import FAMILIES
 from accelbench.families import datasci as datasci_family
-from accelbench.families.datasci import DatasciExperiment
+from accelbench.families.datasci import DatasciExperiment, DatasciSettings
 from accelbench.kernels.measure import check_against_reference
 from accelbench.studies.roofline import offload
 
@@ -38,7 +38,7 @@ WORKLOADS = workloads()
 REFERENCE_LIBRARIES = ("pandas", "sklearn", "networkx")
 CPU_LIBRARIES = (*REFERENCE_LIBRARIES, "polars")
 TINY = 300
-SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 1}
+SETTINGS = DatasciSettings(min_run_time=0.01, samples=3, runs=1)
 
 
 def checked(spec, prepared, size=TINY, reference=None):

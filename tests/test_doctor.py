@@ -16,16 +16,20 @@ from accelbench import backends
 from accelbench.backends import libraries
 from accelbench.backends import torch as torch_backend
 from accelbench.backends.libraries import DATASCI_BACKENDS
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.platform import doctor
 from accelbench.platform.devices import parse_device
 from accelbench.platform.gpu_support import VisibleGpu
 from accelbench.records.record import load_record
 from accelbench.train import loop
+from accelbench.train.settings import TrainSettings
 
 from fake_torch_cuda import A100, CUDA13_ARCHS, T4, V100, FakeTorch
+
+CONTEXT = JobContext("0")
 
 H100 = doctor.Gpu(0, "NVIDIA H100 80GB HBM3", 81559, "GPU-1234", (9, 0))
 TESLA_V100 = doctor.Gpu(0, "Tesla V100-SXM2-32GB", 32768, "GPU-7000", (7, 0))
@@ -225,8 +229,10 @@ def test_a_broken_stack_makes_gpu_experiments_unavailable_with_the_cause(
     reason = backends.named("torch").unavailable_reason(parse_device("cuda1"))
     assert reason == f"PyTorch 2.14.1 sees no GPU; fix: {doctor.STACK_FIX}"
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 64)
-    settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-    assert measurement.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
+    settings = KernelSettings(min_run_time=0.01, samples=3)
+    assert (
+        measurement.run(exp, settings, str(tmp_path / "r.json"), context=CONTEXT) == "unavailable"
+    )
     assert load_record(tmp_path / "r.json")["reason"] == reason
 
 
@@ -271,8 +277,10 @@ def gpus(monkeypatch, tmp_path):
 def test_a_gpu_the_stack_has_no_code_for_makes_its_experiments_unavailable(gpus, tmp_path):
     fake = gpus(V100)
     exp = KernelExperiment("matmul", "cuda1", "torch", "float32", 64)
-    settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-    assert measurement.run(exp, settings, str(tmp_path / "r.json")) == "unavailable"
+    settings = KernelSettings(min_run_time=0.01, samples=3)
+    assert (
+        measurement.run(exp, settings, str(tmp_path / "r.json"), context=CONTEXT) == "unavailable"
+    )
     assert load_record(tmp_path / "r.json")["reason"] == (
         "GPU 0 (Tesla V100-SXM2-32GB): torch 2.14.1+cu130 has no code for compute capability 7.0 "
         "(it carries sm_75 sm_80 sm_86 sm_90 sm_100 sm_120); fix: install the CUDA 12 stack, "
@@ -305,7 +313,7 @@ def test_a_bfloat16_kernel_before_ampere_is_unavailable_and_other_dtypes_are_not
         assert reason is None
 
 
-TRAIN_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+TRAIN_SETTINGS = TrainSettings(seed=0, steps=3, warmup_steps=1, image_size=32)
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
@@ -338,11 +346,12 @@ import json
 from accelbench.platform import doctor
 from accelbench.job import measurement
 from accelbench.platform.devices import parse_device
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
+from accelbench.job.context import JobContext
 from accelbench.records.record import load_record
 exp = KernelExperiment("saxpy", "cuda1", "numba-cuda", "float32", 64)
-settings = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "0"}
-measurement.run(exp, settings, "r.json")
+settings = KernelSettings(min_run_time=0.01, samples=3)
+measurement.run(exp, settings, "r.json", context=JobContext("0"))
 print("RESULT " + json.dumps({
     "record": [load_record("r.json")[key] for key in ("status", "reason")],
     "doctor": doctor.probe_numba_cuda(None).problem,

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from accelbench.analysis import tables, tidy
-from accelbench.families.datasci import DatasciExperiment
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.datasci import DatasciExperiment, DatasciSettings
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import energy
+from accelbench.measuring.settings import EnergySettings
 from accelbench.measuring.statistics import summarize
 from accelbench.records.record import RecordError, load_record, make_record
+from accelbench.train.settings import TrainSettings
 
 from records import KERNELS, TRAIN, with_energy, write_records
 
-SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 3, "config_hash": "test"}
+SETTINGS = KernelSettings(seed=0, min_run_time=0.02, samples=3)
+CONTEXT = JobContext("test")
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
 
 
@@ -291,9 +296,9 @@ def test_only_the_first_window_runs_of_a_measurement_take_an_energy_window(
 ):
     fast_nvml(monkeypatch, clock)
     output = tmp_path / "saxpy.json"
-    energy_settings = {"window_runs": 1, "min_window_s": {"cpu": 1e-3}}
-    settings = {**SETTINGS, "runs": 3, "energy": energy_settings}
-    measurement.run(SAXPY, settings, str(output))
+    energy_settings = EnergySettings(window_runs=1, min_window_s={"cpu": 1e-3})
+    settings = replace(SETTINGS, runs=3, energy=energy_settings)
+    measurement.run(SAXPY, settings, str(output), context=CONTEXT)
     record = load_record(output)
     assert len(record["energy"]["windows"]) == 1
     assert record["metrics"]["time"]["runs"] == 3
@@ -395,7 +400,7 @@ def test_a_probe_without_a_meter_skips_its_windows_and_says_why(monkeypatch):
 
     monkeypatch.setattr(energy, "open_meter", absent)
     calls = []
-    with energy.Probe(False, [], {}) as probe:
+    with energy.Probe(False, [], EnergySettings()) as probe:
         probe.window(lambda: calls.append(1), 1e-3)
     assert calls == []
     assert probe.section("call") == {
@@ -405,14 +410,14 @@ def test_a_probe_without_a_meter_skips_its_windows_and_says_why(monkeypatch):
 
 
 def test_energy_off_in_the_config_is_recorded_as_not_measured():
-    probe = energy.Probe(True, [0], {"energy": {"enabled": False}})
+    probe = energy.Probe(True, [0], EnergySettings(enabled=False))
     assert "energy.enabled is false" in probe.section("call")["reason"]
 
 
 def test_a_probe_repeats_the_work_for_the_minimum_window(monkeypatch, tmp_path, clock):
     root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 0, 2**32)})
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: energy.rapl_meter(root))
-    settings = {"energy": {"min_window_s": {"cpu": 0.05}}}
+    settings = EnergySettings(min_window_s={"cpu": 0.05})
     with energy.Probe(False, [], settings) as probe:
         probe.window(lambda: clock.sleep(0.004), 0.004)
     found = probe.section("call")
@@ -460,7 +465,7 @@ def test_the_record_keeps_a_valid_energy_section_and_refuses_a_broken_one(clock)
 
 def test_a_cpu_kernel_on_this_machine_records_its_energy_or_why_not(tmp_path):
     output = tmp_path / "saxpy.json"
-    measurement.run(SAXPY, SETTINGS, str(output))
+    measurement.run(SAXPY, SETTINGS, str(output), context=CONTEXT)
     record = load_record(output)
     found = record["energy"]
     if found["status"] == "unavailable":
@@ -487,8 +492,8 @@ def fast_nvml(monkeypatch, clock) -> FakeNvml:
 def test_a_kernel_measured_with_nvml_records_energy_per_call(monkeypatch, tmp_path, clock):
     nvml = fast_nvml(monkeypatch, clock)
     output = tmp_path / "saxpy.json"
-    settings = {**SETTINGS, "runs": 2, "energy": {"min_window_s": {"cpu": 1e-3}}}
-    measurement.run(SAXPY, settings, str(output))
+    settings = replace(SETTINGS, runs=2, energy=EnergySettings(min_window_s={"cpu": 1e-3}))
+    measurement.run(SAXPY, settings, str(output), context=CONTEXT)
     record = load_record(output)
     found = record["energy"]
     assert found["method"] == "nvml total-energy counter (GPU-0)"
@@ -511,7 +516,7 @@ def test_a_window_that_ran_faster_than_planned_is_topped_up_to_ten_counter_updat
     assert window.calls == 12 and window.seconds == pytest.approx(1.08)
     assert energy.measure_window(meter, lambda: clock.sleep(0.09), 10).calls == 10
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
-    with energy.Probe(True, [0], {"energy": {"min_window_s": {"cuda": 0.5}}}) as probe:
+    with energy.Probe(True, [0], EnergySettings(min_window_s={"cuda": 0.5})) as probe:
         probe.window(lambda: clock.sleep(0.09), 0.1)  # planned: 5 calls for 0.5 s
     found = probe.section("call")
     assert found["status"] == "ok", found["reason"]
@@ -528,10 +533,11 @@ def test_training_records_energy_per_step_and_per_sample(monkeypatch, tmp_path, 
     clock.tick = 0.02
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
-    settings = {"seed": 0, "steps": 2, "warmup_steps": 1, "runs": 1, "config_hash": "t"}
-    settings["energy"] = {"min_window_s": {"cpu": 0.01}}
+    settings = TrainSettings(
+        seed=0, steps=2, warmup_steps=1, runs=1, energy=EnergySettings(min_window_s={"cpu": 0.01})
+    )
     output = tmp_path / "fcn.json"
-    measurement.run(exp, settings, str(output))
+    measurement.run(exp, settings, str(output), context=CONTEXT)
     record = load_record(output)
     assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "step"
     steps = record["energy"]["windows"][0]["calls"]
@@ -548,8 +554,11 @@ def test_a_data_science_workload_records_energy_per_call(monkeypatch, tmp_path, 
     clock.tick = 0.02
     monkeypatch.setattr(energy, "open_meter", lambda is_gpu, gpus: meter)
     output = tmp_path / "groupby.json"
-    settings = {**SETTINGS, "energy": {"min_window_s": {"cpu": 0.01}}}
-    measurement.run(DatasciExperiment("groupby", "cpu1", "pandas", 1000), settings, str(output))
+    settings = DatasciSettings(
+        min_run_time=0.02, samples=3, energy=EnergySettings(min_window_s={"cpu": 0.01})
+    )
+    exp = DatasciExperiment("groupby", "cpu1", "pandas", 1000)
+    measurement.run(exp, settings, str(output), context=CONTEXT)
     record = load_record(output)
     assert record["energy"]["status"] == "ok" and record["energy"]["unit"] == "call"
     calls = record["energy"]["windows"][0]["calls"]

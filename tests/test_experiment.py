@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import weakref
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -19,10 +20,12 @@ from accelbench import config as workflow_config
 from accelbench.backends import Backend, catalogue
 from accelbench.backends.cupy_stand_in import NUMPY_AS_DEVICE
 from accelbench.families import roof as roof_family
-from accelbench.families.kernel import KernelExperiment
-from accelbench.families.roof import RoofExperiment
+from accelbench.families.base import family_of
+from accelbench.families.kernel import KernelExperiment, KernelSettings
+from accelbench.families.roof import RoofExperiment, RoofSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.kernels import Prepared, fft, kernels, mandelbrot, saxpy, stencil
 from accelbench.kernels import measure as measure_kernel_module
 from accelbench.kernels.measure import measure_kernel
@@ -32,10 +35,12 @@ from accelbench.records import record as results
 from accelbench.records.record import load_record, make_record, write_record
 from accelbench.roofs import measure as roofs
 from accelbench.roofs import stream
+from accelbench.train.settings import TrainSettings
 
 HAS_GPU = torch.cuda.is_available()
-SETTINGS = {"seed": 0, "min_run_time": 0.02, "samples": 5, "config_hash": "test"}
-TRAIN_SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+SETTINGS = KernelSettings(seed=0, min_run_time=0.02, samples=5)
+TRAIN_SETTINGS = TrainSettings(seed=0, steps=3, warmup_steps=1, image_size=32)
+CONTEXT = JobContext("test")
 CPU_BACKENDS = [name for name, backend in catalogue().items() if "cpu" in backend.device_kinds]
 GPU_ONLY_BACKENDS = ["cupy", "numba-cuda"]
 SIZE = 32
@@ -45,7 +50,7 @@ MATMUL_ON_NUMPY = kernels()["matmul"].implementations["numpy"]
 
 def run_record(exp, tmp_path, settings=SETTINGS):
     output = tmp_path / "record.json"
-    status = measurement.run(exp, settings, str(output))
+    status = measurement.run(exp, settings, str(output), context=CONTEXT)
     record = load_record(output)
     assert record["status"] == status
     return record
@@ -66,8 +71,8 @@ def assert_provenance(record, settings):
         assert key in prov, key
     assert prov["host"]
     assert set(prov["git"]) >= {"commit", "dirty"}
-    assert prov["config_hash"] == settings["config_hash"]
-    assert prov["seed"] == settings["seed"]
+    assert prov["config_hash"] == CONTEXT.config_hash
+    assert prov["seed"] == settings.seed
     started = datetime.fromisoformat(prov["started"])
     finished = datetime.fromisoformat(prov["finished"])
     assert started.tzinfo is not None
@@ -76,8 +81,8 @@ def assert_provenance(record, settings):
 
 def assert_params(record, exp, settings):
     params = record["params"]
-    for key, value in settings.items():
-        if key != "config_hash":
+    for key, value in settings.as_params().items():
+        if key not in (*measurement.NOT_PARAMS, *family_of(exp).unrecorded_settings):
             assert params[key] == value, key
     assert "config_hash" not in params
     for key in exp.__dataclass_fields__:
@@ -101,7 +106,7 @@ def test_cpu_kernel_record(backend, dtype, tmp_path):
 
     metrics = record["metrics"]
     for name in TIMED_METRICS:
-        assert_distribution(metrics[name], SETTINGS["samples"])
+        assert_distribution(metrics[name], SETTINGS.samples)
     assert metrics["time"]["unit"] == "s"
     assert metrics["gflops"]["unit"] == "GFLOP/s"
     assert metrics["bandwidth"]["unit"] == "GB/s"
@@ -125,16 +130,16 @@ def test_cpu_kernel_record(backend, dtype, tmp_path):
     }
     raw = record["raw"]["time"]
     assert raw["unit"] == "s" and len(raw["runs"]) == 1
-    assert len(raw["runs"][0]) == SETTINGS["samples"]
+    assert len(raw["runs"][0]) == SETTINGS.samples
     assert statistics.median(raw["runs"][0]) == pytest.approx(time_median)
 
 
 def test_runs_keep_every_runs_raw_samples(tmp_path):
     exp = KernelExperiment("saxpy", "cpu1", "numpy", "float64", 1000)
-    record = run_record(exp, tmp_path, {**SETTINGS, "runs": 3})
+    record = run_record(exp, tmp_path, replace(SETTINGS, runs=3))
     assert record["status"] == "ok", record["reason"]
     runs = record["raw"]["time"]["runs"]
-    assert [len(run) for run in runs] == [SETTINGS["samples"]] * 3
+    assert [len(run) for run in runs] == [SETTINGS.samples] * 3
     # The record's median is the median of the run medians; each run's is in the series.
     medians = [statistics.median(run) for run in runs]
     assert record["series"]["time_run_medians"]["values"] == pytest.approx(medians)
@@ -180,7 +185,7 @@ def test_gpu_train_record(tmp_path):
     assert_params(record, exp, TRAIN_SETTINGS)
     if HAS_GPU:
         assert record["status"] == "ok", record["reason"]
-        assert record["metrics"]["time_per_batch"]["n"] == TRAIN_SETTINGS["steps"]
+        assert record["metrics"]["time_per_batch"]["n"] == TRAIN_SETTINGS.steps
     else:
         assert record["status"] == "unavailable"
         assert "CUDA" in record["reason"]
@@ -427,7 +432,7 @@ def test_run_leaves_no_file_when_the_write_fails(monkeypatch, tmp_path):
     target = out_dir / "n32.json"
     monkeypatch.setattr(results.os, "replace", failing_in(out_dir, os.replace))
     with pytest.raises(OSError, match="No space left"):
-        measurement.run(NUMPY_EXP, SETTINGS, str(target))
+        measurement.run(NUMPY_EXP, SETTINGS, str(target), context=CONTEXT)
     assert not target.exists()
     assert list(out_dir.iterdir()) == []
 
@@ -482,7 +487,7 @@ def test_successful_write_leaves_only_the_record(tmp_path):
 
 def test_naive_python_above_its_limit_writes_a_skipped_record(timer_calls, tmp_path):
     exp = KernelExperiment("matmul", "cpu1", "python", "float64", 128)
-    record = run_record(exp, tmp_path, {**SETTINGS, "naive_size_limit": {"matmul": 64}})
+    record = run_record(exp, tmp_path, replace(SETTINGS, naive_size_limit={"matmul": 64}))
     assert record["status"] == "skipped"
     assert record["reason"] == "skipped: above naive size limit (n=128 > 64)"
     assert record["metrics"] == {} and record["check"] is None
@@ -500,15 +505,15 @@ def test_naive_python_limit_defaults_to_the_kernels_own(tmp_path):
 
 def test_naive_python_within_its_limit_is_measured(tmp_path):
     exp = KernelExperiment("mandelbrot", "cpu1", "python", "float64", 8)
-    record = run_record(exp, tmp_path, {**SETTINGS, "naive_size_limit": {"mandelbrot": 8}})
+    record = run_record(exp, tmp_path, replace(SETTINGS, naive_size_limit={"mandelbrot": 8}))
     assert record["status"] == "ok", record["reason"]
     assert record["check"]["measure"] == "fraction of pixels whose escape count differs"
     assert record["params"]["naive_size_limit"] == 8
-    assert_distribution(record["metrics"]["gflops"], SETTINGS["samples"])
+    assert_distribution(record["metrics"]["gflops"], SETTINGS.samples)
 
 
 def test_compiled_backends_carry_no_naive_limit(tmp_path):
-    record = run_record(NUMPY_EXP, tmp_path, {**SETTINGS, "naive_size_limit": {"matmul": 4}})
+    record = run_record(NUMPY_EXP, tmp_path, replace(SETTINGS, naive_size_limit={"matmul": 4}))
     assert record["status"] == "ok"
     assert "naive_size_limit" not in record["params"]
 
@@ -537,7 +542,7 @@ def test_transfer_and_end_to_end_time_where_inputs_must_be_copied(monkeypatch, k
     metrics = record["metrics"]
     for name in ("transfer_time", "end_to_end_time"):
         assert metrics[name]["unit"] == "s"
-        assert_distribution(metrics[name], SETTINGS["samples"])
+        assert_distribution(metrics[name], SETTINGS.samples)
     flops = spec.flops(16)
     assert metrics["end_to_end_gflops"]["unit"] == "GFLOP/s"
     assert metrics["end_to_end_gflops"]["median"] == pytest.approx(
@@ -577,10 +582,12 @@ def test_half_precision_kernel_record(backend, tmp_path):
     assert record["metrics"]["bandwidth"]["median"] > 0
 
 
-ROOF_SETTINGS = {
-    **SETTINGS,
-    "roofs": {"gemm_size": {"cpu": 48, "cuda": 64}, "copy_mib": {"cpu": 1, "cuda": 1}},
-}
+ROOF_SETTINGS = RoofSettings(
+    seed=0,
+    min_run_time=0.02,
+    samples=5,
+    roofs={"gemm_size": {"cpu": 48, "cuda": 64}, "copy_mib": {"cpu": 1, "cuda": 1}},
+)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -595,7 +602,7 @@ def test_cpu_roof_record(dtype, tmp_path):
     assert metrics["peak_gflops"]["unit"] == "GFLOP/s"
     assert metrics["memory_bandwidth"]["unit"] == "GB/s"
     for name in ("peak_gflops", "memory_bandwidth"):
-        assert_distribution(metrics[name], SETTINGS["samples"])
+        assert_distribution(metrics[name], SETTINGS.samples)
     itemsize = np.dtype(dtype).itemsize
     assert record["params"]["gemm_size"] == 48
     assert record["params"]["copy_size"] == (1 << 20) // itemsize
@@ -608,7 +615,7 @@ def test_cpu_roof_record(dtype, tmp_path):
         assert found["passed"] is True
         assert found["candidates"][best] == max(found["candidates"].values())
         assert metrics[name]["median"] == pytest.approx(found["candidates"][best])
-        assert len(record["raw"][f"{name}_time"]["runs"][0]) == SETTINGS["samples"]
+        assert len(record["raw"][f"{name}_time"]["runs"][0]) == SETTINGS.samples
     implementation = record["measured_by"]["implementation"]
     assert implementation.startswith("peak_gflops=accelbench.kernels.matmul:")
     assert "; memory_bandwidth=accelbench.roofs.stream:" in implementation
@@ -644,7 +651,7 @@ def test_a_roof_keeps_the_ceilings_it_measured_and_says_why_the_others_are_missi
 ):
     for name, spec in stream.SPECS.items():  # no backend computes STREAM in 16 bits
         monkeypatch.setitem(stream.SPECS, name, dataclasses.replace(spec, half_dtypes={}))
-    settings = {**ROOF_SETTINGS, "runs": 2}
+    settings = replace(ROOF_SETTINGS, runs=2)
     record = run_record(RoofExperiment("cpu1", "float16"), tmp_path, settings)
     assert record["status"] == "ok", record["reason"]
     assert set(record["metrics"]) == {"peak_gflops", "threads"}
@@ -697,7 +704,7 @@ def test_later_roof_runs_time_only_the_first_runs_winner(monkeypatch, tmp_path):
         return real(run, timer, threads, settings, label)
 
     monkeypatch.setattr(roofs, "time_function", counting)
-    record = run_record(RoofExperiment("cpu1", "float32"), tmp_path, {**ROOF_SETTINGS, "runs": 3})
+    record = run_record(RoofExperiment("cpu1", "float32"), tmp_path, replace(ROOF_SETTINGS, runs=3))
     assert record["status"] == "ok", record["reason"]
     candidates = {name: found["candidates"] for name, found in record["check"]["roofs"].items()}
     searched = sum(len(rates) for rates in candidates.values())
@@ -728,7 +735,7 @@ def test_a_roof_in_another_dtype_times_the_float32_roofs_byte_winners_alone(monk
     source = tmp_path / "f32" / "record.json"
     won = float32["check"]["roofs"]["memory_bandwidth"]
     monkeypatch.setattr(roofs, "time_function", counting)
-    settings = {**ROOF_SETTINGS, "search_from": str(source)}
+    settings = replace(ROOF_SETTINGS, search_from=str(source))
     record = run_record(RoofExperiment("cpu1", "float64"), tmp_path, settings)
     assert record["status"] == "ok", record["reason"]
     memory = record["check"]["roofs"]["memory_bandwidth"]
@@ -748,7 +755,7 @@ def test_a_roof_searches_a_ceiling_whose_float32_winner_cannot_compute_in_its_dt
     won = {"kernel": "stream-read", "backend": "numba-parallel", "size": 262144, "passed": True}
     source.write_text(json.dumps({"check": {"roofs": {"memory_bandwidth": won}}}))
     exp = RoofExperiment("cpu1", "bfloat16")
-    assert roofs.borrowed_search(exp, {**ROOF_SETTINGS, "search_from": str(source)}) == {}
+    assert roofs.borrowed_search(exp, replace(ROOF_SETTINGS, search_from=str(source))) == {}
 
 
 def test_the_grid_plans_the_byte_search_from_the_devices_float32_roof():
@@ -768,7 +775,7 @@ def test_a_call_slower_than_max_call_s_is_skipped_with_its_time(tmp_path):
     one call took (a 16-bit GEMM on a CPU without 16-bit arithmetic), and the grid keeps
     the cell."""
     exp = KernelExperiment("matmul", "cpu1", "numpy", "float32", 256)
-    record = run_record(exp, tmp_path, {**SETTINGS, "max_call_s": 1e-9})
+    record = run_record(exp, tmp_path, replace(SETTINGS, max_call_s=1e-9))
     assert record["status"] == "skipped"
     assert "one call takes" in record["reason"] and "max_call_s = 1e-09 s" in record["reason"]
     assert record["metrics"] == {} and record["check"]["passed"]
@@ -783,14 +790,14 @@ def test_a_cell_run_1_timed_is_timed_in_every_run_whatever_a_later_call_takes(
     real = measure_kernel_module.too_slow
 
     def slow_after_run_1(checked, backend, device, settings):
-        calls.append(settings.get("max_call_s"))
+        calls.append(settings.max_call_s)
         return real(
-            checked, backend, device, {**settings, "max_call_s": settings["max_call_s"] and 1e9}
+            checked, backend, device, replace(settings, max_call_s=settings.max_call_s and 1e9)
         )
 
     monkeypatch.setattr(measure_kernel_module, "too_slow", slow_after_run_1)
     exp = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 64)
-    record = run_record(exp, tmp_path, {**SETTINGS, "runs": 3, "max_call_s": 0.5})
+    record = run_record(exp, tmp_path, replace(SETTINGS, runs=3, max_call_s=0.5))
     assert record["status"] == "ok", record["reason"]
     assert calls == [0.5, None, None]
 

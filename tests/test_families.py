@@ -27,8 +27,10 @@ from accelbench.families.base import (
     raise_if_excluded,
 )
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import statistics
 from accelbench.measuring.outcome import Outcome
+from accelbench.measuring.settings import ContentionSettings, RunSettings
 from accelbench.records import record as results
 from accelbench.run import progress
 from accelbench.run import start as run_start
@@ -81,7 +83,16 @@ def validate_toy(config) -> None:
             raise GridError(f"config key toys.adders: unknown adder {adder!r}")
 
 
-def measure_toy(exp: ToyExperiment, settings) -> Outcome:
+@dataclasses.dataclass(frozen=True)
+class ToySettings(RunSettings):
+    """A toy's settings: the seed and goal every family has, and its own sample count."""
+
+    samples: int = 5
+
+    PARAMS = (*RunSettings.PARAMS, "samples")
+
+
+def measure_toy(exp: ToyExperiment, settings: ToySettings) -> Outcome:
     """Time the sum with a library timer's clock; check it against the closed form."""
 
     def loop(values):
@@ -93,7 +104,7 @@ def measure_toy(exp: ToyExperiment, settings) -> Outcome:
     add = ADDERS[exp.adder] or loop
     values = range(exp.size)
     times = []
-    for _ in range(settings["samples"]):
+    for _ in range(settings.samples):
         start = time.perf_counter()
         total = add(values)
         times.append(time.perf_counter() - start)
@@ -114,7 +125,8 @@ TOY = Family(
     parse=parse_toy,
     expand=expand_toy,
     validate=validate_toy,
-    settings=lambda config, wildcards=None: {"seed": 0, "samples": 5, "runs": 3, "budget_s": 0},
+    settings=lambda config, wildcards=None: ToySettings(runs=3, budget_s=0),
+    settings_type=ToySettings,
     measure=f"{__name__}:measure_toy",
     measures_energy=False,
     primary="adder",
@@ -161,8 +173,10 @@ def test_a_registered_family_is_planned_checked_measured_and_tabled(toy_register
     folder = tmp_path / "results"
     for toy in toys:
         output = tmp_path / toy.path
-        settings = {**TOY.settings(config), "config_hash": "toy"}
-        assert measurement.run(toy, settings, str(output), fresh_processes=True) == "ok"
+        settings = TOY.settings(config, None)
+        context = JobContext("toy")
+        status = measurement.run(toy, settings, str(output), context=context, fresh_processes=True)
+        assert status == "ok"
     record = results.load_record(tmp_path / exp.path)  # the record schema knows the family
     assert record["experiment"] == "toy" and record["metrics"]["time"]["n"] == 15  # 3 runs x 5
     assert record["conditions"]["runs"] == 3
@@ -300,10 +314,10 @@ def test_only_a_family_that_repeats_its_runs_itself_measures_them_in_one_call(mo
     calls = []
 
     def measure(exp, settings):
-        calls.append(settings["runs"])
+        calls.append(settings.runs)
         return Outcome("ok", metrics={"time": statistics.summarize([1.0, 1.1, 0.9], "s")})
 
-    settings = {"seed": 0, "runs": 3, "budget_s": 0.0, "contention": {"retries": 0}}
+    settings = ToySettings(runs=3, budget_s=0.0, contention=ContentionSettings(retries=0))
     for repeats, expected in ((False, [3, 3, 3]), (True, [3])):
         declared = dataclasses.replace(TOY, repeats_runs_itself=repeats)
         monkeypatch.setattr(base, "_DECLARED", {**base._DECLARED, "toy": declared})

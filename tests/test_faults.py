@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.grid import experiment_of_id, group_rule
 from accelbench.job import fork_server, measurement, supervisor
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import RetryableFailure
 from accelbench.measuring.statistics import summarize
 from accelbench.platform import processes
@@ -34,8 +35,9 @@ from accelbench.records.record import RecordError, load_record, make_record
 from conftest import planned_jobs, snakemake
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
-SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "config_hash": "t"}
-SLOW = {**SETTINGS, "min_run_time": 120.0}
+SETTINGS = KernelSettings(min_run_time=0.01, samples=3)
+SLOW = dataclasses.replace(SETTINGS, min_run_time=120.0)
+CONTEXT = JobContext("t")
 
 
 def measuring_with(monkeypatch, measure) -> None:
@@ -53,7 +55,7 @@ def test_a_full_disk_during_the_measurement_is_a_passing_fault_with_its_cause(
 
     measuring_with(monkeypatch, measure)
     out = tmp_path / "r.json"
-    assert measurement.run(KERNEL, SETTINGS, str(out)) == "failed"
+    assert measurement.run(KERNEL, SETTINGS, str(out), context=CONTEXT) == "failed"
     record = load_record(out)
     assert record["transient"] is True
     assert "OSError: [Errno 28] No space left on device: '/scratch/cache.bin'" in record["reason"]
@@ -69,7 +71,7 @@ def test_an_error_of_the_configuration_is_not_transient(monkeypatch, tmp_path):
 
     measuring_with(monkeypatch, measure)
     out = tmp_path / "r.json"
-    measurement.run(KERNEL, SETTINGS, str(out))
+    measurement.run(KERNEL, SETTINGS, str(out), context=CONTEXT)
     record = load_record(out)
     assert record["status"] == "failed"
     assert "transient" not in record
@@ -222,7 +224,9 @@ def _kill_the_child_when_it_starts() -> threading.Thread:
 def test_a_measuring_process_killed_from_outside_is_recorded_as_a_passing_fault(tmp_path):
     out = tmp_path / "r.json"
     killer = _kill_the_child_when_it_starts()
-    supervisor.run_supervised(KERNEL, SLOW, str(out), attempt=1, max_attempts=1, time_limit=300)
+    supervisor.run_supervised(
+        KERNEL, SLOW, str(out), context=CONTEXT, attempt=1, max_attempts=1, time_limit=300
+    )
     killer.join()
     record = load_record(out)
     assert record["status"] == "failed"
@@ -353,7 +357,7 @@ def test_a_full_disk_when_the_record_is_written_keeps_its_cause(
     out = tmp_path / "results" / "r.json"
     with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
         supervisor.run_supervised(
-            KERNEL, SETTINGS, str(out), attempt=2, max_attempts=2, time_limit=300
+            KERNEL, SETTINGS, str(out), context=CONTEXT, attempt=2, max_attempts=2, time_limit=300
         )
     served = "forked by the fork server" in caplog.text
     assert served is (start_path == "fork server")
@@ -388,6 +392,7 @@ def test_the_log_of_a_failed_attempt_is_kept_beside_its_retry(
             KERNEL,
             SETTINGS,
             str(out),
+            context=CONTEXT,
             attempt=1,
             max_attempts=2,
             time_limit=300,
@@ -411,8 +416,9 @@ def test_a_hung_measurement_leaves_every_processs_stacks_in_the_log_and_is_measu
     with caplog.at_level(logging.INFO, logger="accelbench.job"):
         supervisor.run_supervised(
             KERNEL,
-            {**SETTINGS, "runs": 2},  # each run in a process of its own: two processes hang
+            dataclasses.replace(SETTINGS, runs=2),  # each run its own process: two processes hang
             str(out),
+            context=CONTEXT,
             attempt=2,
             max_attempts=2,
             time_limit=limit,

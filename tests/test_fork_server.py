@@ -6,18 +6,20 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
 from accelbench.families.base import experiment_type_name
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import fork_server, supervisor
+from accelbench.job.context import JobContext
 from accelbench.records.record import load_record
 
 KERNEL = KernelExperiment("matmul", "cpu1", "numpy", "float64", 8)
-SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "runs": 2, "config_hash": "t"}
-SLOW = {**SETTINGS, "min_run_time": 120.0}
+SETTINGS = KernelSettings(min_run_time=0.01, samples=3, runs=2)
+SLOW = replace(SETTINGS, min_run_time=120.0)
+CONTEXT = JobContext("t")
 
 
 # pytest names the running test in the environment; jobs of one run share it unchanged.
@@ -37,7 +39,8 @@ def _payload(output, settings=SETTINGS, log_file=None):
     return {
         "experiment_type": experiment_type_name(KERNEL),
         "experiment": asdict(KERNEL),
-        "settings": settings,
+        "settings": settings.as_params(),
+        "context": CONTEXT.as_payload(),
         "output": str(output),
         "final": True,
         "log_file": log_file,
@@ -150,7 +153,13 @@ def test_a_supervised_job_uses_the_server_and_writes_its_record(
     output = tmp_path / "r.json"
     with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
         supervisor.run_supervised(
-            KERNEL, SETTINGS, str(output), attempt=1, max_attempts=1, time_limit=120
+            KERNEL,
+            SETTINGS,
+            str(output),
+            context=CONTEXT,
+            attempt=1,
+            max_attempts=1,
+            time_limit=120,
         )
     assert "forked by the fork server" in caplog.text
     assert load_record(output)["status"] == "ok"
@@ -163,7 +172,7 @@ def test_the_time_limit_stops_a_served_process_and_is_recorded(
     output = tmp_path / "r.json"
     with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
         supervisor.run_supervised(
-            KERNEL, SLOW, str(output), attempt=1, max_attempts=1, time_limit=3
+            KERNEL, SLOW, str(output), context=CONTEXT, attempt=1, max_attempts=1, time_limit=3
         )
     served = [line for line in caplog.messages if "forked by the fork server" in line]
     pid = int(served[0].split("measuring process ")[1].split()[0])
@@ -206,7 +215,13 @@ def test_without_a_server_jobs_start_their_own_process(monkeypatch, tmp_path, ca
     output = tmp_path / "r.json"
     with caplog.at_level(logging.INFO, logger="accelbench.job.supervisor"):
         supervisor.run_supervised(
-            KERNEL, SETTINGS, str(output), attempt=1, max_attempts=1, time_limit=120
+            KERNEL,
+            SETTINGS,
+            str(output),
+            context=CONTEXT,
+            attempt=1,
+            max_attempts=1,
+            time_limit=120,
         )
     assert "forked by the fork server" not in caplog.text
     assert load_record(output)["status"] == "ok"

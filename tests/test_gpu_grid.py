@@ -20,11 +20,13 @@ from accelbench import grid
 from accelbench.backends.cupy_stand_in import numpy_playing_cupy
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.kernels import host_dtype, kernels
 from accelbench.platform.devices import parse_device
 from accelbench.platform.processes import call_in_fork
 from accelbench.records.record import load_record
 from accelbench.train.models import models
+from accelbench.train.settings import TrainSettings
 
 from conftest import REPO_ROOT
 
@@ -132,17 +134,12 @@ def test_every_model_the_grid_trains_on_the_gpu_trains_on_the_cpu_in_that_precis
     tmp_path, model, precision
 ):
     """Or says why this CPU cannot: oneDNN's bfloat16 LSTM needs AVX-512."""
-    settings = {
-        "seed": 0,
-        "steps": 1,
-        "warmup_steps": 0,
-        "image_size": 32,
-        "config_hash": "gpu-grid",
-        "model_options": models()[model].tiny_options,
-    }
+    settings = TrainSettings(
+        seed=0, steps=1, warmup_steps=0, image_size=32, model_options=models()[model].tiny_options
+    )
     exp = TrainExperiment(model, "cpu1", precision, "single", 2)
     output = tmp_path / "record.json"
-    measurement.run(exp, settings, str(output))
+    measurement.run(exp, settings, str(output), context=JobContext("gpu-grid"))
     record = load_record(output)
     assert record["params"]["precision"] == precision
     if record["status"] == "unavailable":  # a CPU without the 16-bit kernels the model needs

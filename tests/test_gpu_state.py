@@ -18,7 +18,9 @@ import pytest
 
 from accelbench.families import FAMILIES
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import gpu_state
+from accelbench.measuring.settings import ContentionSettings
 from accelbench.records import record
 from accelbench.records.record import RecordError, load_record, make_record
 
@@ -532,9 +534,9 @@ def test_a_gpu_record_keeps_its_gpus_state_and_its_cpus_clocks(
     output = tmp_path / exp.path
     # Beside the tests running alongside, not busy: busy, a family that repeats its runs
     # itself would have to report its precision (training does).
-    quiet = {"contention": {"max_other_cpus": 1000.0}}
-    settings = {**family.settings({}), "config_hash": "toy", **quiet}
-    assert measurement.run(exp, settings, str(output)) == "ok"
+    quiet = ContentionSettings(max_other_cpus=1000.0)
+    settings = dataclasses.replace(family.settings({}, None), contention=quiet)
+    assert measurement.run(exp, settings, str(output), context=JobContext("toy")) == "ok"
     written = load_record(output)
     conditions = written["conditions"]
     assert conditions["gpu_state"]["status"] == "ok"

@@ -7,14 +7,16 @@ from __future__ import annotations
 import copy
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
 from accelbench import config as workflow_config
 from accelbench import grid
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import group
+from accelbench.job.context import JobContext
 from accelbench.measuring import rerun
 from accelbench.platform.devices import parse_device
 from accelbench.records.record import load_record
@@ -22,14 +24,8 @@ from accelbench.slurm import resources as cluster
 
 from conftest import copy_workflow, snakemake
 
-SETTINGS = {
-    "seed": 0,
-    "min_run_time": 0.02,
-    "samples": 3,
-    "runs": 3,
-    "budget_s": 0.0,
-    "config_hash": "t",
-}
+SETTINGS = KernelSettings(min_run_time=0.02, samples=3, runs=3, budget_s=0.0)
+CONTEXT = JobContext("t")
 
 
 def kernel(backend: str, device: str = "cpu1", size: int = 64) -> KernelExperiment:
@@ -92,6 +88,7 @@ def test_a_group_measures_its_cells_in_interleaved_rounds_each_keeping_its_recor
         exps,
         [SETTINGS] * len(exps),
         outputs,
+        context=CONTEXT,
     )
     assert statuses == ["ok"] * 3
     records = [load_record(output) for output in outputs]
@@ -119,7 +116,9 @@ def test_each_round_runs_its_cells_in_a_new_random_order():
 def test_a_cell_that_fails_leaves_the_rounds_and_the_others_are_measured(tmp_path):
     exps = [kernel("numpy"), kernel("cupy")]  # no CuPy on this CPU: its first run says why
     outputs = [str(tmp_path / "good.json"), str(tmp_path / "bad.json")]
-    statuses = group.run_group("kernel/cpu/saxpy/float32/64", exps, [SETTINGS] * 2, outputs)
+    statuses = group.run_group(
+        "kernel/cpu/saxpy/float32/64", exps, [SETTINGS] * 2, outputs, context=CONTEXT
+    )
     assert statuses == ["ok", "unavailable"]
     assert "run 1 of 3" in load_record(outputs[1])["reason"]
     good = load_record(outputs[0])
@@ -129,7 +128,7 @@ def test_a_cell_that_fails_leaves_the_rounds_and_the_others_are_measured(tmp_pat
 def test_a_cell_whose_goal_is_met_leaves_the_later_rounds(tmp_path):
     """Rounds replace the runs each cell took alone; they add none."""
     exps = [kernel("numpy"), kernel("torch")]
-    settings = [SETTINGS, {**SETTINGS, "runs": 4}]
+    settings = [SETTINGS, replace(SETTINGS, runs=4)]
     outcomes, rounds = group.measure_group(exps, settings, fresh_processes=False)
     assert [len(order) for order in rounds] == [2, 2, 2, 1]
     assert rounds[-1] == [exps[1].id]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import host_speed, statistics
 from accelbench.platform import devices, host_cpus
 from accelbench.platform.devices import parse_device
@@ -287,10 +288,12 @@ def test_a_record_names_the_cpus_its_runs_ran_on_and_the_probe_times_them(monkey
     monkeypatch.setattr("accelbench.kernels.measure.measure_kernel", measure)
     monkeypatch.setattr(host_speed, "history_file", lambda: tmp_path / "host-speed.json")
     monkeypatch.setattr(host_speed, "probe", lambda cpus=None: probed.append(cpus) or 1e-3)
-    settings = {"seed": 0, "config_hash": "t", "runs": 2, "half_width": 0.5, "budget_s": 0}
+    settings = KernelSettings(runs=2, half_width=0.5, budget_s=0)
     exp = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 1000)
     output = tmp_path / "record.json"
-    assert measurement.run(exp, settings, str(output), fresh_processes=True) == "ok"
+    context = JobContext("t")
+    status = measurement.run(exp, settings, str(output), context=context, fresh_processes=True)
+    assert status == "ok"
     record = load_record(output)
     chosen = devices.pinned_cpus(parse_device("cpu1"))
     assert record["params"]["affinity_in_run"] == chosen

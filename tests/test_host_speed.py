@@ -9,20 +9,24 @@ import json
 import math
 import os
 import time
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
 from accelbench import config as workflow_config
 from accelbench.analysis import tidy
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import host_speed, statistics
+from accelbench.measuring.settings import ContentionSettings
 from accelbench.records.record import load_record
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
-SETTINGS = {"seed": 0, "config_hash": "t", "runs": 4, "half_width": 0.5, "budget_s": 0}
-QUIET = {"max_other_cpus": 64.0, "retries": 1, "pause_s": 0}
+SETTINGS = KernelSettings(runs=4, half_width=0.5, budget_s=0)
+QUIET = ContentionSettings(max_other_cpus=64.0, retries=1, pause_s=0)
+CONTEXT = JobContext("t")
 
 
 @pytest.fixture
@@ -59,7 +63,9 @@ def scripted_probes(monkeypatch, *pairs):
 
 def measured(tmp_path, settings) -> dict:
     output = tmp_path / "record.json"
-    assert measurement.run(SAXPY, settings, str(output), fresh_processes=True) == "ok"
+    assert (
+        measurement.run(SAXPY, settings, str(output), context=CONTEXT, fresh_processes=True) == "ok"
+    )
     return load_record(output)
 
 
@@ -121,7 +127,7 @@ def test_a_few_slowed_runs_are_counted_and_leave_the_record_unmarked(
     monkeypatch, reference, steady_kernel, tmp_path, capsys
 ):
     left = scripted_probes(monkeypatch, (1e-3, 1e-3), (1e-3, 1.5e-3), (1e-3, 1e-3), (1e-3, 1e-3))
-    record = measured(tmp_path, {**SETTINGS, "contention": QUIET})
+    record = measured(tmp_path, replace(SETTINGS, contention=QUIET))
     conditions = record["conditions"]
     assert left == []  # probed before and after each of the 4 runs
     assert conditions["runs"] == 4 and record["metrics"]["time"]["runs"] == 4
@@ -137,7 +143,7 @@ def test_a_record_half_of_whose_runs_the_host_slowed_is_flagged_busy_without_a_r
     monkeypatch, reference, steady_kernel, tmp_path, capsys
 ):
     scripted_probes(monkeypatch, (1e-3, 1e-3), (1.6e-3, 1e-3), (1e-3, 1e-3), (1e-3, 1.7e-3))
-    record = measured(tmp_path, {**SETTINGS, "contention": QUIET})
+    record = measured(tmp_path, replace(SETTINGS, contention=QUIET))
     conditions = record["conditions"]
     assert conditions["host_slowed_runs"] == 2
     assert conditions["busy"] is True and conditions["attempts"] == 1
@@ -148,7 +154,7 @@ def test_a_record_half_of_whose_runs_the_host_slowed_is_flagged_busy_without_a_r
 
 def test_without_the_probe_nothing_is_probed(monkeypatch, reference, steady_kernel, tmp_path):
     left = scripted_probes(monkeypatch, (1e-3, 9e-3))
-    settings = {**SETTINGS, "contention": {**QUIET, "max_host_slowdown": 0}}
+    settings = replace(SETTINGS, contention=replace(QUIET, max_host_slowdown=0))
     conditions = measured(tmp_path, settings)["conditions"]
     assert "host_slowed_runs" not in conditions and "host_probe_s" not in conditions
     assert len(left) == 2 and not reference.exists()
@@ -156,8 +162,8 @@ def test_without_the_probe_nothing_is_probed(monkeypatch, reference, steady_kern
 
 def test_a_gpu_experiment_is_not_probed(monkeypatch, reference):
     exp = KernelExperiment("saxpy", "cuda1", "torch", "float32", 10_000)
-    assert measurement.host_history(exp, {"contention": QUIET}) is None
-    assert measurement.host_history(SAXPY, {"contention": QUIET}).limit == 1.2
+    assert measurement.host_history(exp, KernelSettings(contention=QUIET)) is None
+    assert measurement.host_history(SAXPY, KernelSettings(contention=QUIET)).limit == 1.2
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.99])

@@ -103,7 +103,7 @@ def test_ddp_over_two_nodes_runs_on_both_and_matches_the_local_launch(nodes_work
         # The same processes on one host give the same losses: the hosts changed nothing.
         local = measure_training(
             TrainExperiment("fcn", f"cpu{processes}", "fp32", "ddp", 8),
-            {"seed": 0, "steps": 3, "warmup_steps": 1, "model_options": FCN},
+            TrainSettings(seed=0, steps=3, warmup_steps=1, model_options=FCN),
         )
         assert local.params["hosts"] == [local.params["hosts"][0]] * processes
         assert record["series"]["loss"]["values"] == pytest.approx(local.series["loss"]["values"])
@@ -117,7 +117,7 @@ from accelbench.platform import ranks
 from accelbench.train.loop import train_process
 from accelbench.train.settings import TrainSettings
 
-settings, out = TrainSettings.from_mapping(eval(sys.argv[1])), sys.argv[2]
+settings, out = TrainSettings.from_params(eval(sys.argv[1])), sys.argv[2]
 rendezvous = ranks.from_environment()
 exp = TrainExperiment("fcn", "2x1cpu", "fp32", "ddp", 4)
 result = train_process(exp, settings, rendezvous, keep_state=True)
@@ -143,7 +143,7 @@ def test_two_hosts_train_the_parameters_one_process_trains_on_the_global_batch(t
             sys.executable,
             "-c",
             WORKER,
-            repr(settings),
+            repr(settings.as_params()),
             str(out),
         ],
         capture_output=True,
@@ -156,7 +156,7 @@ def test_two_hosts_train_the_parameters_one_process_trains_on_the_global_batch(t
     single, exact = (
         train_process(
             TrainExperiment("fcn", "cpu1", precision, "single", 4),
-            TrainSettings.from_mapping(settings),
+            settings,
             keep_state=True,
         )
         for precision in ("fp32", "fp64")

@@ -4,7 +4,7 @@ placement (accelbench.measuring.placement)."""
 import numpy as np
 import pytest
 
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.kernels import host_dtype, kernels
 from accelbench.kernels.measure import check_kernel, prepare_kernel
 from accelbench.measuring import placement
@@ -66,6 +66,6 @@ def test_a_jobs_runs_inherit_a_flop_count_that_depends_on_the_data():
 
     mandelbrot.steps.cache_clear()
     exp = KernelExperiment("mandelbrot", "cpu1", "numpy", "float32", 96)
-    prepare_kernel(exp, {"seed": 0})
+    prepare_kernel(exp, KernelSettings(seed=0))
     flops, computed = call_in_fork(flop_counts_made_in_a_forked_run, 96)
     assert computed == 0 and flops == kernels()["mandelbrot"].flops(96) > 0

@@ -6,22 +6,25 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 
 import pytest
 
 from accelbench import registry
 from accelbench.analysis import tidy
-from accelbench.families.datasci import DatasciExperiment
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.datasci import DatasciExperiment, DatasciSettings
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.train import TrainExperiment
 from accelbench.job import fork_server, supervisor
+from accelbench.job.context import JobContext
 from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training
+from accelbench.train.settings import TrainSettings
 
 import plugin_folders
 
-SETTINGS = {"seed": 0, "min_run_time": 0.01, "samples": 3, "warmup_s": 0.0, "config_hash": "t"}
-TRAIN_SETTINGS = {"seed": 0, "steps": 2, "warmup_steps": 1, "config_hash": "t"}
+SETTINGS = KernelSettings(min_run_time=0.01, samples=3, warmup_s=0.0)
+TRAIN_SETTINGS = TrainSettings(seed=0, steps=2, warmup_steps=1)
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +47,14 @@ def served(server, monkeypatch, caplog):
 
 
 def job(served, exp, settings, folder, tmp_path, time_limit: float = 300) -> dict:
-    """Run `exp` as a job of the workflow does, its settings naming the plugin folder."""
+    """Run `exp` as a job of the workflow does, its context naming the plugin folder."""
     served.delenv("PYTEST_CURRENT_TEST", raising=False)
     out = tmp_path / "results" / f"{exp.id}.json"
     supervisor.run_supervised(
         exp,
-        {**settings, "plugins": [str(folder)] if folder else []},
+        settings,
         str(out),
+        context=JobContext.of("t", [str(folder)] if folder else []),
         attempt=1,
         max_attempts=1,
         time_limit=time_limit,
@@ -67,7 +71,7 @@ def test_a_job_measures_a_kernel_of_the_users_and_records_where_it_came_from(
 ):
     folder = tmp_path / "units"
     file = plugin_folders.kernel(folder, "twice")
-    record = job(served, twice("twice"), {**SETTINGS, "runs": 3}, folder, tmp_path)
+    record = job(served, twice("twice"), replace(SETTINGS, runs=3), folder, tmp_path)
     assert record["status"] == "ok", record["reason"]
     assert "forked by the fork server" in caplog.text
     registry.use_plugins([folder])
@@ -137,7 +141,8 @@ def test_a_kernel_of_the_users_that_runs_past_the_time_limit_gives_a_record_that
 def test_a_workload_of_the_users_that_raises_gives_a_failed_record(tmp_path, served):
     plugin_folders.workload(tmp_path / "units", "clip", compute="raise KeyError('x')")
     exp = DatasciExperiment("clip", "cpu1", "pandas", 100)
-    record = job(served, exp, SETTINGS, tmp_path / "units", tmp_path)
+    settings = DatasciSettings(min_run_time=0.01, samples=3)
+    record = job(served, exp, settings, tmp_path / "units", tmp_path)
     assert record["status"] == "failed"
     assert record["reason"] == "KeyError: 'x'"
 

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from accelbench.families import FAMILIES
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import contention, precision, statistics
+from accelbench.measuring.settings import ContentionSettings, RunSettings
 from accelbench.records.record import load_record
 
 
@@ -57,7 +59,8 @@ def measure(goal: precision.Goal, medians, run_s: float = 1.0) -> precision.Prog
 
 def kernel_goal(**settings) -> precision.Goal:
     return precision.Goal.of(
-        FAMILIES["kernel"].precise_metrics, {"runs": 3, "half_width": 0.05, **settings}
+        FAMILIES["kernel"].precise_metrics,
+        RunSettings(**{"runs": 3, "half_width": 0.05, **settings}),
     )
 
 
@@ -113,7 +116,7 @@ def test_run_medians_that_tie_do_not_make_a_zero_width_interval():
 
 
 def test_a_roof_is_precise_only_when_all_its_roofs_are():
-    goal = precision.Goal.of(FAMILIES["roof"].precise_metrics, {"runs": 4, "budget_s": 0.0})
+    goal = precision.Goal.of(FAMILIES["roof"].precise_metrics, RunSettings(runs=4, budget_s=0.0))
     progress = precision.Progress(goal)
     for gemm, stream in ((100.0, 10.0), (101.0, 14.0), (99.0, 7.0), (100.5, 12.0)):
         progress.add(
@@ -172,7 +175,8 @@ def test_an_independent_adaptive_rerun_lands_in_the_first_measurements_interval(
 # In the experiment: runs added, the record and the console told ------------------------
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
-QUIET = {"contention": {"max_other_cpus": 64.0}}
+QUIET = ContentionSettings(max_other_cpus=64.0)
+CONTEXT = JobContext("t")
 
 
 def kernel_family(monkeypatch, medians) -> list:
@@ -196,9 +200,9 @@ def kernel_family(monkeypatch, medians) -> list:
 def test_runs_are_added_until_the_record_is_precise(monkeypatch, tmp_path):
     # Three runs 10% apart, then runs that agree within 1%.
     kernel_family(monkeypatch, [1.0, 1.1, 0.9, *(1.0 + 0.002 * (i % 5) for i in range(40))])
-    settings = {"seed": 0, "config_hash": "t", "runs": 3, "half_width": 0.05, "budget_s": 60}
+    settings = KernelSettings(runs=3, half_width=0.05, budget_s=60, contention=QUIET)
     output = tmp_path / "record.json"
-    assert measurement.run(SAXPY, {**settings, **QUIET}, str(output)) == "ok"
+    assert measurement.run(SAXPY, settings, str(output), context=CONTEXT) == "ok"
     record = load_record(output)
     conditions = record["conditions"]
     runs = conditions["runs"]
@@ -223,9 +227,9 @@ def test_a_record_that_stays_imprecise_says_so_and_the_console_hears_it(
     handler = logging.FileHandler(tmp_path / "job.log")
     logging.getLogger().addHandler(handler)
     try:
-        settings = {"seed": 0, "config_hash": "t", "runs": 3, "budget_s": 0.0}
+        settings = KernelSettings(runs=3, budget_s=0.0, contention=QUIET)
         output = tmp_path / "record.json"
-        measurement.run(SAXPY, {**settings, **QUIET}, str(output))
+        measurement.run(SAXPY, settings, str(output), context=CONTEXT)
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -256,8 +260,8 @@ def test_a_busy_repeat_is_told_on_the_console_and_the_reason_names_the_machine(
     handler = logging.FileHandler(tmp_path / "job.log")
     logging.getLogger().addHandler(handler)
     try:
-        settings = {"runs": 3, "contention": {"max_other_cpus": 0.25, "pause_s": 0, "retries": 1}}
-        outcome = measurement.measure_watched(SAXPY, settings)
+        guard = ContentionSettings(max_other_cpus=0.25, pause_s=0, retries=1)
+        outcome = measurement.measure_watched(SAXPY, KernelSettings(runs=3, contention=guard))
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -282,6 +286,8 @@ def test_a_run_added_for_precision_that_fails_fails_the_experiment_naming_it(mon
         "accelbench.kernels.measure.measure_kernel",
         lambda exp, settings: next(outcomes),
     )
-    outcome = measurement._in_runs(SAXPY, {"runs": 3, "budget_s": 60}, fresh_processes=False)
+    outcome = measurement._in_runs(
+        SAXPY, KernelSettings(runs=3, budget_s=60), fresh_processes=False
+    )
     assert outcome.status == "failed"
     assert outcome.reason == "run 4: result differs from the float64 reference"

@@ -15,12 +15,14 @@ import yaml
 from test_precision import Clock, kernel_goal, run_metrics
 
 from accelbench import config as workflow_config
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import contention, precision, rerun
 from accelbench.measuring import statistics as sample_stats
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.rerun import HostSpreads, Spread
+from accelbench.measuring.settings import ContentionSettings, RunSettings
 from accelbench.records.record import load_record
 
 SAXPY = KernelExperiment("saxpy", "cpu1", "numpy", "float32", 10_000)
@@ -249,10 +251,12 @@ def test_only_a_measurement_no_other_process_disturbed_tells_the_host_its_spread
     monkeypatch.setattr(SeenWatch, "other_cpus", other_cpus)
     monkeypatch.setattr(contention, "Watch", SeenWatch)
     # No host probe: a loaded test machine would mark the quiet case busy through it.
-    guard = {"retries": 0, "max_host_slowdown": 0}
-    settings = {"seed": 0, "config_hash": "t", "runs": 3, "contention": guard}
+    guard = ContentionSettings(retries=0, max_host_slowdown=0)
+    settings = KernelSettings(runs=3, contention=guard)
     output = tmp_path / "record.json"
-    assert measurement.run(SAXPY, settings, str(output), fresh_processes=True) == "ok"
+    context = JobContext("t")
+    status = measurement.run(SAXPY, settings, str(output), context=context, fresh_processes=True)
+    assert status == "ok"
     assert load_record(output)["conditions"]["busy"] is bool(other_cpus)
     assert len(HostSpreads.load().entries) == kept
 
@@ -268,7 +272,7 @@ def test_the_default_target_is_reached_in_the_least_runs_on_a_shared_vm_where_5_
     schema = yaml.safe_load((workflow_config.workflow_root() / workflow_config.SCHEMA).read_text())
     for family in ("kernels", "datasci", "train"):
         default = schema["properties"][family]["properties"]["half_width"]["default"]
-        for target in (config[family]["half_width"], default, precision.DEFAULTS["half_width"]):
+        for target in (config[family]["half_width"], default, RunSettings().half_width):
             # The idle host's typical cell: no run beyond the least a default run asks (3);
             # a busy host cannot reach it and adds no run at all (nothing predicted).
             assert SHARED_VM.runs_needed([0.0, 0.0, 0.0], target) == 3

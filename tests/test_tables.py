@@ -11,6 +11,7 @@ from test_offload import collect as collect_offload
 from test_offload import hand_case
 
 from accelbench.analysis import latex_pages, outputs, plain_tables, tables, tidy
+from accelbench.families.kernel import KernelSettings
 from accelbench.kernels import measure
 from accelbench.studies.roofline import offload
 
@@ -361,7 +362,9 @@ def test_bold_parses_as_bold_in_a_commonmark_style_parser(tmp_path):
 
 
 def test_the_notes_say_in_words_what_settings_mean(tmp_path):
-    slow = measure.too_slow(SimpleNamespace(first_call=3.78), "numpy", None, {"max_call_s": 1})
+    slow = measure.too_slow(
+        SimpleNamespace(first_call=3.78), "numpy", None, KernelSettings(max_call_s=1)
+    )
     records = [
         *MATMUL_ON_TWO_CPUS,
         kernel_record("torch", "cpu1", 512, "skipped", reason=f"run 2 of 3: {slow}"),

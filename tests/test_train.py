@@ -8,6 +8,7 @@ import math
 import os
 import statistics
 import weakref
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 
 from accelbench.families.train import PRECISIONS, TrainExperiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring import timers
 from accelbench.platform import devices
 from accelbench.records.record import load_record
@@ -27,7 +29,8 @@ from accelbench.train.settings import TrainSettings
 
 HAS_GPU = torch.cuda.is_available()
 NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
-SETTINGS = {"seed": 0, "steps": 3, "warmup_steps": 1, "image_size": 32, "config_hash": "t"}
+SETTINGS = TrainSettings(seed=0, steps=3, warmup_steps=1, image_size=32)
+CONTEXT = JobContext("t")
 BATCH = 4
 
 
@@ -67,22 +70,22 @@ def test_cpu_training_record(precision, tmp_path):
     exp = TrainExperiment("resnet18", "cpu1", precision, "single", BATCH)
     assert train_exclusion(exp) is None
     output = tmp_path / "train.json"
-    status = measurement.run(exp, SETTINGS, str(output))
+    status = measurement.run(exp, SETTINGS, str(output), context=CONTEXT)
     record = load_record(output)
     assert status == record["status"] == "ok", record["reason"]
     assert record["experiment"] == "train"
     assert record["id"] == f"train/resnet18/cpu1/{precision}/single/bs{BATCH}"
     assert record["check"] is None
-    check_ok_metrics(record["metrics"], BATCH, SETTINGS["steps"])
+    check_ok_metrics(record["metrics"], BATCH, SETTINGS.steps)
     params = record["params"]
     assert params["precision"] == precision
-    assert params["steps"] == SETTINGS["steps"]
-    assert params["warmup_steps"] == SETTINGS["warmup_steps"]
-    assert params["image_size"] == SETTINGS["image_size"]
+    assert params["steps"] == SETTINGS.steps
+    assert params["warmup_steps"] == SETTINGS.warmup_steps
+    assert params["image_size"] == SETTINGS.image_size
     assert params["options"] == {
         "lr": 0.01,
         "depth": 18,
-        "image_size": SETTINGS["image_size"],
+        "image_size": SETTINGS.image_size,
         "classes": 10,
     }
     assert params["data"] == "synthetic"
@@ -90,7 +93,7 @@ def test_cpu_training_record(precision, tmp_path):
     assert record["provenance"]["seed"] == 0
     losses = record["series"]["loss"]
     assert losses["unit"] == "loss"
-    assert len(losses["values"]) == SETTINGS["warmup_steps"] + SETTINGS["steps"]
+    assert len(losses["values"]) == SETTINGS.warmup_steps + SETTINGS.steps
     assert losses["values"][0] == record["metrics"]["loss_first"]["value"]
     assert losses["values"][-1] == record["metrics"]["loss_last"]["value"]
     assert record["measured_by"] == {
@@ -100,7 +103,7 @@ def test_cpu_training_record(precision, tmp_path):
     }
     step_times = record["raw"]["time_per_batch"]
     assert step_times["unit"] == "s" and len(step_times["runs"]) == 1
-    assert len(step_times["runs"][0]) == SETTINGS["steps"]  # the measured steps, no warm-up
+    assert len(step_times["runs"][0]) == SETTINGS.steps  # the measured steps, no warm-up
     assert statistics.median(step_times["runs"][0]) == pytest.approx(
         record["metrics"]["time_per_batch"]["median"]
     )
@@ -111,7 +114,7 @@ def test_measure_training_outcome_directly():
     outcome = measure_training(exp, SETTINGS)
     assert outcome.status == "ok", outcome.reason
     assert outcome.reason is None
-    check_ok_metrics(outcome.metrics, BATCH, SETTINGS["steps"])
+    check_ok_metrics(outcome.metrics, BATCH, SETTINGS.steps)
     # ResNet-18 with a 10-class head: 11.18 M parameters.
     assert outcome.metrics["parameters"]["value"] == 11_181_642
 
@@ -126,11 +129,11 @@ def test_flops_are_counted_by_the_first_run_only(monkeypatch):
         session, "flops_per_sample", lambda *args: counted.append(args) or real(*args)
     )
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
-    outcome = measure_training(exp, {**SETTINGS, "runs": 3})
+    outcome = measure_training(exp, replace(SETTINGS, runs=3))
     assert outcome.status == "ok", outcome.reason
     assert len(counted) == 1
     later = train_later_runs(exp, SETTINGS, outcome)
-    assert later["flops_per_sample"] == outcome.metrics["flops_per_sample"]["value"] > 0
+    assert later.flops_per_sample == outcome.metrics["flops_per_sample"]["value"] > 0
     again = measure_training(exp, later)
     assert len(counted) == 1
     assert again.metrics["flops_per_sample"] == outcome.metrics["flops_per_sample"]
@@ -189,7 +192,7 @@ def test_the_peak_gpu_memory_of_repeated_runs_is_each_runs_own(monkeypatch):
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
     gc.disable()  # the collector runs when the loop asks, not when allocations happen to
     try:
-        result = train_process(exp, TrainSettings.from_mapping({**SETTINGS, "runs": 3}))
+        result = train_process(exp, replace(SETTINGS, runs=3))
     finally:
         gc.enable()
     assert result["memory_metric"] == "peak_gpu_memory"
@@ -198,7 +201,7 @@ def test_the_peak_gpu_memory_of_repeated_runs_is_each_runs_own(monkeypatch):
 
 def test_training_is_deterministic_for_a_seed():
     exp = TrainExperiment("resnet18", "cpu1", "fp64", "single", 2)
-    settings = {**SETTINGS, "steps": 2, "warmup_steps": 0}
+    settings = replace(SETTINGS, steps=2, warmup_steps=0)
     first = measure_training(exp, settings).metrics
     second = measure_training(exp, settings).metrics
     for name in ("loss_first", "loss_last"):
@@ -277,7 +280,7 @@ def test_cpu2_uses_two_threads_and_restores_the_count(monkeypatch):
     try:
         outcome = measure_training(
             TrainExperiment("resnet18", "cpu2", "fp32", "single", 2),
-            {**SETTINGS, "steps": 1, "warmup_steps": 0},
+            replace(SETTINGS, steps=1, warmup_steps=0),
         )
         assert outcome.status == "ok", outcome.reason
         # Built twice: once on the meta device to count FLOPs, once to train.
@@ -301,7 +304,7 @@ def test_cpu1_training_runs_on_the_one_cpu_chosen_for_it_and_gives_the_others_ba
     outside = os.sched_getaffinity(0)
     outcome = measure_training(
         TrainExperiment("resnet18", "cpu1", "fp32", "single", 2),
-        {**SETTINGS, "steps": 1, "warmup_steps": 0},
+        replace(SETTINGS, steps=1, warmup_steps=0),
     )
     assert outcome.status == "ok", outcome.reason
     chosen = set(devices.pinned_cpus(devices.parse_device("cpu1")))
@@ -340,14 +343,14 @@ def test_cuda_training(precision, tmp_path):
     exp = TrainExperiment("resnet18", "cuda1", precision, "single", BATCH)
     assert train_exclusion(exp) is None
     output = tmp_path / "train.json"
-    measurement.run(exp, SETTINGS, str(output))
+    measurement.run(exp, SETTINGS, str(output), context=CONTEXT)
     record = load_record(output)
     if precision == "bf16" and not torch.cuda.is_bf16_supported():
         assert record["status"] == "unavailable"
         assert "bfloat16" in record["reason"]
         return
     assert record["status"] == "ok", record["reason"]
-    check_ok_metrics(record["metrics"], BATCH, SETTINGS["steps"])
+    check_ok_metrics(record["metrics"], BATCH, SETTINGS.steps)
     assert record["provenance"]["accelerator"]["gpus"]
 
 
@@ -356,7 +359,7 @@ def test_harness_overhead_pairs_loop_steps_with_bare_steps():
 
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 8)
     tiny = {"input_dim": 16, "hidden": [8], "classes": 3}
-    result = harness_overhead(exp, {"model_options": tiny}, pairs=5, warmup=1)
+    result = harness_overhead(exp, TrainSettings(model_options=tiny), pairs=5, warmup=1)
     assert len(result["loop_s"]) == len(result["bare_s"]) == 5
     assert all(t > 0 for t in result["loop_s"] + result["bare_s"])
     overhead = result["overhead"]
@@ -365,9 +368,11 @@ def test_harness_overhead_pairs_loop_steps_with_bare_steps():
     assert overhead["median"] == pytest.approx(relative[2])
     gan = TrainExperiment("dcgan", "cpu1", "fp32", "single", 4)
     with pytest.raises(ValueError, match="dcgan trains several parts"):
-        harness_overhead(gan, {"model_options": dict(models()["dcgan"].tiny_options)}, pairs=3)
+        harness_overhead(
+            gan, TrainSettings(model_options=dict(models()["dcgan"].tiny_options)), pairs=3
+        )
     with pytest.raises(ValueError, match="measured in one process"):
-        harness_overhead(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), {}, pairs=3)
+        harness_overhead(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), TrainSettings(), pairs=3)
 
 
 # Warm-up until steady state, measured steps for a least time, runs until precise -------
@@ -444,7 +449,7 @@ def test_without_a_warm_up_budget_or_a_least_time_the_counts_are_exact(monkeypat
 def test_training_adds_runs_until_precise_within_its_budget():
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", BATCH)
     # No run-to-run spread can meet a precision of one part in a million: the budget ends it.
-    settings = {**SETTINGS, "runs": 3, "half_width": 1e-6, "budget_s": 2.0}
+    settings = replace(SETTINGS, runs=3, half_width=1e-6, budget_s=2.0)
     outcome = measure_training(exp, settings)
     assert outcome.status == "ok", outcome.reason
     report = outcome.conditions

@@ -20,6 +20,7 @@ from accelbench.families.train import TrainExperiment
 from accelbench.train import data, datasets
 from accelbench.train.loop import measure_training
 from accelbench.train.models import models, resolve_options
+from accelbench.train.settings import TrainSettings
 
 CIFAR_IMAGES = 40
 MNIST_IMAGES = 30
@@ -75,14 +76,9 @@ def data_dir(tmp_path, monkeypatch):
 
 
 def train_on(model, data_dir, options, steps=6, batch=8):
-    settings = {
-        "seed": 0,
-        "steps": steps,
-        "warmup_steps": 1,
-        "model_options": options,
-        "data_dir": str(data_dir),
-        "config_hash": "t",
-    }
+    settings = TrainSettings(
+        seed=0, steps=steps, warmup_steps=1, model_options=options, data_dir=str(data_dir)
+    )
     return measure_training(TrainExperiment(model, "cpu1", "fp32", "single", batch), settings)
 
 

@@ -12,6 +12,7 @@ import torch
 from accelbench.families.base import GridError
 from accelbench.families.train import TrainExperiment
 from accelbench.families.train import parse as parse_train
+from accelbench.measuring.settings import SettingsError
 from accelbench.train import settings as train_settings
 from accelbench.train import synthetic
 from accelbench.train.flops import flops_per_sample
@@ -35,13 +36,9 @@ POOL = 4  # synthetic batches cycled by the loop (accelbench.train.session.BATCH
 def test_loss_falls_on_the_synthetic_task(name):
     spec = models()[name]
     overrides, steps, batch = LEARNING.get(name, DEFAULT_LEARNING)
-    settings = {
-        "seed": 0,
-        "steps": steps,
-        "warmup_steps": 0,
-        "model_options": {**spec.tiny_options, **overrides},
-        "config_hash": "t",
-    }
+    settings = train_settings.TrainSettings(
+        seed=0, steps=steps, warmup_steps=0, model_options={**spec.tiny_options, **overrides}
+    )
     outcome = measure_training(TrainExperiment(name, "cpu1", "fp32", "single", batch), settings)
     assert outcome.status == "ok", outcome.reason
     losses = outcome.series["loss"]["values"]
@@ -327,12 +324,16 @@ def test_settings_for_one_model_carry_only_its_options():
     assert lstm["model_options"] == {"hidden": 64}
     assert lstm["seed"] == 3 and lstm["image_size"] == 96 and lstm["data_dir"] is None
     assert train_settings.for_model(config, "resnet18")["model_options"] == {}
-    parsed = train_settings.TrainSettings.from_mapping({**lstm, "config_hash": "x"})
+    parsed = train_settings.TrainSettings.from_params(lstm)
     assert parsed.steps == 5 and parsed.pipeline_microbatches == 4
-    with pytest.raises(ValueError, match="unknown training settings \\['stepz'\\]"):
-        train_settings.TrainSettings.from_mapping({"stepz": 3})
+    assert train_settings.TrainSettings.from_params(parsed.as_params()) == parsed
+    # The job's context is not a setting: the params of a rule never hold it.
+    with pytest.raises(SettingsError, match="unknown TrainSettings key 'config_hash'; allowed: "):
+        train_settings.TrainSettings.from_params({**lstm, "config_hash": "x"})
+    with pytest.raises(SettingsError, match="key 'stepz'; allowed: seed, runs, half_width, "):
+        train_settings.TrainSettings.from_params({"stepz": 3})
     with pytest.raises(ValueError, match="compile 'fast' is not known; allowed: off, eager"):
-        train_settings.TrainSettings.from_mapping({"compile": "fast"})
+        train_settings.TrainSettings.from_params({"compile": "fast"})
 
 
 def test_fcn_flops_match_the_layer_sizes():

@@ -30,7 +30,9 @@ import torch.multiprocessing as mp
 
 from accelbench.families.train import TrainExperiment
 from accelbench.job import measurement, supervisor
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import of_error
+from accelbench.measuring.settings import ContentionSettings
 from accelbench.platform import processes, ranks
 from accelbench.platform.devices import Device, DeviceError, parse_device
 from accelbench.records.record import load_record
@@ -47,15 +49,13 @@ NO_GPU_REASON = "no CUDA GPU present (torch.cuda.is_available() is False)"
 TINY = {name: dict(spec.tiny_options) for name, spec in models().items()}
 
 
-def tiny_settings(model: str, steps: int = 3, warmup: int = 1, **extra):
-    return {
-        "seed": 0,
-        "steps": steps,
-        "warmup_steps": warmup,
-        "model_options": TINY[model],
-        "config_hash": "t",
-        **extra,
-    }
+CONTEXT = JobContext("t")
+
+
+def tiny_settings(model: str, steps: int = 3, warmup: int = 1, **extra) -> TrainSettings:
+    return TrainSettings(
+        seed=0, steps=steps, warmup_steps=warmup, model_options=TINY[model], **extra
+    )
 
 
 # Device grammar ---------------------------------------------------------------------------
@@ -221,10 +221,10 @@ def test_only_rank_zero_writes_the_record(monkeypatch, tmp_path):
         monkeypatch.setenv(key, value)
     exp = TrainExperiment("fcn", "cpu1", "fp32", "single", 4)
     output = tmp_path / "record.json"
-    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output), context=CONTEXT) == "ok"
     assert not output.exists()
     monkeypatch.setenv("SLURM_PROCID", "0")
-    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output), context=CONTEXT) == "ok"
     assert load_record(output)["status"] == "ok"
 
 
@@ -233,7 +233,7 @@ def test_a_launched_group_of_the_wrong_size_fails_clearly(monkeypatch, tmp_path)
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SLURM_PROCID", "0")
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
-    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"), context=CONTEXT)
     record = load_record(tmp_path / "record.json")
     assert record["status"] == "failed"
     assert "launched as 4 processes (slurm); cpu2 with ddp needs 2" in record["reason"]
@@ -272,7 +272,7 @@ def test_failed_rank_is_reported_with_its_error(monkeypatch, tmp_path):
 
     fake_torchrun(monkeypatch, torchrun)
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 4)
-    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"))
+    measurement.run(exp, tiny_settings("fcn"), str(tmp_path / "record.json"), context=CONTEXT)
     record = load_record(tmp_path / "record.json")
     assert record["status"] == "oom"
     assert record["reason"] == (
@@ -287,7 +287,7 @@ def test_a_rank_that_cannot_run_the_precision_makes_the_record_unavailable(monke
         return type("Done", (), {"returncode": 1, "stdout": "", "stderr": ""})()
 
     fake_torchrun(monkeypatch, torchrun)
-    outcome = measure_training(TrainExperiment("lstm", "cpu2", "fp16", "ddp", 4), {})
+    outcome = measure_training(TrainExperiment("lstm", "cpu2", "fp16", "ddp", 4), TrainSettings())
     assert (outcome.status, outcome.reason) == ("unavailable", "no float16 LSTM here")
 
 
@@ -372,6 +372,7 @@ import torch.distributed as dist
 from accelbench.families.train import TrainExperiment
 from accelbench.platform import processes, ranks
 from accelbench.train.loop import measure_training
+from accelbench.train.settings import TrainSettings
 
 notes = Path(sys.argv[1])
 
@@ -393,7 +394,7 @@ def noted(*args, **kwargs):
 
 
 def train():
-    settings = {"seed": 0, "steps": 3, "warmup_steps": 1, "runs": 2, "config_hash": "t"}
+    settings = TrainSettings(seed=0, steps=3, warmup_steps=1, runs=2)
     with ranks.ranks_may_fork():
         outcome = measure_training(TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8), settings)
     return outcome.status, outcome.reason, outcome.params.get("launcher")
@@ -544,8 +545,10 @@ def test_a_supervised_ddp_experiment_forks_its_ranks_from_a_single_threaded_proc
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output = tmp_path / "ddp.json"
     # Measured once, even where other load would have it measured again.
-    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t", "contention": {"retries": 0}}
-    supervisor.run_supervised(exp, settings, str(output), attempt=1, max_attempts=1, time_limit=300)
+    settings = tiny_settings("fcn", runs=2, contention=ContentionSettings(retries=0))
+    supervisor.run_supervised(
+        exp, settings, str(output), context=CONTEXT, attempt=1, max_attempts=1, time_limit=300
+    )
     record = load_record(output)
     assert record["status"] == "ok", record["reason"]
     assert record["params"]["launcher"] == "fork"
@@ -589,9 +592,16 @@ def test_a_ddp_job_whose_rank_never_joins_ends_transient_with_every_processs_sta
     plant_in_children(tmp_path, monkeypatch, RANK_1_NEVER_JOINS)
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output, log_file = tmp_path / "ddp.json", tmp_path / "ddp.log"
-    settings = {**tiny_settings("fcn"), "runs": 2, "config_hash": "t"}
+    settings = tiny_settings("fcn", runs=2)
     supervisor.run_supervised(
-        exp, settings, str(output), attempt=1, max_attempts=1, time_limit=30, log_file=str(log_file)
+        exp,
+        settings,
+        str(output),
+        context=CONTEXT,
+        attempt=1,
+        max_attempts=1,
+        time_limit=30,
+        log_file=str(log_file),
     )
     record = load_record(output)
     assert (record["status"], record["transient"]) == ("failed", True)
@@ -681,7 +691,7 @@ def _rank_worker(rank: int, ports: list[int], queue) -> None:
     for (model, strategy), port in zip(SCENARIOS, ports, strict=True):
         rendezvous = ranks.Rendezvous(rank, 2, rank, "127.0.0.1", port, "spawn")
         exp = TrainExperiment(model, "cpu2", "fp32", strategy, GLOBAL_BATCH)
-        settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
+        settings = tiny_settings(model, steps=2, warmup=0)
         result = train_process(exp, settings, rendezvous, keep_state=True)
         if rank == 0:  # as NumPy: torch would share tensors that vanish with this process
             state = {name: tensor.numpy() for name, tensor in result["state"].items()}
@@ -729,7 +739,7 @@ def assert_as_accurate_as(candidate, baseline, exact, what: str) -> None:
 def test_two_processes_match_one_on_the_same_global_batch(model, strategy, two_process_runs):
     state, losses, processes = two_process_runs[model, strategy]
     assert processes == 2
-    settings = TrainSettings.from_mapping(tiny_settings(model, steps=2, warmup=0))
+    settings = tiny_settings(model, steps=2, warmup=0)
     single, exact = (
         train_process(
             TrainExperiment(model, "cpu1", precision, "single", GLOBAL_BATCH),
@@ -754,7 +764,7 @@ def test_two_processes_match_one_on_the_same_global_batch(model, strategy, two_p
 def test_ddp_experiment_launches_its_processes_with_torchrun(tmp_path):
     exp = TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8)
     output = tmp_path / "ddp.json"
-    assert measurement.run(exp, tiny_settings("fcn"), str(output)) == "ok"
+    assert measurement.run(exp, tiny_settings("fcn"), str(output), context=CONTEXT) == "ok"
     record = load_record(output)
     metrics = record["metrics"]
     assert metrics["processes"]["value"] == 2 and metrics["threads"]["value"] == 1
@@ -779,7 +789,7 @@ def test_ddp_ranks_warm_up_measure_and_add_runs_alike(tmp_path):
     settings = tiny_settings(
         "fcn", warmup_s=0.3, min_run_time=0.1, runs=3, half_width=1e-6, budget_s=3.0
     )
-    assert measurement.run(exp, settings, str(output)) == "ok"
+    assert measurement.run(exp, settings, str(output), context=CONTEXT) == "ok"
     record = load_record(output)
     runs = record["conditions"]["runs"]
     assert runs >= 3 and record["conditions"]["imprecise"] is True
@@ -924,7 +934,9 @@ def test_channels_last_and_compile_are_recorded_settings(tmp_path):
     exp = TrainExperiment("resnet56", "cpu1", "fp32", "single", 4)
     settings = tiny_settings("resnet56", channels_last=True, compile="aot_eager")
     output = tmp_path / "record.json"
-    assert measurement.run(exp, settings, str(output)) == "ok", load_record(output)["reason"]
+    assert measurement.run(exp, settings, str(output), context=CONTEXT) == "ok", load_record(
+        output
+    )["reason"]
     params = load_record(output)["params"]
     assert params["channels_last"] is True and params["compile"] == "aot_eager"
 

@@ -47,6 +47,7 @@ def command_train(args: argparse.Namespace) -> int:
     A record already there is kept in results/replaced/ first, as the workflow does.
     """
     from accelbench.job import measurement
+    from accelbench.job.context import JobContext
     from accelbench.platform import provenance
     from accelbench.platform.ranks import is_primary_process
     from accelbench.train import settings
@@ -62,11 +63,9 @@ def command_train(args: argparse.Namespace) -> int:
     if is_primary_process():
         folder = Path(grid.RESULTS_DIR)
         results.keep_replaced([args.path], folder, results.replaced_folder(folder))
-    run_settings = {
-        **settings.for_model(config, exp.model),
-        "config_hash": provenance.config_hash(config),
-    }
-    status = measurement.run(exp, run_settings, args.path)
+    run_settings = settings.TrainSettings.from_params(settings.for_model(config, exp.model))
+    context = JobContext.of(provenance.config_hash(config))
+    status = measurement.run(exp, run_settings, args.path, context=context)
     print(f"{exp.path}: {status}")
     # The record says why either way; a failed experiment must also fail the command.
     return 1 if status == "failed" else 0

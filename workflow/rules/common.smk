@@ -142,7 +142,9 @@ def group_settings(cells):
     """Each cell's settings, in the order of the group's outputs (family_settings)."""
     family = FAMILIES[cells.family]
     return [
-        family.settings(config, {name: str(value) for name, value in asdict(exp).items()})
+        family.settings(
+            config, {name: str(value) for name, value in asdict(exp).items()}
+        ).as_params()
         for exp in cells.experiments
     ]
 
@@ -252,8 +254,9 @@ def roof_search_source(wildcards):
 
 def family_settings(family):
     """The params of one experiment of `family`: the settings its declaration takes from the
-    config for these wildcards (a change re-measures the experiment, and only it)."""
-    return lambda wildcards: FAMILIES[family].settings(config, wildcards)
+    config for these wildcards, as a plain mapping (a change re-measures the experiment, and
+    only it)."""
+    return lambda wildcards: FAMILIES[family].settings(config, wildcards).as_params()
 
 
 def fills(name, needs):

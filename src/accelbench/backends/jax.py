@@ -34,6 +34,7 @@ from typing import Any
 from accelbench.backends.base import Backend, BackendError, CheckRun
 from accelbench.backends.prepared import Prepared
 from accelbench.measuring import timers
+from accelbench.measuring.settings import TimedSettings
 from accelbench.platform import doctor
 from accelbench.platform.devices import Device, cuda_unavailable_reason
 
@@ -193,12 +194,14 @@ def _import_jax() -> None:
         import jax.numpy  # noqa: F401
 
 
-def _samples(fn: Callable[[], object], threads: int, settings: dict, label: str) -> timers.Timed:
+def _samples(
+    fn: Callable[[], object], threads: int, settings: TimedSettings, label: str
+) -> timers.Timed:
     return timers.host_clock_samples(
         fn,
-        min_run_time=settings["min_run_time"],
-        samples=settings["samples"],
-        warmup_s=settings.get("warmup_s", 0.0),
+        min_run_time=settings.min_run_time,
+        samples=settings.samples,
+        warmup_s=settings.warmup_s,
     )
 
 

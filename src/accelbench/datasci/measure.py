@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import joblib
 import numpy as np
@@ -28,10 +28,13 @@ from accelbench.measuring import statistics
 from accelbench.measuring.outcome import Outcome
 from accelbench.platform.devices import cpu_threads
 
+if TYPE_CHECKING:
+    from accelbench.families.datasci import DatasciSettings
+
 log = logging.getLogger(__name__)
 
 
-def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
+def measure_datasci(exp, settings: DatasciSettings) -> Outcome:
     """Check a data science workload against its CPU library's result, then time it.
 
     As for kernels: the check runs before and after the timing, the backend's
@@ -52,7 +55,7 @@ def measure_datasci(exp, settings: dict[str, Any]) -> Outcome:
     }
     # joblib's pool too (scikit-learn's forests), which threadpoolctl does not pin.
     with cpu_threads(device) as threads, joblib.parallel_config(n_jobs=threads):
-        inputs = spec.make_inputs(np.random.default_rng(settings["seed"]), exp.size)
+        inputs = spec.make_inputs(np.random.default_rng(settings.seed), exp.size)
         reference = spec.reference(*inputs)
         tolerance = spec.tolerance(exp.size)
         prepared = spec.implementations[exp.backend](inputs, device)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from accelbench.measuring.settings import Params, RunSettings
 from accelbench.platform.devices import Device, DeviceError, parse_device
 
 RESULTS_DIR = "results"
@@ -92,10 +93,12 @@ class Family:
     `expand` gives the experiments the config asks for (told what the families
     registered before it kept: a roof follows its kernels without planning them
     again); `validate` checks the names in its config section the schema cannot
-    know; `settings` are the rule's params (a change re-measures the family's
-    records). `measure`, `later_runs`, `prepare`, `preload` and `record_params` are
-    "module:function" names, imported where a run measures: the job chain
-    (accelbench.job) asks the declaration, and imports no family's code itself.
+    know; `settings` are its typed settings (`settings_type`), whose `as_params` are the
+    rule's params (a change re-measures the family's records), read back once where a
+    job starts (`settings_type.from_params`) and handed down the job chain. `measure`,
+    `later_runs`, `prepare`, `preload` and `record_params` are "module:function" names,
+    imported where a run measures: the job chain (accelbench.job) asks the declaration,
+    and imports no family's code itself.
 
     Building a declaration registers it under its name (family_of): the module that
     declares an experiment type declares its family, so a process that holds an
@@ -109,7 +112,8 @@ class Family:
     parse: Callable[[Wildcards, Config | None], Experiment]
     expand: Callable[[Config, tuple[Experiment, ...]], Expanded]
     validate: Callable[[Config], None]
-    settings: Callable[[Config, Wildcards], dict[str, Any]]
+    settings: Callable[[Config, Wildcards], RunSettings]
+    settings_type: type[RunSettings]
     measure: str
     # The settings of runs 2..R: (exp, settings, run 1's outcome) (roofs time run 1's winners).
     later_runs: str | None = None
@@ -188,7 +192,7 @@ class Family:
     def preload_function(self) -> Callable[[], None] | None:
         return _imported(self.preload) if self.preload else None
 
-    def params_of(self, exp: Experiment, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def params_of(self, exp: Experiment, settings: RunSettings) -> Params:
         """What `record_params` adds to the record's parameters (nothing without one)."""
         return _imported(self.record_params)(exp, settings) if self.record_params else {}
 

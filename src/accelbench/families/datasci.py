@@ -24,6 +24,7 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
+from accelbench.measuring.settings import TimedSettings
 
 PATTERN = RESULTS_DIR + "/datasci/{workload}/{device}/{backend}/n{size}.json"
 
@@ -103,22 +104,46 @@ def validate(config: Config) -> None:
         check_devices(f"{key}.devices", axes.get("devices", []))
 
 
-def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DatasciSettings(TimedSettings):
+    """The settings of a data science experiment: the timing, and the digest of the
+    workload's source where it is the user's (registry.source_digest: an edit reruns it).
+    Its energy windows take the defaults: the config's `energy` is not among its params."""
+
+    source_digest: str | None = None
+
+    PARAMS = (
+        "seed",
+        "min_run_time",
+        "samples",
+        "warmup_s",
+        "runs",
+        "half_width",
+        "budget_s",
+        "contention",
+        "source_digest",
+    )
+    OPTIONAL = ("source_digest",)
+
+
+def settings(config: Config, wildcards: Wildcards | None = None) -> DatasciSettings:
     """The settings of every data science experiment (a rule's params: a change reruns them),
     and, given a workload's wildcards, its source's where it is the user's."""
     section = config.get("datasci") or {}
     source = {} if wildcards is None else registry.source_digest("datasci", wildcards["workload"])
-    return {
-        "seed": config["seed"],
-        "min_run_time": section.get("min_run_time", 0.3),
-        "samples": section.get("samples", 10),
-        "warmup_s": section.get("warmup_s", 1.0),
-        "runs": section.get("runs", 3),
-        "half_width": section.get("half_width", 0.05),
-        "budget_s": section.get("budget_s", 10.0),
-        "contention": dict(config.get("contention") or {}),
-        **source,
-    }
+    return DatasciSettings.from_params(
+        {
+            "seed": config["seed"],
+            "min_run_time": section.get("min_run_time", 0.3),
+            "samples": section.get("samples", 10),
+            "warmup_s": section.get("warmup_s", 1.0),
+            "runs": section.get("runs", 3),
+            "half_width": section.get("half_width", 0.05),
+            "budget_s": section.get("budget_s", 10.0),
+            "contention": config.get("contention"),
+            **source,
+        }
+    )
 
 
 FAMILY = Family(
@@ -130,6 +155,7 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
+    settings_type=DatasciSettings,
     measure="accelbench.datasci.measure:measure_datasci",
     preload="accelbench.datasci.measure:preload",
     units_key="datasci.sizes",

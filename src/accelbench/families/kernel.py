@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench import backends, dtypes, registry
@@ -23,6 +24,7 @@ from accelbench.families.base import (
     positive_int,
     raise_if_excluded,
 )
+from accelbench.measuring.settings import TimedSettings
 
 PATTERN = RESULTS_DIR + "/kernels/{kernel}/{device}/{backend}/{dtype}/n{size}.json"
 DTYPES = dtypes.DTYPES
@@ -114,25 +116,53 @@ def validate(config: Config) -> None:
     check_devices("kernels.devices", section["devices"])
 
 
-def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KernelSettings(TimedSettings):
+    """The settings of a kernel experiment: the timing, the size above which a naive
+    backend's kernel is not run (per kernel; else its spec's), and the digest of the
+    kernel's source where it is the user's (registry.source_digest: an edit reruns it)."""
+
+    naive_size_limit: Mapping[str, int] = field(default_factory=dict)
+    source_digest: str | None = None
+
+    PARAMS = (
+        "seed",
+        "min_run_time",
+        "samples",
+        "warmup_s",
+        "runs",
+        "half_width",
+        "budget_s",
+        "max_call_s",
+        "contention",
+        "energy",
+        "naive_size_limit",
+        "source_digest",
+    )
+    OPTIONAL = ("source_digest",)
+
+
+def settings(config: Config, wildcards: Wildcards | None = None) -> KernelSettings:
     """The settings of every kernel experiment (a rule's params: a change reruns them), and,
     given a kernel's wildcards, its source's where it is the user's."""
     section = config["kernels"]
     source = {} if wildcards is None else registry.source_digest("kernels", wildcards["kernel"])
-    return {
-        "seed": config["seed"],
-        "min_run_time": section["min_run_time"],
-        "samples": section["samples"],
-        "warmup_s": section["warmup_s"],
-        "runs": section["runs"],
-        "half_width": section["half_width"],
-        "budget_s": section["budget_s"],
-        "max_call_s": section["max_call_s"],
-        "contention": dict(config.get("contention") or {}),
-        "energy": dict(config.get("energy") or {}),
-        "naive_size_limit": section.get("naive_size_limit", {}),
-        **source,
-    }
+    return KernelSettings.from_params(
+        {
+            "seed": config["seed"],
+            "min_run_time": section["min_run_time"],
+            "samples": section["samples"],
+            "warmup_s": section["warmup_s"],
+            "runs": section["runs"],
+            "half_width": section["half_width"],
+            "budget_s": section["budget_s"],
+            "max_call_s": section["max_call_s"],
+            "contention": config.get("contention"),
+            "energy": config.get("energy"),
+            "naive_size_limit": section.get("naive_size_limit", {}),
+            **source,
+        }
+    )
 
 
 FAMILY = Family(
@@ -144,6 +174,7 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
+    settings_type=KernelSettings,
     measure="accelbench.kernels.measure:measure_kernel",
     later_runs="accelbench.kernels.measure:later_runs",
     prepare="accelbench.kernels.measure:prepare_kernel",

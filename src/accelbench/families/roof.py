@@ -5,7 +5,8 @@ Roofs bound kernels, so the grid has one for each device and dtype its kernels r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accelbench.families import kernel
@@ -20,6 +21,7 @@ from accelbench.families.base import (
     choice,
     device_name,
 )
+from accelbench.measuring.settings import TimedSettings
 
 PATTERN = RESULTS_DIR + "/roofs/{device}/{dtype}.json"
 # What an ok roof record holds: its ceilings, and a GPU's transfer ceilings besides.
@@ -87,15 +89,43 @@ def search_source(config: Config, device: str, dtype: str) -> str | None:
     return RoofExperiment(device, SEARCH_DTYPE).path if planned else None
 
 
-def settings(config: Config, wildcards: Wildcards | None = None) -> dict[str, Any]:
-    """The settings of every roof experiment: the kernels' timing and the roof sizes, and
-    for one roof (`wildcards`) the record its byte ceilings' search comes from."""
-    timing = kernel.settings(config)
-    del timing["naive_size_limit"], timing["energy"]
-    found = {"roofs": config["kernels"]["roofs"]}
-    if wildcards is not None:
-        found["search_from"] = search_source(config, wildcards["device"], wildcards["dtype"])
-    return {**timing, **found}
+@dataclass(frozen=True)
+class RoofSettings(TimedSettings):
+    """The settings of a roof: the kernels' timing, the roof sizes per device kind
+    (`gemm_size`, `copy_mib`), and the record whose byte ceilings' winners it times instead
+    of searching (search_source). `roof_search`, each ceiling's winner of the first run,
+    is what later_runs sets for the runs after it."""
+
+    roofs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    search_from: str | None = None
+    roof_search: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    PARAMS = (
+        "seed",
+        "min_run_time",
+        "samples",
+        "warmup_s",
+        "runs",
+        "half_width",
+        "budget_s",
+        "max_call_s",
+        "contention",
+        "roofs",
+        "search_from",
+    )
+
+
+def settings(config: Config, wildcards: Wildcards) -> RoofSettings:
+    """The settings of one roof (`wildcards`): the kernels' timing, the roof sizes and the
+    record its byte ceilings' search comes from."""
+    kernels = kernel.settings(config)
+    # A roof measures no energy: its windows take the defaults, which it never opens.
+    timing = {f.name: getattr(kernels, f.name) for f in fields(TimedSettings) if f.name != "energy"}
+    return RoofSettings(
+        **timing,
+        roofs=config["kernels"]["roofs"],
+        search_from=search_source(config, wildcards["device"], wildcards["dtype"]),
+    )
 
 
 FAMILY = Family(
@@ -107,6 +137,7 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
+    settings_type=RoofSettings,
     measure="accelbench.roofs.measure:measure_roof",
     later_runs="accelbench.roofs.measure:later_runs",
     # The kernels' imports: a roof measures with their code.

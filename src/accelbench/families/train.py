@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench import registry
 from accelbench.families.base import (
@@ -101,11 +100,13 @@ def validate(config: Config) -> None:
         ) from None
 
 
-def settings(config: Config, wildcards: Wildcards) -> dict[str, Any]:
+def settings(config: Config, wildcards: Wildcards) -> train_settings.TrainSettings:
     """The settings of one model's experiments (its own options only, so others do not rerun
     it), and its source's where it is the user's."""
     model = wildcards["model"]
-    return {**train_settings.for_model(config, model), **registry.source_digest("models", model)}
+    return train_settings.TrainSettings.from_params(
+        {**train_settings.for_model(config, model), **registry.source_digest("models", model)}
+    )
 
 
 __all__ = ["FAMILY", "PATTERN", "PRECISIONS", "TrainExperiment"]
@@ -120,6 +121,7 @@ FAMILY = Family(
     expand=expand,
     validate=validate,
     settings=settings,
+    settings_type=train_settings.TrainSettings,
     measure="accelbench.train.loop:measure_training",
     later_runs="accelbench.train.loop:later_runs",
     preload="accelbench.train.loop:preload",

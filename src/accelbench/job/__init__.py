@@ -1,7 +1,9 @@
 """One experiment job, from the rule's script to the record it leaves.
 
     scripts/run_experiment.py      the rule's script: the experiment its output path
-          |                        names (grid.planned_experiment), its settings
+          |                        names (grid.planned_experiment), its settings read
+          |                        back from the rule's params (the family's settings_type),
+          |                        the job's context (job.context: config digest, plugins)
           v
     supervisor.run_supervised      time limit, retry decision, the outcome of a
           |                        process that died without a record
@@ -27,6 +29,8 @@ The job chain knows no family: what differs between them, it asks the experiment
 declaration (accelbench.families.base.family_of: its hooks, imported by name where a
 run measures), and it imports no family's declaration or measuring code
 (tests/test_package_layout.py). accelbench.measuring.outcome says what a measurement
-came to and which failures end an attempt; accelbench.platform.processes ties every
-child to its parent, tells how it ended, asks a stuck one for its stacks.
+came to and which failures end an attempt; accelbench.measuring.settings, what the chain
+reads of any family's settings, handed down unchanged (a change is a dataclasses.replace);
+accelbench.platform.processes ties every child to its parent, tells how it ended, asks a
+stuck one for its stacks.
 """

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from typing import Any
 
 from accelbench.families.base import Experiment
 from accelbench.job import measurement
+from accelbench.job.context import JobContext
 from accelbench.job.runs import Runs
 from accelbench.measuring.outcome import Outcome, RetryableFailure
+from accelbench.measuring.settings import RunSettings
 from accelbench.platform import provenance
 from accelbench.platform.devices import slurm_gpu_shortfall
 from accelbench.platform.ranks import ranks_may_fork
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def measure_group(
     exps: list[Experiment],
-    settings: list[dict[str, Any]],
+    settings: list[RunSettings],
     fresh_processes: bool,
     rng: random.Random | None = None,
 ) -> tuple[list[Outcome], list[list[str]]]:
@@ -64,9 +65,10 @@ def measure_group(
 def run_group(
     group_id: str,
     exps: list[Experiment],
-    settings: list[dict[str, Any]],
+    settings: list[RunSettings],
     outputs: list[str],
     *,
+    context: JobContext,
     final_attempt: bool = True,
     fresh_processes: bool = False,
 ) -> list[str]:
@@ -90,7 +92,7 @@ def run_group(
     if shortfall:
         outcomes = [Outcome("failed", shortfall) for _ in exps]
     else:
-        outcomes = measurement.watched(exps, settings[0], measure_all, fresh_processes)
+        outcomes = measurement.watched(exps, settings[0].contention, measure_all, fresh_processes)
     raised = [(exp, outcome) for exp, outcome in zip(exps, outcomes, strict=True) if outcome.raised]
     if raised and not final_attempt:
         exp, outcome = raised[0]
@@ -104,5 +106,5 @@ def run_group(
     for exp, found, output, outcome in zip(exps, settings, outputs, outcomes, strict=True):
         if outcome.status == "ok":
             outcome.conditions = {**(outcome.conditions or {}), "group": membership}
-        measurement.write_outcome(exp, found, output, outcome, started)
+        measurement.write_outcome(exp, found, output, outcome, started, context)
     return [outcome.status for outcome in outcomes]

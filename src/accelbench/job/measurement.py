@@ -21,6 +21,7 @@ from typing import Any
 
 from accelbench import backends, registry
 from accelbench.families.base import Experiment, Family, family_of
+from accelbench.job.context import JobContext
 from accelbench.job.runs import Runs
 from accelbench.measuring import contention, energy, gpu_state, host_speed, precision, rerun
 from accelbench.measuring import statistics as sample_stats
@@ -33,6 +34,7 @@ from accelbench.measuring.outcome import (
     of_process_end,
 )
 from accelbench.measuring.phases import Phases
+from accelbench.measuring.settings import ContentionSettings, Params, RunSettings
 from accelbench.platform import doctor, forked_cuda, host_cpus, provenance
 from accelbench.platform.devices import cpus_used, slurm_gpu_shortfall
 from accelbench.platform.processes import ChildFailed, OomKills, call_in_fork
@@ -51,7 +53,7 @@ def guarded(measure, exp, settings) -> Outcome:
         return of_error(err)
 
 
-def in_fresh_process(measure, exp: Experiment, settings: dict[str, Any]) -> Outcome:
+def in_fresh_process(measure, exp: Experiment, settings: RunSettings) -> Outcome:
     """One run in a process forked for it: its own allocations, JIT loads and thread pools.
 
     Forking is safe only from a process that has not started a thread pool yet
@@ -123,7 +125,7 @@ def preload(*families: Family) -> None:
             family.preload_function()()
 
 
-def before_runs(exp: Experiment, settings: dict[str, Any]) -> None:
+def before_runs(exp: Experiment, settings: RunSettings) -> None:
     """What every run of the job needs and none should make again, made here before the
     runs fork (each inherits it): the imports, the answers about the GPUs, the idle
     energy baseline and what the family prepares (a kernel's inputs and reference)."""
@@ -139,7 +141,7 @@ def before_runs(exp: Experiment, settings: dict[str, Any]) -> None:
     family = family_of(exp)
     if family.measures_energy:
         device = exp.parsed_device
-        energy.Probe(device.is_gpu, range(device.count), settings).close()
+        energy.Probe(device.is_gpu, range(device.count), settings.energy).close()
         phases.lap("idle energy baseline")
     if prepare := family.prepare_function():
         prepare(exp, settings)
@@ -180,12 +182,12 @@ def with_gpu_state(outcome: Outcome, gpus: gpu_state.GpuWatch | None) -> Outcome
     return outcome
 
 
-def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -> Outcome:
+def _in_runs(exp: Experiment, settings: RunSettings, fresh_processes: bool) -> Outcome:
     """The experiment measured in independent runs until it is precise, combined.
 
     Runs are added (accelbench.measuring.precision) until the figure of merit's rerun interval
     is as narrow as asked or the time budget is spent, after at least
-    settings["runs"]; the outcome's conditions say how precise it ended (job.runs.Runs).
+    settings.runs; the outcome's conditions say how precise it ended (job.runs.Runs).
     Where allowed, each run is a process of its own. Otherwise the runs follow
     one another in this process, or, for a family that repeats its runs itself
     (its declaration's `repeats_runs_itself`: training, inside the processes it
@@ -212,11 +214,11 @@ def _in_runs(exp: Experiment, settings: dict[str, Any], fresh_processes: bool) -
     return with_gpu_state(runs.result(combine_runs), gpus)
 
 
-def host_history(exp: Experiment, settings: dict[str, Any]) -> host_speed.HostHistory | None:
+def host_history(exp: Experiment, settings: RunSettings) -> host_speed.HostHistory | None:
     """The host's recent probes, against which a CPU experiment's runs are held
     (accelbench.measuring.host_speed), where the config asks for the probe; none on a GPU, whose
     times the host's CPUs do not set."""
-    limit = contention.guard_settings(settings)["max_host_slowdown"]
+    limit = settings.contention.max_host_slowdown
     if not limit or exp.parsed_device.is_gpu:
         return None
     return host_speed.HostHistory.load(limit)
@@ -243,7 +245,7 @@ def _tell(text: str) -> None:
 
 
 def measure_watched(
-    exp: Experiment, settings: dict[str, Any], *, fresh_processes: bool = False
+    exp: Experiment, settings: RunSettings, *, fresh_processes: bool = False
 ) -> Outcome:
     """Measure under watch: a measurement disturbed by other load is retried after a pause.
 
@@ -259,28 +261,30 @@ def measure_watched(
     busy or imprecise, are told on the console.
     """
     [outcome] = watched(
-        [exp], settings, lambda: [_in_runs(exp, settings, fresh_processes)], fresh_processes
+        [exp],
+        settings.contention,
+        lambda: [_in_runs(exp, settings, fresh_processes)],
+        fresh_processes,
     )
     return outcome
 
 
 def watched(
     exps: list[Experiment],
-    settings: dict[str, Any],
+    guard: ContentionSettings,
     measure_all: Callable[[], list[Outcome]],
     fresh_processes: bool,
 ) -> list[Outcome]:
     """`measure_all()`'s outcomes of `exps`, measured under watch (measure_watched): one
     experiment, or a comparison group's cells measured together (accelbench.job.group),
-    which are measured again together where other load disturbed them. `settings`: the
-    contention guard's (the same for every cell of a group)."""
-    guard = contention.guard_settings(settings)
-    retries = 0 if from_environment() else int(guard["retries"])
+    which are measured again together where other load disturbed them. `guard`: the
+    contention settings (the same for every cell of a group)."""
+    retries = 0 if from_environment() else int(guard.retries)
     for attempt in range(1, retries + 2):
         watch = contention.Watch()
         outcomes = measure_all()
         seen = watch.stop()
-        others = seen.busier_than(guard["max_other_cpus"])
+        others = seen.busier_than(guard.max_other_cpus)
         # Another process's load may pass in a pause; the host's lasts minutes.
         ended = any(outcome.status != "ok" for outcome in outcomes)
         if not others or ended or attempt > retries:
@@ -288,10 +292,10 @@ def watched(
         names = exps[0].id if len(exps) == 1 else f"{len(exps)} cells of a group"
         _tell(
             f"{names}: {seen.contention:.2f} CPUs were busy elsewhere during the measurement "
-            f"(limit {guard['max_other_cpus']:.2f}); measuring again in {guard['pause_s']} s "
+            f"(limit {guard.max_other_cpus:.2f}); measuring again in {guard.pause_s} s "
             f"(attempt {attempt + 1} of {retries + 1})"
         )
-        time.sleep(guard["pause_s"])
+        time.sleep(guard.pause_s)
     for exp, outcome in zip(exps, outcomes, strict=True):
         _flag(exp, outcome, seen, guard, attempt, others, fresh_processes)
     return outcomes
@@ -314,7 +318,7 @@ def _flag(exp, outcome, seen, guard, attempt, others, fresh_processes) -> None:
     outcome.conditions = {
         **seen.as_record(),
         "busy": busy,
-        "max_other_cpus": guard["max_other_cpus"],
+        "max_other_cpus": guard.max_other_cpus,
         "attempts": attempt,
         "cpus_used": cpus_used(exp.parsed_device),
         **reached,
@@ -362,22 +366,21 @@ def _busy_text(
     return ", ".join(parts)
 
 
-# Settings a record keeps elsewhere (provenance, conditions, energy, unit) or not at all.
-NOT_PARAMS = ("config_hash", "contention", "energy", "plugins", "source_digest")
+# Settings a record keeps elsewhere (conditions, energy, unit).
+NOT_PARAMS = ("contention", "energy", "source_digest")
 
 
-def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
+def _params(exp: Experiment, settings: RunSettings) -> Params:
     """The experiment's parameters and settings, less those its family leaves out, with what
     its family adds (its declaration's `record_params`: a naive kernel's size limit)."""
     family = family_of(exp)
     params = {
         key: value
-        for key, value in settings.items()
+        for key, value in settings.as_params().items()
         if key not in (*NOT_PARAMS, *family.unrecorded_settings)
     }
-    runs = int(settings.get("runs", 1))
     params["interval"] = (
-        sample_stats.RERUN_INTERVAL if runs > 1 else sample_stats.WITHIN_RUN_INTERVAL
+        sample_stats.RERUN_INTERVAL if settings.runs > 1 else sample_stats.WITHIN_RUN_INTERVAL
     )
     params.update(family.params_of(exp, settings))
     return {**asdict(exp), **params}
@@ -385,9 +388,10 @@ def _params(exp: Experiment, settings: dict[str, Any]) -> dict[str, Any]:
 
 def run(
     exp: Experiment,
-    settings: dict[str, Any],
+    settings: RunSettings,
     output: str,
     *,
+    context: JobContext,
     final_attempt: bool = True,
     failure_dir: str | None = None,
     fresh_processes: bool = False,
@@ -401,7 +405,8 @@ def run(
     writes; a rank other than 0 that fails notes why in `failure_dir` and raises
     RankFailure, so that its non-zero exit ends the group at once.
     `fresh_processes` runs each repetition in a forked process; only a process that
-    has not measured anything yet may ask for it.
+    has not measured anything yet may ask for it. `context`: the config digest the
+    record's provenance names.
     """
     started = provenance.now()
     # A launched rank (an srun task) may see only its own GPU; loop.py checks it has one.
@@ -416,7 +421,7 @@ def run(
         raise RankFailure(f"{exp.id}: rank {launched.rank}: {outcome.reason}")
     if outcome.raised and not final_attempt:
         raise RetryableFailure(f"{exp.id}: {outcome.reason}")
-    write_outcome(exp, settings, output, outcome, started)
+    write_outcome(exp, settings, output, outcome, started, context)
     return outcome.status
 
 
@@ -435,7 +440,12 @@ def unit_section(exp: Experiment) -> dict[str, Any] | None:
 
 
 def write_outcome(
-    exp: Experiment, settings: dict[str, Any], output: str, outcome: Outcome, started: str
+    exp: Experiment,
+    settings: RunSettings,
+    output: str,
+    outcome: Outcome,
+    started: str,
+    context: JobContext,
 ) -> None:
     """The record of one outcome, with the provenance of this process, written atomically.
 
@@ -459,8 +469,8 @@ def write_outcome(
             transient=outcome.transient,
             unit=unit_section(exp),
             provenance=provenance.collect(
-                seed=settings["seed"],
-                config_digest=settings["config_hash"],
+                seed=settings.seed,
+                config_digest=context.config_hash,
                 started=started,
                 libraries=backends.distributions(),
             ),

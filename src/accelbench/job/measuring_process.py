@@ -15,8 +15,9 @@ import warnings
 from typing import Any, TextIO
 
 from accelbench import registry
-from accelbench.families.base import experiment_from
+from accelbench.families.base import Experiment, experiment_from, family_of
 from accelbench.job import group, measurement
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import (
     RANK_FAILED_EXIT_CODE,
     RETRY_EXIT_CODE,
@@ -26,6 +27,7 @@ from accelbench.measuring.outcome import (
     last_words,
     of_error,
 )
+from accelbench.measuring.settings import Params, RunSettings
 from accelbench.platform import forked_cuda
 from accelbench.platform.gpu_support import LOW_OCCUPANCY_WARNING
 from accelbench.platform.processes import (
@@ -71,15 +73,22 @@ def before_fork(payload: dict[str, Any]) -> None:
     _ASKED.add(on_gpu)
 
 
-def _measure_group(payload: dict[str, Any]) -> None:
+def _settings(exp: Experiment, params: Params) -> RunSettings:
+    """The experiment's settings from the params its supervisor handed on (as_params)."""
+    return family_of(exp).settings_type.from_params(params)
+
+
+def _measure_group(payload: dict[str, Any], context: JobContext) -> None:
     """The comparison group the payload names, its cells measured together
     (accelbench.job.group); this process has measured nothing yet: it may fork."""
     cells = payload["group"]["cells"]
+    exps = [experiment_from(cell["experiment_type"], cell["experiment"]) for cell in cells]
     group.run_group(
         payload["group"]["id"],
-        [experiment_from(cell["experiment_type"], cell["experiment"]) for cell in cells],
-        [cell["settings"] for cell in cells],
+        exps,
+        [_settings(exp, cell["settings"]) for exp, cell in zip(exps, cells, strict=True)],
         [cell["output"] for cell in cells],
+        context=context,
         final_attempt=payload["final"],
         fresh_processes=True,
     )
@@ -101,15 +110,17 @@ def main(payload: dict[str, Any]) -> int:
         os.environ[STACKS_FILE_VARIABLE] = payload["log_file"]
     exp = experiment_from(payload["experiment_type"], payload["experiment"])
     # The user's units the job's catalogue holds (a fork server's process inherits none).
-    registry.use_plugins(payload["settings"].get("plugins", ()))
+    context = JobContext.from_payload(payload["context"])
+    registry.use_plugins(context.plugins)
     try:
         if payload.get("group"):
-            _measure_group(payload)
+            _measure_group(payload, context)
         else:
             measurement.run(
                 exp,
-                payload["settings"],
+                _settings(exp, payload["settings"]),
                 payload["output"],
+                context=context,
                 final_attempt=payload["final"],
                 failure_dir=payload["failure_dir"],
                 fresh_processes=True,  # this process has measured nothing yet: it may fork

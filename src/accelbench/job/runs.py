@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from typing import Any
+from dataclasses import replace
 
 from accelbench.families.base import Experiment, family_of
 from accelbench.measuring import energy, host_speed, precision, rerun
 from accelbench.measuring.outcome import Outcome
+from accelbench.measuring.settings import RunSettings
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import cpus_used
 
@@ -31,7 +32,7 @@ class Runs:
     (measurement.in_fresh_process or measurement.guarded, with the family's measuring
     function); `spreads`: the host's recent cells (rerun.HostSpreads)."""
 
-    def __init__(self, exp: Experiment, settings: dict[str, Any], forked: bool) -> None:
+    def __init__(self, exp: Experiment, settings: RunSettings, forked: bool) -> None:
         family = family_of(exp)
         self.exp = exp
         self.measure = family.measuring_function()
@@ -39,7 +40,7 @@ class Runs:
         self.goal = precision.Goal.of(family.precise_metrics, settings)
         if family.repeats_runs_itself:
             # Each forked process trains one run; this process decides how many.
-            settings = {**settings, "runs": 1, "budget_s": 0.0}
+            settings = replace(settings, runs=1, budget_s=0.0)
         self.settings = settings
         self.several = self.goal.least_runs > 1 or self.goal.budget_s > 0
         self.forked = forked and self.several

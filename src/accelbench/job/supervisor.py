@@ -52,6 +52,7 @@ from typing import Any
 
 from accelbench.families.base import Experiment, experiment_type_name
 from accelbench.job import fork_server
+from accelbench.job.context import JobContext
 from accelbench.measuring.outcome import (
     MEASURED_AGAIN,
     RETRY_EXIT_CODE,
@@ -62,6 +63,7 @@ from accelbench.measuring.outcome import (
     of_process_end,
     rank_failures,
 )
+from accelbench.measuring.settings import RunSettings
 from accelbench.platform import provenance
 from accelbench.platform.processes import CRASH_SIGNALS, OomKills, ask_for_stacks
 from accelbench.records.record import attempt_log
@@ -181,7 +183,7 @@ class Group:
     an experiment with its settings and the record it writes."""
 
     id: str
-    cells: list[tuple[Experiment, dict[str, Any], str]]
+    cells: list[tuple[Experiment, RunSettings, str]]
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -190,7 +192,7 @@ class Group:
                 {
                     "experiment_type": experiment_type_name(exp),
                     "experiment": asdict(exp),
-                    "settings": settings,
+                    "settings": settings.as_params(),
                     "output": str(output),
                 }
                 for exp, settings, output in self.cells
@@ -200,9 +202,10 @@ class Group:
 
 def run_supervised(
     exp: Experiment,
-    settings: dict[str, Any],
+    settings: RunSettings,
     output: str,
     *,
+    context: JobContext,
     attempt: int,
     max_attempts: int,
     time_limit: float,
@@ -223,7 +226,8 @@ def run_supervised(
         # What the measuring process imports to build the experiment (and declare its family).
         "experiment_type": experiment_type_name(exp),
         "experiment": asdict(exp),
-        "settings": settings,
+        "settings": settings.as_params(),
+        "context": context.as_payload(),
         "output": str(output),
         "final": final,
         "log_file": log_file,
@@ -255,7 +259,7 @@ def run_supervised(
         raise _retry(exp, outcome.reason, log_file, attempt, max_attempts)
     log.error("%s: %s (last attempt: recorded as %s)", exp.id, outcome.reason, outcome.status)
     cells = group.cells if group else [(exp, settings, output)]
-    _record_outcome(cells, settings, outcome, started)
+    _record_outcome(cells, context, outcome, started)
 
 
 def _rank_failure_dir(output: str) -> str:
@@ -352,8 +356,8 @@ def _outcome_of(
 
 
 def _record_outcome(
-    cells: list[tuple[Experiment, dict[str, Any], str]],
-    settings: dict[str, Any],
+    cells: list[tuple[Experiment, RunSettings, str]],
+    context: JobContext,
     outcome: Outcome,
     started: str,
 ) -> None:
@@ -365,6 +369,6 @@ def _record_outcome(
     from accelbench import registry
     from accelbench.job import measurement
 
-    registry.use_plugins(settings.get("plugins", ()))  # the record names its unit's origin
+    registry.use_plugins(context.plugins)  # the record names its unit's origin
     for cell, found, path in cells:
-        measurement.write_outcome(cell, found, path, outcome, started)
+        measurement.write_outcome(cell, found, path, outcome, started, context)

@@ -15,8 +15,8 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -28,6 +28,10 @@ from accelbench.measuring import energy, placement, statistics, timers
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
 from accelbench.platform.devices import Device, cpu_threads
+
+if TYPE_CHECKING:
+    from accelbench.families.kernel import KernelSettings
+    from accelbench.measuring.settings import TimedSettings
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ def check_against_reference(
 
 
 def time_function(
-    fn, timer: timers.Timer, threads: int, settings: dict, label: str
+    fn, timer: timers.Timer, threads: int, settings: TimedSettings, label: str
 ) -> timers.Timed:
     """Per-run samples (s) of `fn` from the timer the backend uses, after its warm-up (at
     most `warmup_s` seconds: timers.warm_up; settings without it, one block)."""
@@ -76,9 +80,9 @@ def implementation_name(spec: KernelSpec, backend: str) -> str:
     return f"{spec.implementations[backend].__module__}:{backend}"
 
 
-def naive_size_limit(spec: KernelSpec, settings: dict[str, Any]) -> int:
+def naive_size_limit(spec: KernelSpec, settings: KernelSettings) -> int:
     """Largest n naive Python runs for this kernel: the config's, else the kernel's default."""
-    return int(settings.get("naive_size_limit", {}).get(spec.name, spec.naive_size_limit))
+    return int(settings.naive_size_limit.get(spec.name, spec.naive_size_limit))
 
 
 @dataclass
@@ -126,7 +130,7 @@ def cell_data(spec: KernelSpec, size: int, dtype: np.dtype, seed: int) -> CellDa
     return _MADE[key]
 
 
-def prepare_kernel(exp, settings: dict[str, Any]) -> None:
+def prepare_kernel(exp, settings: KernelSettings) -> None:
     """Make the cell's inputs and reference, and its flop count, in the job's process,
     before its runs fork: a count that depends on the data (Mandelbrot's escape steps, a
     float64 run over the grid) is cached by its spec, and each run inherits it instead of
@@ -136,7 +140,7 @@ def prepare_kernel(exp, settings: dict[str, Any]) -> None:
         return
     if backend.naive and exp.size > naive_size_limit(spec, settings):
         return
-    cell_data(spec, exp.size, host_dtype(exp.dtype), settings["seed"])
+    cell_data(spec, exp.size, host_dtype(exp.dtype), settings.seed)
     spec.flops(exp.size)
 
 
@@ -169,14 +173,12 @@ def check_kernel(spec: KernelSpec, backend: str, device, dtype: np.dtype, size: 
     return Checked(prepared, check, first_call, recheck)
 
 
-def too_slow(
-    checked: Checked, backend: str, device: Device, settings: dict[str, Any]
-) -> str | None:
+def too_slow(checked: Checked, backend: str, device: Device, settings: TimedSettings) -> str | None:
     """Why a checked cell is not timed: a call lasts longer than `max_call_s`, so its warm-up
     and samples alone would take a minute or more (a 16-bit GEMM on a CPU without 16-bit
     arithmetic runs at 1 GFLOP/s). The first call tells, unless the backend compiled in it:
     then a second one is timed. None where the settings set no limit or the call is faster."""
-    limit = settings.get("max_call_s")
+    limit = settings.max_call_s
     took = checked.first_call
     if not limit or took <= limit:
         return None
@@ -191,14 +193,14 @@ def too_slow(
     return f"skipped: one call takes {took:.3g} s, more than max_call_s = {limit:g} s allows"
 
 
-def later_runs(exp, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp, settings: KernelSettings, first: Outcome) -> KernelSettings:
     """Settings for runs 2..R: a cell run 1 timed is timed in every run, whatever max_call_s
     says of a later call (near the limit a noisy host would otherwise skip a cell after
     measuring it)."""
-    return {**settings, "max_call_s": None}
+    return replace(settings, max_call_s=None)
 
 
-def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
+def measure_kernel(exp, settings: KernelSettings) -> Outcome:
     """Check the kernel against its float64 reference, then time it with the backend's timer.
 
     GPU backends are also timed copying their inputs in and their output out
@@ -221,7 +223,7 @@ def measure_kernel(exp, settings: dict[str, Any]) -> Outcome:
         if device.is_gpu:
             backend.synchronizer(True)()  # the run's CUDA context, made now
             phases.lap("context")
-        checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings["seed"])
+        checked = check_kernel(spec, exp.backend, device, dtype, exp.size, settings.seed)
         phases.lap("check")
         if isinstance(checked, Outcome):
             checked.measured_by = measured_by
@@ -273,12 +275,12 @@ def energy_window(
     prepared: Prepared,
     backend: Backend,
     device: Device,
-    settings: dict[str, Any],
+    settings: TimedSettings,
     samples: list[float],
 ) -> dict[str, Any]:
     """The energy section of one call: after the timing, the call repeated in a window
     (accelbench.measuring.energy) as long as the settings ask."""
-    with energy.Probe(device.is_gpu, range(device.count), settings) as probe:
+    with energy.Probe(device.is_gpu, range(device.count), settings.energy) as probe:
         sync = backend.synchronizer(device.is_gpu)
         probe.window(prepared.run, float(np.median(samples)), sync)
     return probe.section("call")
@@ -295,7 +297,7 @@ def add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> di
 
 
 def time_transfers(
-    prepared: Prepared, timer: timers.Timer, threads: int, settings: dict, label: str
+    prepared: Prepared, timer: timers.Timer, threads: int, settings: TimedSettings, label: str
 ):
     """(transfer samples, end-to-end samples), or None where inputs live on the host."""
     if prepared.upload is None or prepared.download is None:
@@ -338,7 +340,7 @@ def preload() -> None:
         preload_backend()
 
 
-def record_params(exp, settings: dict[str, Any]) -> dict[str, Any]:
+def record_params(exp, settings: KernelSettings) -> dict[str, int]:
     """What a kernel's record adds to its parameters: the naive size limit, only for a
     naive backend (where it applies)."""
     if not backends.named(exp.backend).naive:

@@ -20,15 +20,12 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from accelbench.measuring.sections import ConditionsSection
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 CPUFREQ = Path("/sys/devices/system/cpu")
-# Defaults of the config's `contention` keys (max_host_slowdown: accelbench.measuring.host_speed).
-DEFAULTS = {"max_other_cpus": 0.25, "retries": 1, "pause_s": 3, "max_host_slowdown": 1.2}
 
 
 def _system_seconds() -> tuple[float, float]:
@@ -234,8 +231,3 @@ class Watch:
             governor=governor,
             resolution_cpus=cpus / (CLOCK_TICKS * window),
         )
-
-
-def guard_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """The `contention` settings of an experiment, defaults filled in."""
-    return {**DEFAULTS, **(settings.get("contention") or {})}

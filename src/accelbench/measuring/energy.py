@@ -43,12 +43,12 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from accelbench.measuring import statistics
 from accelbench.measuring.sections import EnergySection, EnergyWindow, Metric
+from accelbench.measuring.settings import EnergySettings, RunSettings, Settings
 
 NVML_METHOD = "nvml total-energy counter"
 RAPL_METHOD = "rapl powercap"
@@ -66,13 +66,6 @@ STATUSES = ("ok", "too_short", "unavailable")
 WORK_UNITS = ("call", "step")
 # The suffix of the energy metrics that subtract the idle baseline.
 ABOVE_IDLE = "_above_idle"
-# Defaults of the config's `energy` keys (per device kind where a mapping).
-DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "min_window_s": {"cpu": 0.2, "cuda": 1.0},
-    "baseline_s": {"cpu": 0.5, "cuda": 1.0},
-    "window_runs": 3,
-}
 # How long an idle baseline serves the jobs after it on this host.
 BASELINE_MAX_AGE_S = 600.0
 
@@ -132,15 +125,6 @@ class Meter:
     @property
     def min_seconds(self) -> float:
         return MIN_PERIODS * self.period_s
-
-
-def settings_of(settings: dict[str, Any]) -> dict[str, Any]:
-    """The `energy` settings of an experiment, defaults filled in."""
-    given = settings.get("energy") or {}
-    filled = {**DEFAULTS, **given}
-    for key in ("min_window_s", "baseline_s"):
-        filled[key] = {**DEFAULTS[key], **given.get(key, {})}
-    return filled
 
 
 def _read_int(path: Path) -> int:
@@ -385,14 +369,14 @@ def measure_window(
     return Window(meter.joules(before, meter.read()), seconds, done)
 
 
-def without_window(settings: dict[str, Any]) -> dict[str, Any]:
+def without_window(settings: Settings) -> Settings:
     """`settings` for a run that takes no energy window (beyond `window_runs`)."""
-    return {**settings, "energy": {**(settings.get("energy") or {}), "window": False}}
+    return replace(settings, energy=replace(settings.energy, window=False))
 
 
-def takes_window(settings: dict[str, Any], run: int) -> bool:
+def takes_window(settings: RunSettings, run: int) -> bool:
     """Whether run `run` (1, 2, ...) of a measurement takes an energy window."""
-    return run <= int(settings_of(settings)["window_runs"])
+    return run <= settings.energy.window_runs
 
 
 class Probe:
@@ -405,21 +389,20 @@ class Probe:
         self,
         is_gpu: bool,
         gpus: Sequence[int],
-        settings: dict[str, Any],
+        settings: EnergySettings,
         *,
         declined: str | None = None,
     ) -> None:
-        config = settings_of(settings)
         kind = "cuda" if is_gpu else "cpu"
-        self.min_window_s = float(config["min_window_s"][kind])
-        self.baseline_s = float(config["baseline_s"][kind])
+        self.min_window_s = settings.min_window_for(kind)
+        self.baseline_s = settings.baseline_for(kind)
         self.meter: Meter | None = None
         self.reason: str | None = None
         self.windows: list[Window] = []
-        self.skipped = config.get("window") is False
+        self.skipped = not settings.window
         if self.skipped:
             return
-        if declined or not config["enabled"]:
+        if declined or not settings.enabled:
             self.reason = declined or "not measured: energy.enabled is false in the config"
             return
         try:

@@ -32,11 +32,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
 
 from accelbench.measuring import statistics
 from accelbench.measuring.rerun import LEAST_CELLS, MOST_SPAN, Spread
 from accelbench.measuring.sections import ConditionsSection, Metric
+from accelbench.measuring.settings import RunSettings
 
 
 def _span(half_width: float) -> float:
@@ -45,8 +45,6 @@ def _span(half_width: float) -> float:
     return (1 + half_width) ** 2 if math.isfinite(half_width) else math.inf
 
 
-# Defaults of the settings a family's config section may give.
-DEFAULTS = {"runs": 1, "half_width": 0.25, "budget_s": 0.0}
 # An interval more than MARGIN times as wide as the typical one of its device kind on its
 # host is clearly wider than the host allows (`imprecise_reason`).
 MARGIN = 2.0
@@ -99,14 +97,13 @@ class Goal:
     metrics: tuple[str, ...]
 
     @classmethod
-    def of(cls, metrics: tuple[str, ...], settings: Mapping[str, Any]) -> Goal:
+    def of(cls, metrics: tuple[str, ...], settings: RunSettings) -> Goal:
         """The goal an experiment's settings (a family's config section) set for its figures
         of merit (`metrics`: its family's precise_metrics)."""
-        values = {**DEFAULTS, **{key: settings[key] for key in DEFAULTS if key in settings}}
         return cls(
-            least_runs=int(values["runs"]),
-            half_width=float(values["half_width"]),
-            budget_s=float(values["budget_s"]),
+            least_runs=int(settings.runs),
+            half_width=float(settings.half_width),
+            budget_s=float(settings.budget_s),
             metrics=tuple(metrics),
         )
 

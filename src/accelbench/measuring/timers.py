@@ -20,6 +20,8 @@ import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from accelbench.measuring.settings import TimedSettings
+
 # The GPU timers' samples are blocks of back-to-back calls lasting at least this long, as
 # torch's Timer times blocks: an event pair around one call on an idle GPU also times the
 # host preparing the launch (on an H100, a 134 MB copy read 157 us a call so in Numba and
@@ -233,30 +235,32 @@ class Timer:
     family's `min_run_time`, `samples` and `warmup_s`)."""
 
     description: str
-    samples: Callable[[Callable[[], object], int, dict, str], Timed]
+    samples: Callable[[Callable[[], object], int, TimedSettings, str], Timed]
 
 
-def _torch_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
+def _torch_timer(
+    fn: Callable[[], object], threads: int, settings: TimedSettings, label: str
+) -> Timed:
     return torch_timer_samples(
         fn,
         num_threads=threads,
-        min_run_time=settings["min_run_time"],
-        samples=settings["samples"],
+        min_run_time=settings.min_run_time,
+        samples=settings.samples,
         label=label,
-        warmup_s=settings.get("warmup_s", 0.0),
+        warmup_s=settings.warmup_s,
     )
 
 
-def _cupy_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
-    return cupy_samples(
-        fn, min_run_time=settings["min_run_time"], warmup_s=settings.get("warmup_s", 0.0)
-    )
+def _cupy_timer(
+    fn: Callable[[], object], threads: int, settings: TimedSettings, label: str
+) -> Timed:
+    return cupy_samples(fn, min_run_time=settings.min_run_time, warmup_s=settings.warmup_s)
 
 
-def _cuda_event_timer(fn: Callable[[], object], threads: int, settings: dict, label: str) -> Timed:
-    return cuda_event_samples(
-        fn, min_run_time=settings["min_run_time"], warmup_s=settings.get("warmup_s", 0.0)
-    )
+def _cuda_event_timer(
+    fn: Callable[[], object], threads: int, settings: TimedSettings, label: str
+) -> Timed:
+    return cuda_event_samples(fn, min_run_time=settings.min_run_time, warmup_s=settings.warmup_s)
 
 
 TORCH = Timer(

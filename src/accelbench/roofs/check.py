@@ -16,13 +16,13 @@ library timers) and prints what it finds next to the targets:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from accelbench import backends
-from accelbench.families.kernel import KernelExperiment
+from accelbench.families.kernel import KernelExperiment, KernelSettings
 from accelbench.families.kernel import exclusion as kernel_exclusion
-from accelbench.families.roof import RoofExperiment
+from accelbench.families.roof import RoofExperiment, RoofSettings
 from accelbench.kernels import host_dtype
 from accelbench.kernels.measure import measure_kernel
 from accelbench.platform.devices import usable_cpus
@@ -92,16 +92,17 @@ def run(config: dict[str, Any], dtypes: list[str], min_run_time: float, samples:
     """Measure everything the table shows, on cpuN with N the usable cores."""
     device = f"cpu{usable_cpus()}"
     kernels_cfg = config["kernels"]
-    settings = {
+    timing = {
         "seed": config.get("seed", 0),
         "min_run_time": min_run_time,
         "samples": samples,
         "warmup_s": kernels_cfg["warmup_s"],
-        "roofs": kernels_cfg["roofs"],
     }
+    settings = KernelSettings(**timing)
+    roof_settings = RoofSettings(**timing, roofs=kernels_cfg["roofs"])
     lines = []
     for dtype in dtypes:
-        roof = measure_roof(RoofExperiment(device, dtype), settings)
+        roof = measure_roof(RoofExperiment(device, dtype), roof_settings)
         if roof.status != "ok":
             raise BenchmarkError(f"roof {device} {dtype}: {roof.status}: {roof.reason}")
         peak = roof.metrics["peak_gflops"]["median"]
@@ -142,7 +143,7 @@ def run(config: dict[str, Any], dtypes: list[str], min_run_time: float, samples:
                 )
             )
     size = kernels_cfg["sizes"]["mandelbrot"][0]
-    mandel_settings = {**settings, "naive_size_limit": {"mandelbrot": size}}
+    mandel_settings = replace(settings, naive_size_limit={"mandelbrot": size})
     naive = _measure("mandelbrot", device, "python", "float64", size, mandel_settings)
     fast = _measure("mandelbrot", device, "numba-parallel", "float64", size, mandel_settings)
     naive_time, fast_time = naive["time"]["median"], fast["time"]["median"]

@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from accelbench.backends import named as backend_named
-from accelbench.families.roof import GPU_CEILINGS, RoofExperiment
+from accelbench.families.roof import GPU_CEILINGS, RoofExperiment, RoofSettings
 from accelbench.kernels import KernelSpec, host_dtype, kernels
 from accelbench.kernels.measure import (
     cell_data,
@@ -57,10 +57,10 @@ GEMM_FRACTIONS = (1, 2)
 BYTE_CEILINGS = tuple(metric for metric, (_, _, counts) in ROOFS.items() if counts == "bytes")
 
 
-def roof_sizes(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, int]:
+def roof_sizes(exp: RoofExperiment, settings: RoofSettings) -> dict[str, int]:
     """GEMM n and copy length (elements) for this device kind and dtype, from the settings."""
     kind = exp.parsed_device.kind
-    roofs = settings["roofs"]
+    roofs = settings.roofs
     itemsize = host_dtype(exp.dtype).itemsize
     return {
         "gemm_size": int(roofs["gemm_size"][kind]),
@@ -112,7 +112,7 @@ def _candidate(kernel: str, backend: str, size: int) -> str:
     return f"{kernel}/{backend}/n{size}"
 
 
-def later_runs(exp: RoofExperiment, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp: RoofExperiment, settings: RoofSettings, first: Outcome) -> RoofSettings:
     """Settings for runs 2..R: each roof's winner of the first run, timed alone.
 
     The first run times every candidate; the later ones time its winner only. A
@@ -126,16 +126,16 @@ def later_runs(exp: RoofExperiment, settings: dict[str, Any], first: Outcome) ->
     # Made here, in the job's process, the winners' inputs serve every later run.
     dtype = host_dtype(exp.dtype)
     for winner in search.values():
-        cell_data(_spec(winner["kernel"]), winner["size"], dtype, settings["seed"])
+        cell_data(_spec(winner["kernel"]), winner["size"], dtype, settings.seed)
     # A winner run 1 timed is timed in every run, whatever max_call_s says of a later call.
-    return {**settings, "roof_search": search, "max_call_s": None}
+    return replace(settings, roof_search=search, max_call_s=None)
 
 
-def borrowed_search(exp: RoofExperiment, settings: dict[str, Any]) -> dict[str, Any]:
-    """The byte ceilings' winners of the roof record `settings["search_from"]` (the same
+def borrowed_search(exp: RoofExperiment, settings: RoofSettings) -> dict[str, Any]:
+    """The byte ceilings' winners of the roof record `settings.search_from` (the same
     device's float32 roof: families.roof.search_source), each at this dtype's copy length,
     where its backend computes in this dtype; a ceiling whose winner cannot is searched."""
-    source = settings.get("search_from")
+    source = settings.search_from
     if not source:
         return {}
     won = json.loads(Path(source).read_text())["check"]["roofs"]
@@ -170,7 +170,7 @@ def _timed_candidate(metric, kernel, backend, device, dtype, size, settings, thr
     unit = "GFLOP/s" if counts == "flops" else "GB/s"
     label = f"roof {metric} {device.name} {dtype.name} {kernel} {backend} n={size}"
     phases = Phases()
-    checked = check_kernel(spec, backend, device, dtype, size, settings["seed"])
+    checked = check_kernel(spec, backend, device, dtype, size, settings.seed)
     phases.lap("inputs, reference and check")
     if isinstance(checked, Outcome):
         checked.reason = f"{metric} with {kernel} on {backend}: {checked.reason}"
@@ -197,7 +197,7 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
     With a search from run 1 (later_runs), only its winner is timed. One candidate's
     buffers at a time: each is freed, and its library's cache emptied, before the next.
     """
-    searched = settings.get("roof_search", {}).get(metric)
+    searched = settings.roof_search.get(metric)
     kernel_names, backends, _ = ROOFS[metric]
     dtype = host_dtype(dtype_name)
     best = None
@@ -240,7 +240,7 @@ def _measure_one(metric: str, device: Device, dtype_name: str, sizes, settings, 
     return best
 
 
-def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
+def measure_roof(exp: RoofExperiment, settings: RoofSettings):
     """Measure every roof that applies to the device; the record holds each with its backend.
 
     A ceiling no backend can measure here (in this dtype, on this device) is left out,
@@ -255,7 +255,7 @@ def measure_roof(exp: RoofExperiment, settings: dict[str, Any]):
         )
     sizes = roof_sizes(exp, settings)
     borrowed = borrowed_search(exp, settings)
-    settings = {**settings, "roof_search": {**borrowed, **settings.get("roof_search", {})}}
+    settings = replace(settings, roof_search={**borrowed, **settings.roof_search})
     metrics: dict[str, Any] = {}
     checks: dict[str, Any] = {}
     raw: dict[str, Any] = {}

@@ -178,7 +178,7 @@ def energy_probe(device: Device, place, settings: TrainSettings) -> energy.Probe
             f"not measured: the {place.world_size} processes share the CPU packages, "
             "whose energy counters cannot tell them apart"
         )
-    return energy.Probe(device.is_gpu, gpus, {"energy": settings.energy}, declined=declined)
+    return energy.Probe(device.is_gpu, gpus, settings.energy, declined=declined)
 
 
 def energy_window(session, probe: energy.Probe, step_times: list[float]) -> None:
@@ -341,7 +341,7 @@ def _measured_runs(
     device = exp.parsed_device
     runs, peaks = [], []
     state = None
-    progress = precision.Progress(precision.Goal.of((TIME_METRIC,), asdict(settings)))
+    progress = precision.Progress(precision.Goal.of((TIME_METRIC,), settings))
     session = None
     try:
         with energy_probe(device, place, settings) as probe:
@@ -408,7 +408,7 @@ def _launch(exp: TrainCell, settings: TrainSettings, device: Device) -> dict[str
         # The worker imports the experiment's type by its name: "module:name".
         "experiment_type": f"{type(exp).__module__}:{type(exp).__qualname__}",
         "experiment": asdict(exp),
-        "settings": asdict(settings),
+        "settings": settings.as_params(),
         "plugins": registry.plugin_folders(),
     }
     threads = strategies.threads_per_process(exp.strategy, device)
@@ -456,15 +456,14 @@ def _unavailable_reason(exp: TrainCell, settings: TrainSettings, device: Device)
     return reason
 
 
-def measure_training(exp: TrainCell, settings: dict[str, Any]):
+def measure_training(exp: TrainCell, settings: TrainSettings):
     """Train `exp.model` for warm-up + measured steps and summarise what was measured."""
-    train_settings = TrainSettings.from_mapping(settings)
     device = exp.parsed_device
-    reason = _unavailable_reason(exp, train_settings, device)
+    reason = _unavailable_reason(exp, settings, device)
     if reason:
         return Outcome("unavailable", reason)
     try:
-        result = _launch(exp, train_settings, device)
+        result = _launch(exp, settings, device)
     except Unavailable as err:
         return Outcome("unavailable", str(err))
     return outcome_from(result, exp)
@@ -478,9 +477,9 @@ def preload() -> None:
     import accelbench.train.session  # noqa: F401
 
 
-def later_runs(exp: TrainCell, settings: dict[str, Any], first: Outcome) -> dict[str, Any]:
+def later_runs(exp: TrainCell, settings: TrainSettings, first: Outcome) -> TrainSettings:
     """Settings for runs 2..R of a training experiment: the FLOPs run 1 counted."""
-    return {**settings, "flops_per_sample": first.metrics["flops_per_sample"]["value"]}
+    return replace(settings, flops_per_sample=first.metrics["flops_per_sample"]["value"])
 
 
 def outcome_from(result: dict[str, Any], exp: TrainCell) -> Outcome:

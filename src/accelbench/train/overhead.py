@@ -27,7 +27,7 @@ from accelbench.train.settings import TrainSettings
 
 
 def harness_overhead(
-    exp: TrainCell, settings: dict[str, Any], pairs: int, warmup: int = 2
+    exp: TrainCell, settings: TrainSettings, pairs: int, warmup: int = 2
 ) -> dict[str, Any]:
     """Paired loop and bare step times (s) and the relative overhead of the loop."""
     from accelbench.train import session as sessions
@@ -39,12 +39,11 @@ def harness_overhead(
         raise ValueError(reason)
     if strategies.process_count(exp.strategy, exp.parsed_device) != 1:
         raise ValueError("the overhead is measured in one process")
-    parsed = TrainSettings.from_mapping(settings)
     device = exp.parsed_device
     threads = strategies.threads_per_process(exp.strategy, device)
     place = strategies.placement(exp.strategy, device, 0, 1, 0)
     with cpu_threads(device, threads):
-        session = sessions.build(exp, parsed, device, place)
+        session = sessions.build(exp, settings, device, place)
         if len(session.step.parts) != 1:
             raise ValueError(f"{exp.model} trains several parts; its bare step is its own step")
         inputs, targets = session.move(session.source.next())
@@ -57,7 +56,7 @@ def harness_overhead(
             optimizer.step()
 
         timer = benchmark.Timer(stmt="bare()", globals={"bare": bare}, num_threads=threads)
-        one_step = replace(parsed, warmup_steps=0, warmup_s=0.0, steps=1, min_run_time=0.0)
+        one_step = replace(settings, warmup_steps=0, warmup_s=0.0, steps=1, min_run_time=0.0)
         for _ in range(warmup):
             run_steps(session, one_step)
             bare()

@@ -8,9 +8,10 @@ when another model's options do. They land in the record's params.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.measuring.settings import Params, RunSettings
 from accelbench.train.models import models, resolve_options
 
 # The training family's figure of merit: what an ok record cannot lack, and what its runs
@@ -18,13 +19,13 @@ from accelbench.train.models import models, resolve_options
 TIME_METRIC = "time_per_batch"
 
 COMPILE_BACKENDS = ("off", "eager", "aot_eager", "inductor")
-# Keys of the settings mapping other than the training settings themselves: the config's
-# hash, the contention guard, the folders of the user's units and the digest of the model's.
-RUN_KEYS = ("config_hash", "contention", "plugins", "source_digest")
 
 
 @dataclass(frozen=True)
-class TrainSettings:
+class TrainSettings(RunSettings):
+    """The settings of a training experiment: its goal, as every family's (with its own
+    defaults), and how each run trains."""
+
     seed: int = 0
     steps: int = 20  # measured steps of each run, at least
     # Seconds of measured steps in each run, at least (0: exactly `steps`).
@@ -43,30 +44,43 @@ class TrainSettings:
     pipeline_microbatches: int = 4
     compile: str = "off"  # torch.compile backend, or "off"
     channels_last: bool = False
-    energy: Mapping[str, Any] = field(default_factory=dict)  # the config's energy keys
+    # The digest of the model's source where it is the user's (registry.source_digest).
+    source_digest: str | None = None
     # Counted by the first run and handed to the later ones (later_runs): counting a
     # model takes up to seconds, and its FLOPs do not change from run to run.
     flops_per_sample: float | None = None
 
-    @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any]) -> TrainSettings:
-        known = {f.name for f in fields(cls)}
-        unknown = set(settings) - known - set(RUN_KEYS)
-        if unknown:
+    PARAMS = (
+        "seed",
+        "steps",
+        "min_run_time",
+        "warmup_steps",
+        "warmup_s",
+        "runs",
+        "half_width",
+        "budget_s",
+        "contention",
+        "energy",
+        "image_size",
+        "model_options",
+        "data_dir",
+        "pipeline_microbatches",
+        "compile",
+        "channels_last",
+        "source_digest",
+    )
+    OPTIONAL = ("source_digest",)
+
+    def __post_init__(self) -> None:
+        if self.compile not in COMPILE_BACKENDS:
             raise ValueError(
-                f"unknown training settings {sorted(unknown)}; allowed: {sorted(known)}"
+                f"compile {self.compile!r} is not known; allowed: {', '.join(COMPILE_BACKENDS)}"
             )
-        values = {key: value for key, value in settings.items() if key in known}
-        result = cls(**values)
-        if result.compile not in COMPILE_BACKENDS:
-            raise ValueError(
-                f"compile {result.compile!r} is not known; allowed: {', '.join(COMPILE_BACKENDS)}"
-            )
-        return result
 
 
-def for_model(config: Mapping[str, Any], model: str) -> dict[str, Any]:
-    """The settings of `model`'s experiments under `config` (the rule's params)."""
+def for_model(config: Mapping[str, Any], model: str) -> Params:
+    """The settings of `model`'s experiments under `config` (the rule's params, less the
+    digest of a model of the user's)."""
     train = config["train"]
     defaults = TrainSettings()
     return {

@@ -29,7 +29,7 @@ def main(request_path: str, result_path: str) -> int:
         raise ranks.LaunchError("accelbench.train.worker runs under torchrun or srun")
     registry.use_plugins(request["plugins"])
     exp = experiment(request)
-    settings = TrainSettings.from_mapping(request["settings"])
+    settings = TrainSettings.from_params(request["settings"])
     return distributed.run_rank(
         lambda: train_process(exp, settings, rendezvous), rendezvous.rank, Path(result_path)
     )
