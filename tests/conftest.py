@@ -113,6 +113,19 @@ def no_gpu_answers_kept():
     doctor.inspected.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def no_jax_client_started_here():
+    """A job never starts JAX's client in a process its runs fork from (XLA's threads do not
+    survive a fork), and a test may not either: the tests after it in this worker fork runs
+    from this process, and one that asks for another thread count would find it taken. A
+    test that runs JAX starts it in a child (platform.processes.call_in_fork, a subprocess)."""
+    before = getattr(sys.modules.get("accelbench.backends.jax"), "_started", None)
+    yield
+    after = getattr(sys.modules.get("accelbench.backends.jax"), "_started", None)
+    if after is not before and after is not None and after.pid == os.getpid():
+        pytest.fail("this test started JAX's client in the test process; start it in a child")
+
+
 def copy_workflow(destination: Path) -> Path:
     """A copy of the workflow (no results) with config/tiny.yaml, so tests never touch results/."""
     for part in WORKFLOW_PARTS:
