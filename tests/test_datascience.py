@@ -28,7 +28,7 @@ from accelbench.datasci.measure import measure_datasci
 from accelbench.families import FAMILIES
 from accelbench.families import datasci as datasci_family
 from accelbench.families.datasci import DatasciExperiment, DatasciSettings
-from accelbench.kernels.measure import check_against_reference
+from accelbench.measuring.checking import check_against_reference
 from accelbench.studies.roofline import offload
 
 from conftest import snakemake

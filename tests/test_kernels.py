@@ -32,7 +32,8 @@ from accelbench.kernels import (
     torch_to_host,
 )
 from accelbench.kernels.matmul import TILE, prepare_array_module
-from accelbench.kernels.measure import check_against_reference, implementation_name
+from accelbench.kernels.measure import implementation_name
+from accelbench.measuring.checking import check_against_reference
 from accelbench.platform.devices import parse_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -360,7 +360,7 @@ def _raised(err: Exception, unit: registry.Unit) -> str:
 def _kernel_backend_run(unit: registry.Unit, backend: str, device) -> Found:
     """One verified run of each dtype `backend` computes the kernel in, at size SMALL."""
     from accelbench.kernels import host_dtype
-    from accelbench.kernels.measure import check_against_reference, mismatch
+    from accelbench.measuring.checking import check_against_reference, mismatch
 
     spec, found = unit.spec, []
     for name in spec.dtypes(backend):
@@ -417,7 +417,7 @@ def run_kernel(checked: Checked) -> None:
 
 def run_workload(checked: Checked) -> None:
     """One verified run of each library the workload declares that is installed here."""
-    from accelbench.kernels.measure import check_against_reference, mismatch
+    from accelbench.measuring.checking import check_against_reference, mismatch
 
     spec, unit = checked.unit.spec, checked.unit
     for backend, prepare in spec.implementations.items():

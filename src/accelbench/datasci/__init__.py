@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from accelbench import registry
-from accelbench.kernels import Prepared, relative_error
+from accelbench.backends.prepared import Prepared
+from accelbench.measuring.checking import relative_error
 from accelbench.platform.devices import Device
 
 # What `fetch` returns after `poison` when `run` left no result: every check fails on it.

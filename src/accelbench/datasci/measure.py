@@ -16,15 +16,9 @@ import numpy as np
 
 from accelbench.backends.libraries import DATASCI_BACKENDS
 from accelbench.datasci import THROUGHPUT_UNIT, workloads
-from accelbench.kernels.measure import (
-    add_transfers,
-    check_against_reference,
-    energy_window,
-    mismatch,
-    time_function,
-    time_transfers,
-)
 from accelbench.measuring import statistics
+from accelbench.measuring.calls import add_transfers, energy_window, time_function, time_transfers
+from accelbench.measuring.checking import check_against_reference, mismatch
 from accelbench.measuring.outcome import Outcome
 from accelbench.platform.devices import cpu_threads
 

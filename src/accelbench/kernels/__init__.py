@@ -14,7 +14,6 @@ backend's module; kernels import it from here with the rest of what a kernel is 
 
 from __future__ import annotations
 
-import math
 import types
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from accelbench.backends.torch import torch_to_host as torch_to_host
 from accelbench.dtypes import HALF_DTYPES as HALF_DTYPES
 from accelbench.dtypes import host_dtype as host_dtype
 from accelbench.measuring import placement
+from accelbench.measuring.checking import relative_error as relative_error
 from accelbench.platform.devices import Device
 
 
@@ -52,24 +52,6 @@ def accumulation_roundoff(dtype: np.dtype) -> float:
 
 
 Prepare = Callable[[tuple[np.ndarray, ...], Device], Prepared]
-
-
-def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
-    """Normwise relative error max|result - reference| / max|reference|; inf on NaN or shape."""
-    if result.shape != reference.shape:
-        return float("inf")
-    if np.iscomplexobj(result) or np.iscomplexobj(reference):
-        diff = np.abs(result.astype(np.complex128) - reference)
-        scale = float(np.max(np.abs(reference), initial=0.0)) or 1.0
-    else:
-        # One pass that widens as it subtracts, then in place: the roofs check arrays of
-        # tens of millions of elements, where temporaries cost more than the kernel.
-        diff = np.subtract(result, reference, dtype=np.float64)
-        np.abs(diff, out=diff)
-        scale = max(float(np.max(reference, initial=0.0)), -float(np.min(reference, initial=0.0)))
-        scale = scale or 1.0
-    worst = float(np.max(diff, initial=0.0))  # NaN and inf propagate into the maximum
-    return worst / scale if math.isfinite(worst) else float("inf")
 
 
 @dataclass(frozen=True)

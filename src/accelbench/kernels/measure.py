@@ -4,9 +4,8 @@ The kernel family's measuring function (accelbench.families.kernel) and what a j
 does for it before its runs fork. The timing is the backend's library timer
 (torch.utils.benchmark on the CPU, cupyx.profiler.benchmark or CUDA events on
 the GPU); the check runs before and again after timing, so the timed code is
-known to compute the right thing. The data science workloads
-(accelbench.datasci.measure) and the roofs (accelbench.roofs.measure) measure with
-the same functions.
+known to compute the right thing (accelbench.measuring.checking and .calls, which the
+data science workloads and the roofs share).
 """
 
 from __future__ import annotations
@@ -22,9 +21,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from accelbench import backends
-from accelbench.backends import Backend
-from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels, relative_error
-from accelbench.measuring import energy, placement, statistics, timers
+from accelbench.kernels import KernelSpec, Prepared, host_dtype, kernels
+from accelbench.measuring import placement, statistics
+from accelbench.measuring.calls import add_transfers, energy_window, time_function, time_transfers
+from accelbench.measuring.checking import check_against_reference, mismatch
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
 from accelbench.platform.devices import Device, cpu_threads
@@ -34,45 +34,6 @@ if TYPE_CHECKING:
     from accelbench.measuring.settings import TimedSettings
 
 log = logging.getLogger(__name__)
-
-
-def check_against_reference(
-    prepared: Prepared,
-    reference: np.ndarray,
-    tolerance: float,
-    error=relative_error,
-    measure: str = "normwise relative error",
-    reference_name: str = "numpy float64",
-    dtype: np.dtype | None = None,
-) -> dict[str, Any]:
-    """Poison the output, run once, compare with the reference (a kernel's: float64 NumPy).
-
-    A result in another dtype than `dtype` (where given) fails whatever its error: a
-    kernel asked for float32 that computes in float64 would pass the check and time the
-    wrong arithmetic.
-    """
-    prepared.poison()
-    prepared.run()
-    result = prepared.fetch()
-    found = error(result, reference)
-    check = {
-        "passed": found <= tolerance,
-        "relative_error": found,
-        "tolerance": tolerance,
-        "measure": measure,
-        "reference": reference_name,
-    }
-    if dtype is not None and np.asarray(result).dtype != dtype:
-        check.update(passed=False, output_dtype=str(np.asarray(result).dtype), dtype=str(dtype))
-    return check
-
-
-def time_function(
-    fn, timer: timers.Timer, threads: int, settings: TimedSettings, label: str
-) -> timers.Timed:
-    """Per-run samples (s) of `fn` from the timer the backend uses, after its warm-up (at
-    most `warmup_s` seconds: timers.warm_up; settings without it, one block)."""
-    return timer.samples(fn, threads, settings, label)
 
 
 def implementation_name(spec: KernelSpec, backend: str) -> str:
@@ -268,64 +229,6 @@ def measure_kernel(exp, settings: KernelSettings) -> Outcome:
         measured_by=measured_by,
         energy=used,
         series=statistics.warmup_series([timed.warmup.seconds], [timed.warmup.steady]),
-    )
-
-
-def energy_window(
-    prepared: Prepared,
-    backend: Backend,
-    device: Device,
-    settings: TimedSettings,
-    samples: list[float],
-) -> dict[str, Any]:
-    """The energy section of one call: after the timing, the call repeated in a window
-    (accelbench.measuring.energy) as long as the settings ask."""
-    with energy.Probe(device.is_gpu, range(device.count), settings.energy) as probe:
-        sync = backend.synchronizer(device.is_gpu)
-        probe.window(prepared.run, float(np.median(samples)), sync)
-    return probe.section("call")
-
-
-def add_transfers(metrics: dict[str, Any], raw: dict[str, Any], transfers) -> dict[str, Any]:
-    """Add transfer_time and end_to_end_time (statistics and raw samples); returns the
-    end-to-end statistics."""
-    metrics["transfer_time"] = statistics.summarize(transfers[0], "s")
-    metrics["end_to_end_time"] = end_to_end = statistics.summarize(transfers[1], "s")
-    raw["transfer_time"] = statistics.raw_samples("s", [transfers[0]])
-    raw["end_to_end_time"] = statistics.raw_samples("s", [transfers[1]])
-    return end_to_end
-
-
-def time_transfers(
-    prepared: Prepared, timer: timers.Timer, threads: int, settings: TimedSettings, label: str
-):
-    """(transfer samples, end-to-end samples), or None where inputs live on the host."""
-    if prepared.upload is None or prepared.download is None:
-        return None
-
-    def transfer():
-        prepared.upload()
-        prepared.download()
-
-    def end_to_end():
-        prepared.upload()
-        prepared.run()
-        prepared.download()
-
-    return (
-        time_function(transfer, timer, threads, settings, label + " transfer").samples,
-        time_function(end_to_end, timer, threads, settings, label + " end to end").samples,
-    )
-
-
-def mismatch(check: dict[str, Any]) -> str:
-    """Why a check failed, in one line."""
-    if "output_dtype" in check:
-        return f"result in {check['output_dtype']}, not in {check['dtype']} as asked"
-    reference = "float64" if check["reference"] == "numpy float64" else check["reference"]
-    return (
-        f"result differs from the {reference} reference: {check['measure']} "
-        f"{check['relative_error']:.3g} > tolerance {check['tolerance']:.3g}"
     )
 
 

@@ -30,11 +30,11 @@ from accelbench.kernels.measure import (
     cell_data,
     check_kernel,
     implementation_name,
-    mismatch,
-    time_function,
     too_slow,
 )
 from accelbench.measuring import statistics, timers
+from accelbench.measuring.calls import time_function
+from accelbench.measuring.checking import mismatch
 from accelbench.measuring.outcome import Outcome
 from accelbench.measuring.phases import Phases
 from accelbench.platform.devices import Device, cpu_threads
