@@ -113,17 +113,24 @@ def no_gpu_answers_kept():
     doctor.inspected.cache_clear()
 
 
-@pytest.fixture(autouse=True)
-def no_jax_client_started_here():
+# JAX clients a test left started in this process, each reported once (by that test).
+_JAX_CLIENTS_REPORTED: set[object] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
     """A job never starts JAX's client in a process its runs fork from (XLA's threads do not
     survive a fork), and a test may not either: the tests after it in this worker fork runs
     from this process, and one that asks for another thread count would find it taken. A
-    test that runs JAX starts it in a child (platform.processes.call_in_fork, a subprocess)."""
-    before = getattr(sys.modules.get("accelbench.backends.jax"), "_started", None)
-    yield
-    after = getattr(sys.modules.get("accelbench.backends.jax"), "_started", None)
-    if after is not before and after is not None and after.pid == os.getpid():
+    test that runs JAX starts it in a child (platform.processes.call_in_fork, a subprocess).
+    Checked once the test's fixtures are undone (a monkeypatched client is not one)."""
+    result = yield
+    started = getattr(sys.modules.get("accelbench.backends.jax"), "_started", None)
+    here = started is not None and started.pid == os.getpid()
+    if here and started not in _JAX_CLIENTS_REPORTED:
+        _JAX_CLIENTS_REPORTED.add(started)
         pytest.fail("this test started JAX's client in the test process; start it in a child")
+    return result
 
 
 def copy_workflow(destination: Path) -> Path:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from accelbench import cli, registry
+from accelbench.platform.processes import call_in_fork
 
 import plugin_folders
 
@@ -157,15 +158,21 @@ SPEC = dataclasses.replace(SPEC, device_kinds=("cpu", "cuda"))
     ) in out
 
 
-def test_check_of_a_built_in_runs_every_backend_it_has_here():
-    """CuPy's code with NumPy standing in, Numba-CUDA's under the simulator."""
+def problems_and_backends_run(kind: str, name: str) -> tuple[list[str], list[str]]:
     from accelbench import contracts
 
-    checked = contracts.check_unit("kernels", "saxpy")
-    assert checked.problems == []
-    assert "cupy (NumPy standing in for CuPy)" in checked.ran
-    assert "numba-cuda (CUDA simulator)" in checked.ran
-    assert {"numpy", "numba", "numba-parallel", "torch (CPU)", "python"} <= set(checked.ran)
+    checked = contracts.check_unit(kind, name)
+    return [str(problem) for problem in checked.problems], checked.ran
+
+
+def test_check_of_a_built_in_runs_every_backend_it_has_here():
+    """CuPy's code with NumPy standing in, Numba-CUDA's under the simulator; in a child, as
+    in the command's own process: checking JAX's code starts its client."""
+    problems, ran = call_in_fork(problems_and_backends_run, "kernels", "saxpy")
+    assert problems == []
+    assert "cupy (NumPy standing in for CuPy)" in ran
+    assert "numba-cuda (CUDA simulator)" in ran
+    assert {"numpy", "numba", "numba-parallel", "torch (CPU)", "python", "jax (CPU)"} <= set(ran)
 
 
 def test_check_of_a_name_no_unit_has_exits_1(capsys):

@@ -91,13 +91,13 @@ def _jax_reason(device: Device, dtype: str | None) -> str | None:
         return "JAX is not installed (No module named 'jax')"
     if device.is_gpu and cuda_plugin() is None:
         return f"no CUDA-enabled jaxlib: {doctor.JAX_GPU_FIX}"
+    if device.is_gpu and (missing := cuda_unavailable_reason(device)):
+        return missing  # before this process's client: no GPU here says more
     if problem := start_problem(None if device.is_gpu else device.count):
         return problem
     if not device.is_gpu:
         return None
-    return cuda_unavailable_reason(device) or doctor.backend_problem(
-        "jax", range(device.count), dtype
-    )
+    return doctor.backend_problem("jax", range(device.count), dtype)
 
 
 def imported():
@@ -212,9 +212,11 @@ def _not_installed() -> str | None:
 def _no_gpu_here() -> str | None:
     if _not_installed() or cuda_plugin() is None:
         return f"jax (GPU): no CUDA-enabled jaxlib here; {doctor.JAX_GPU_FIX}"
+    if not doctor.visible_gpus():
+        return "jax (GPU): no CUDA device here"
     if problem := start_problem(None):  # the CPU run's client, in `accelbench check`
         return f"jax (GPU): {problem}"
-    return None if doctor.visible_gpus() else "jax (GPU): no CUDA device here"
+    return None
 
 
 TIMER = timers.Timer(
