@@ -93,9 +93,20 @@ def check_poisoned_run(
     return error
 
 
+# JAX's client may not start in the test process (tests/conftest.py), nor in a child forked
+# after CUDA started there: its cells are checked in an interpreter of their own, which starts
+# it once for all of them (in_a_fresh_interpreter).
+IN_PROCESS_CPU_CASES = [case for case in CPU_CASES if case[1] != "jax"]
+JAX_CPU_CASES = [case for case in CPU_CASES if case[1] == "jax"]
+
+
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize(("kernel", "backend", "dtype"), CPU_CASES)
+@pytest.mark.parametrize(("kernel", "backend", "dtype"), IN_PROCESS_CPU_CASES)
 def test_cpu_implementation_matches_reference(kernel, backend, dtype, size):
+    matches_reference(kernel, backend, dtype, size)
+
+
+def matches_reference(kernel: str, backend: str, dtype: str, size: int) -> None:
     spec, dtype = kernels()[kernel], host_dtype(dtype)
     assert backend_catalogue()[backend].unavailable_reason(CPU1) is None
     inputs = fresh_inputs(spec, size, dtype)
@@ -111,8 +122,14 @@ def test_cpu_implementation_matches_reference(kernel, backend, dtype, size):
     assert prepared.upload is None and prepared.download is None
 
 
-@pytest.mark.parametrize(("kernel", "backend"), CPU_IMPLEMENTATIONS)
+@pytest.mark.parametrize(
+    ("kernel", "backend"), [case for case in CPU_IMPLEMENTATIONS if case[1] != "jax"]
+)
 def test_cpu_implementation_via_check_helper(kernel, backend):
+    passes_the_check_helper(kernel, backend)
+
+
+def passes_the_check_helper(kernel: str, backend: str) -> None:
     spec, dtype, size = kernels()[kernel], np.dtype("float32"), 33
     inputs = fresh_inputs(spec, size, dtype, salt=1)
     prepared = spec.implementations[backend](inputs, CPU1)
@@ -124,6 +141,46 @@ def test_cpu_implementation_via_check_helper(kernel, backend):
     assert 0.0 <= check["relative_error"] <= check["tolerance"]
     assert check["reference"] == "numpy float64"
     assert check["measure"] == spec.error_measure
+
+
+def on_the_cpu(kernel: str, backend: str, dtype: str, size: int) -> None:
+    matches_reference(kernel, backend, dtype, size)
+    passes_the_check_helper(kernel, backend)
+
+
+CHECK_CASES = """\
+import json, sys
+import test_kernels
+
+check = getattr(test_kernels, sys.argv[1])
+for case in json.loads(sys.argv[2]):
+    try:
+        check(*case)
+    except AssertionError as err:
+        sys.exit(f"{case}: {err}")
+print("CHECKED", len(json.loads(sys.argv[2])))
+"""
+
+
+def in_a_fresh_interpreter(check: str, cases: list[tuple[str, str, str, int]]) -> None:
+    """`check` (a function of this module) on each of `cases`, in an interpreter of its own."""
+    folders = [str(REPO_ROOT / "src"), str(REPO_ROOT / "tests"), os.environ.get("PYTHONPATH")]
+    path = os.pathsep.join(filter(None, folders))
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_CASES, check, json.dumps(cases)],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["CHECKED", str(len(cases))]
+
+
+def test_jax_cpu_implementations_match_reference_in_an_interpreter_of_their_own():
+    cases = [(*case, size) for case in JAX_CPU_CASES for size in SIZES]
+    assert {kernel for kernel, *_ in cases} >= {"matmul", "saxpy", "reduction", "stencil", "fft1d"}
+    in_a_fresh_interpreter("on_the_cpu", cases)
 
 
 @pytest.mark.parametrize("kernel", sorted(kernels()))
@@ -685,11 +742,26 @@ def test_numba_cuda_unavailable_without_gpu_or_simulator():
     assert reason and "CUDA" in reason
 
 
+GPU_SIZES = (1, 33, 100, 256)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
-@pytest.mark.parametrize("size", (1, 33, 100, 256))
-@pytest.mark.parametrize(("kernel", "backend", "dtype"), GPU_CASES)
+@pytest.mark.parametrize("size", GPU_SIZES)
+@pytest.mark.parametrize(("kernel", "backend", "dtype"), [c for c in GPU_CASES if c[1] != "jax"])
 def test_gpu_implementation_matches_reference(kernel, backend, dtype, size):
+    on_the_gpu(kernel, backend, dtype, size)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+def test_jax_gpu_implementations_match_reference_in_an_interpreter_of_their_own():
+    cases = [(*case, size) for case in GPU_CASES if case[1] == "jax" for size in GPU_SIZES]
+    assert cases
+    in_a_fresh_interpreter("on_the_gpu", cases)
+
+
+def on_the_gpu(kernel: str, backend: str, dtype: str, size: int) -> None:
     device = parse_device("cuda1")
     assert backend_catalogue()[backend].unavailable_reason(device) is None
     spec, dtype = kernels()[kernel], host_dtype(dtype)
