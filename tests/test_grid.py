@@ -160,7 +160,7 @@ def test_default_grid_is_cpu_only_and_complete(config):
     kernel_cells = [e for e in expanded.experiments if isinstance(e, KernelExperiment)]
     roofs = [e for e in expanded.experiments if isinstance(e, RoofExperiment)]
     matmul = [e for e in kernel_cells if e.kernel == "matmul"]
-    assert len(matmul) == 2 * 4 * 1 * 2  # devices, backends, float32, sizes
+    assert len(matmul) == 2 * 5 * 1 * 2  # devices, backends, float32, sizes
     # Every other registered kernel that runs on a CPU has a few cells in the default grid.
     assert {e.kernel for e in kernel_cells} == {
         name for name, spec in kernels().items() if "cpu" in spec.device_kinds
@@ -193,7 +193,7 @@ def test_overrides_replace_the_axes_of_one_kernel(config):
         "results/kernels/saxpy/cpu4/python/float32/n16.json",
     }
     matmul = [e for e in expanded.experiments if getattr(e, "kernel", None) == "matmul"]
-    assert len(matmul) == 2 * 4 * 2
+    assert len(matmul) == 2 * 5 * 2
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import pytest
 from accelbench.families.train import TrainExperiment
 from accelbench.records.record import load_record
 from accelbench.train.loop import measure_training
+from accelbench.train.settings import TrainSettings
 
 from conftest import snakemake
 
@@ -101,7 +102,7 @@ def test_ddp_runs_as_two_srun_tasks_and_matches_the_local_launch(slurm, workflow
 
     local = measure_training(
         TrainExperiment("fcn", "cpu2", "fp32", "ddp", 8),
-        {"seed": 0, "steps": 3, "warmup_steps": 1, "model_options": FCN},
+        TrainSettings(seed=0, steps=3, warmup_steps=1, model_options=FCN),
     )
     assert local.params["launcher"] == "torchrun"
     assert record["series"]["loss"]["values"] == pytest.approx(local.series["loss"]["values"])
