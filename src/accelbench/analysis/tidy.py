@@ -27,7 +27,7 @@ from accelbench.analysis.sizes import size_label
 from accelbench.families import FAMILIES
 from accelbench.families.base import int_fields
 from accelbench.measuring import precision
-from accelbench.measuring.sections import Params
+from accelbench.measuring.settings import Params
 from accelbench.measuring.statistics import CI_LEVEL, RERUN_INTERVAL_OPENING
 from accelbench.platform import host_cpus
 from accelbench.platform.devices import DeviceError, parse_device

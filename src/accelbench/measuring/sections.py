@@ -9,14 +9,9 @@ declared once more, for the records themselves, by the record's JSON Schema
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, Required, TypedDict
+from typing import NotRequired, Required, TypedDict
 
 from accelbench.platform.host_cpus import CpuClock, Figure
-
-# A record's `params`: the experiment's parameters and settings, and what its run settled.
-# An open JSON object whose values are whatever the configuration holds (the record's
-# schema leaves it open), so its values are any JSON value.
-Params = dict[str, Any]
 
 
 class Distribution(TypedDict):

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-# The rule's params: a JSON document Snakemake compares between runs.
+# The rule's params: a JSON document Snakemake compares between runs; with the experiment's
+# parameters and what its run settled, the record's `params` (an open object in its schema).
 Params = dict[str, Any]
 
 Settings = TypeVar("Settings", bound="RunSettings")

@@ -39,10 +39,10 @@ from accelbench.measuring.sections import (
     EnergySection,
     MeasuredBy,
     Metrics,
-    Params,
     RawSamples,
     Series,
 )
+from accelbench.measuring.settings import Params
 from accelbench.platform import host_cpus, provenance
 from accelbench.platform.provenance import Provenance
 from accelbench.records.json_schema import (
