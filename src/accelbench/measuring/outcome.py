@@ -1,9 +1,9 @@
 """What one measurement came to, and the failures that end an attempt.
 
 The measuring modules (kernels, roofs, training) return an Outcome, and the
-orchestration in accelbench.job.measurement turns it into a record. It imports only
-the shapes of the record's sections (accelbench.measuring.sections) and
-accelbench.platform.processes, to tell how a process that left no outcome ended.
+orchestration in accelbench.job.measurement turns it into a record. It imports only the
+shapes of the record's sections (accelbench.measuring.sections, its params' from .settings)
+and accelbench.platform.processes, to tell how a process that left no outcome ended.
 
 A failure is either the configuration's (it fails the same way next time, and
 its record stays) or a passing fault (a full disk, a process killed from outside
@@ -27,10 +27,10 @@ from accelbench.measuring.sections import (
     FailureNote,
     MeasuredBy,
     Metrics,
-    Params,
     RawSamples,
     Series,
 )
+from accelbench.measuring.settings import Params
 from accelbench.platform.processes import OomKills, crashed, exit_text
 
 # How a measuring process tells its supervisor why it stopped without a record.
