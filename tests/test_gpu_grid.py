@@ -23,7 +23,6 @@ from accelbench.job import measurement
 from accelbench.job.context import JobContext
 from accelbench.kernels import host_dtype, kernels
 from accelbench.platform.devices import parse_device
-from accelbench.platform.processes import call_in_fork
 from accelbench.records.record import load_record
 from accelbench.train.models import models
 from accelbench.train.settings import TrainSettings
@@ -53,36 +52,37 @@ def _run_and_check(spec, prepare, dtype_name: str, device) -> float:
     return spec.error(prepared.fetch(), spec.reference(*inputs))
 
 
+# Run in an interpreter of their own: Numba-CUDA's cells under the simulator, and JAX's on the
+# CPU device (its client may not start in the test process, nor in a child forked from it).
+OWN_INTERPRETER = {"numba-cuda": ("cuda1", {"NUMBA_ENABLE_CUDASIM": "1"}), "jax": ("cpu1", {})}
+
+
 @pytest.mark.parametrize(
-    ("kernel", "backend", "dtype"), [cell for cell in GPU_CELLS if cell[1] != "numba-cuda"]
+    ("kernel", "backend", "dtype"), [cell for cell in GPU_CELLS if cell[1] not in OWN_INTERPRETER]
 )
 def test_every_gpu_kernel_cell_of_the_grid_computes_right_on_its_stand_in(
     monkeypatch, kernel, backend, dtype
 ):
     spec = kernels()[kernel]
-    device = parse_device("cuda1")
-    if backend in ("torch", "jax"):  # the same code on the CPU device
-        device = parse_device("cpu1")
-    if backend == "jax":  # its client, as a run's, starts in a process of its own
-        error = call_in_fork(_run_and_check, spec, spec.implementations[backend], dtype, device)
-    else:
-        with numpy_playing_cupy():
-            error = _run_and_check(spec, spec.implementations[backend], dtype, device)
+    device = parse_device("cpu1" if backend == "torch" else "cuda1")  # torch: the same code
+    with numpy_playing_cupy():
+        error = _run_and_check(spec, spec.implementations[backend], dtype, device)
     assert error <= spec.tolerance(STAND_IN_SIZE, host_dtype(dtype)), (kernel, backend, dtype)
 
 
-SIMULATED = textwrap.dedent(
+IN_OWN_INTERPRETER = textwrap.dedent(
     """
     import json, sys
     import numpy as np
     from accelbench.kernels import host_dtype, kernels
     from accelbench.platform.devices import parse_device
 
+    backend, device = sys.argv[2], parse_device(sys.argv[3])
     errors = {}
     for kernel, dtype in json.loads(sys.argv[1]):
         spec = kernels()[kernel]
         inputs = spec.make_inputs(np.random.default_rng(7), SIZE, host_dtype(dtype))
-        prepared = spec.implementations["numba-cuda"](inputs, parse_device("cuda1"))
+        prepared = spec.implementations[backend](inputs, device)
         prepared.poison()
         prepared.run()
         error = spec.error(prepared.fetch(), spec.reference(*inputs))
@@ -92,15 +92,18 @@ SIMULATED = textwrap.dedent(
 ).replace("SIZE", str(STAND_IN_SIZE))
 
 
-def test_every_numba_cuda_cell_of_the_grid_computes_right_under_the_simulator():
-    cells = [[kernel, dtype] for kernel, backend, dtype in GPU_CELLS if backend == "numba-cuda"]
+@pytest.mark.parametrize("backend", sorted(OWN_INTERPRETER))
+def test_every_cell_of_the_grid_run_in_its_own_interpreter_computes_right(backend):
+    """Numba-CUDA's cells under the CUDA simulator; JAX's on the CPU device, the same code."""
+    cells = [[kernel, dtype] for kernel, name, dtype in GPU_CELLS if name == backend]
     assert cells
+    device, environment = OWN_INTERPRETER[backend]
     pythonpath = os.pathsep.join(
         filter(None, [str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH")])
     )
     done = subprocess.run(
-        [sys.executable, "-c", SIMULATED, json.dumps(cells)],
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": pythonpath},
+        [sys.executable, "-c", IN_OWN_INTERPRETER, json.dumps(cells), backend, device],
+        env={**os.environ, **environment, "PYTHONPATH": pythonpath},
         capture_output=True,
         text=True,
         timeout=600,
